@@ -1,0 +1,59 @@
+"""What the portal asks of the infrastructure. A real backend implements the same methods."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Capacity:
+    total_nodes: int
+    free_nodes: int
+
+
+@dataclass(frozen=True)
+class FabricAddress:
+    """InfiniBand: port GUID + LID. RoCEv2: fabric IP + GID index."""
+
+    guid: str = ""
+    lid: int | None = None
+    ip: str | None = None
+    gid_index: int | None = None
+
+
+class ComputeBackend:
+    """Every method is idempotent: a retried task or the reconciler may call it twice.
+
+    Errors are ``portal.errors.CapacityUnavailable`` (no room) or ``BackendError``.
+    """
+
+    def capacity(self, zone, instance_type, fabric) -> Capacity:
+        raise NotImplementedError
+
+    def create_vm(self, vm) -> str:
+        """Provision ``vm``; return its private IP."""
+        raise NotImplementedError
+
+    def register_cluster(self, cluster) -> None:
+        """Prepare an empty cluster (its fabric partition, its records) after create."""
+        raise NotImplementedError
+
+    def allocate(self, cluster, nodes: int) -> None:
+        """Reserve fabric capacity for ``nodes`` members of ``cluster``."""
+        raise NotImplementedError
+
+    def configure_fabric(self, cluster, members) -> dict[int, FabricAddress]:
+        """Join ``members`` to the cluster's fabric; return their addresses by VM id."""
+        raise NotImplementedError
+
+    def release(self, cluster) -> None:
+        """Give back everything allocated for ``cluster`` (no-op if nothing is)."""
+        raise NotImplementedError
+
+    def is_allocated(self, cluster) -> bool:
+        raise NotImplementedError
+
+    def start_vm(self, vm, cluster=None) -> FabricAddress | None:
+        """Power ``vm`` on; for a member of a running cluster, return its fabric address."""
+        raise NotImplementedError
+
+    def stop_vm(self, vm) -> None:
+        raise NotImplementedError

@@ -1,0 +1,130 @@
+"""Virtual clusters (SPEC §2, §4) and the simulator's capacity ledger (SPEC §8)."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from portal.models import Project, ProjectScopedQuerySet
+from vms.models import FabricType, InstanceType, Zone
+
+
+class ClusterStatus(models.TextChoices):
+    PROVISIONING = "PROVISIONING", _("준비중")
+    UNALLOCATED = "UNALLOCATED", _("미할당")
+    ALLOCATED = "ALLOCATED", _("할당됨")
+    WAITING = "WAITING", _("대기중")
+    RUNNING = "RUNNING", _("실행중")
+    TERMINATED = "TERMINATED", _("종료됨")
+    DELETED = "DELETED", _("삭제됨")
+
+
+S = ClusterStatus
+# SPEC §4 as one table: from -> the statuses it may move to.
+ALLOWED = {
+    S.PROVISIONING: {S.UNALLOCATED, S.ALLOCATED, S.TERMINATED},
+    S.UNALLOCATED: {S.PROVISIONING, S.DELETED},
+    S.ALLOCATED: {S.WAITING, S.TERMINATED, S.UNALLOCATED},
+    S.WAITING: {S.RUNNING, S.TERMINATED, S.UNALLOCATED},
+    S.RUNNING: {S.TERMINATED},
+    S.TERMINATED: {S.PROVISIONING, S.DELETED},
+    S.DELETED: set(),
+}
+TRANSITIONAL = frozenset({S.PROVISIONING, S.ALLOCATED, S.WAITING})
+STABLE = frozenset({S.UNALLOCATED, S.RUNNING, S.TERMINATED, S.DELETED})
+# SPEC §5.3: membership may change only in these.
+MEMBERSHIP_OPEN = frozenset({S.UNALLOCATED, S.RUNNING, S.TERMINATED})
+STARTABLE = frozenset({S.UNALLOCATED, S.TERMINATED})
+STOPPABLE = frozenset({S.RUNNING, S.ALLOCATED, S.WAITING})
+DELETABLE = frozenset({S.UNALLOCATED, S.TERMINATED})
+
+
+class Operation(models.TextChoices):
+    NONE = "", "-"
+    CREATE = "CREATE", _("생성")
+    START = "START", _("시작")
+
+
+class VirtualClusterQuerySet(ProjectScopedQuerySet):
+    def alive(self):
+        return self.exclude(status=S.DELETED)
+
+
+class VirtualCluster(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="clusters")
+    name = models.CharField(_("클러스터 이름"), max_length=63)
+    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
+    instance_type = models.ForeignKey(
+        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
+    )
+    fabric_type = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
+    status = models.CharField(
+        _("상태"), max_length=14, choices=ClusterStatus.choices, default=S.PROVISIONING
+    )
+    status_changed_at = models.DateTimeField(default=timezone.now)
+    # What the current transitional status is doing, and where to fall back if it fails.
+    operation = models.CharField(max_length=10, choices=Operation.choices, blank=True)
+    previous_status = models.CharField(max_length=14, choices=ClusterStatus.choices, blank=True)
+    # Bumped by every start: a task of an older start finds a newer generation and stands down.
+    generation = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(_("마지막 오류"), blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+
+    objects = VirtualClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("가상 클러스터")
+        verbose_name_plural = _("가상 클러스터")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=~models.Q(status="DELETED"),
+                name="cluster_name_unique_per_project",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["project", "-created_at"]),
+            models.Index(fields=["status", "status_changed_at"]),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_transitional(self):
+        return self.status in TRANSITIONAL
+
+
+class SimulatorCapacity(models.Model):
+    """How many nodes the simulated fabric of (zone, type, fabric) can hold."""
+
+    zone = models.ForeignKey(Zone, on_delete=models.CASCADE)
+    instance_type = models.ForeignKey(InstanceType, on_delete=models.CASCADE)
+    fabric = models.CharField(max_length=20, choices=FabricType.choices)
+    total_nodes = models.PositiveIntegerField(default=64)
+
+    class Meta:
+        verbose_name = _("시뮬레이터 용량")
+        verbose_name_plural = _("시뮬레이터 용량")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["zone", "instance_type", "fabric"], name="one_capacity_per_triple"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.zone} / {self.instance_type} / {self.fabric}: {self.total_nodes}"
+
+
+class SimulatorAllocation(models.Model):
+    """Nodes the simulator has reserved for one cluster's fabric."""
+
+    cluster = models.OneToOneField(VirtualCluster, on_delete=models.CASCADE, related_name="+")
+    capacity = models.ForeignKey(SimulatorCapacity, on_delete=models.CASCADE)
+    nodes = models.PositiveIntegerField()
+    configured = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,34 @@
+"""Celery tasks for SPEC §4: thin wrappers; the logic is in ``clusters.services``.
+
+Tasks take primary keys and are idempotent, so they are acked late and requeued if a worker
+dies; the reconciler (beat) repairs whatever is left past its timeout.
+"""
+
+from celery import shared_task
+from django.db import OperationalError
+
+from clusters import services
+
+IDEMPOTENT = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 30,
+    "max_retries": 5,
+}
+
+
+@shared_task(**IDEMPOTENT)
+def advance_cluster(cluster_id, generation=None):
+    services.advance_cluster(cluster_id, generation)
+
+
+@shared_task(**IDEMPOTENT)
+def release_cluster(cluster_id):
+    services.release_cluster(cluster_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def reconcile():
+    return services.reconcile()

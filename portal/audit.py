@@ -1,0 +1,76 @@
+"""The audit trail: every attempted action, refused ones included, and a log line for each."""
+
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from portal.errors import RuleViolation
+from portal.middleware import current_request_id
+from portal.models import AuditEvent
+
+log = logging.getLogger("portal.audit")
+
+
+@dataclass
+class Attempt:
+    """What a service fills in while it runs, so the audit event names what it touched."""
+
+    action: str
+    actor: object
+    target_type: str
+    target_id: int | None = None
+    target_name: str = ""
+    project_id: int | None = None
+    message: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def about(self, obj):
+        self.target_id = obj.pk
+        self.target_name = str(getattr(obj, "name", obj))[:100]
+        self.project_id = obj.project_id
+        return obj
+
+
+def record(attempt, outcome, message=""):
+    actor = attempt.actor if getattr(attempt.actor, "pk", None) else None
+    event = AuditEvent.objects.create(
+        project_id=attempt.project_id,
+        actor=actor,
+        action=attempt.action,
+        target_type=attempt.target_type,
+        target_id=attempt.target_id,
+        target_name=attempt.target_name,
+        outcome=outcome,
+        message=str(message or attempt.message)[:2000],
+        request_id=current_request_id(),
+    )
+    log.info(
+        "action=%s outcome=%s target=%s:%s project=%s actor=%s message=%r",
+        attempt.action,
+        outcome,
+        attempt.target_type,
+        attempt.target_id,
+        attempt.project_id,
+        getattr(actor, "username", "system"),
+        event.message,
+    )
+    return event
+
+
+@contextmanager
+def attempt(action, *, actor, target_type, target_id=None):
+    """Run a state change in one transaction and audit it.
+
+    Success is recorded inside the transaction (it commits with the change); a refusal
+    (``RuleViolation``) is recorded after the rollback, then re-raised.
+    """
+    att = Attempt(action=action, actor=actor, target_type=target_type, target_id=target_id)
+    try:
+        with transaction.atomic():
+            yield att
+            record(att, AuditEvent.Outcome.SUCCEEDED)
+    except RuleViolation as exc:
+        record(att, AuditEvent.Outcome.REFUSED, exc.message)
+        raise

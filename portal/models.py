@@ -1,0 +1,146 @@
+"""Tenancy and access: projects, roles made of SPEC §3 permission strings, bindings, audit."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from portal.permissions import Perm
+
+
+def validate_permissions(value):
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ValidationError(_("권한 목록이 올바르지 않습니다."))
+    unknown = sorted(set(value) - {p.value for p in Perm})
+    if unknown:
+        raise ValidationError(_("알 수 없는 권한: %(names)s") % {"names": ", ".join(unknown)})
+
+
+class Project(models.Model):
+    slug = models.SlugField(_("식별자"), max_length=63, unique=True)
+    name = models.CharField(_("이름"), max_length=100)
+    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("프로젝트")
+        verbose_name_plural = _("프로젝트")
+
+    def __str__(self):
+        return self.name
+
+
+class Role(models.Model):
+    name = models.CharField(_("이름"), max_length=63, unique=True)
+    description = models.CharField(_("설명"), max_length=200, blank=True)
+    permissions = models.JSONField(_("권한"), default=list, validators=[validate_permissions])
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("역할")
+        verbose_name_plural = _("역할")
+
+    def __str__(self):
+        return self.name
+
+
+class RoleBinding(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_bindings"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="bindings")
+    role = models.ForeignKey(Role, on_delete=models.PROTECT, related_name="bindings")
+
+    class Meta:
+        verbose_name = _("역할 바인딩")
+        verbose_name_plural = _("역할 바인딩")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project"], name="one_role_per_user_project")
+        ]
+
+    def __str__(self):
+        return f"{self.user} @ {self.project}: {self.role}"
+
+
+def project_permissions(user):
+    """{project_id: frozenset(permission strings)} for ``user``, cached on the user object."""
+    cached = getattr(user, "_project_permissions", None)
+    if cached is None:
+        cached = {
+            project_id: frozenset(perms)
+            for project_id, perms in RoleBinding.objects.filter(user_id=user.pk).values_list(
+                "project_id", "role__permissions"
+            )
+        }
+        user._project_permissions = cached
+    return cached
+
+
+def forget_permissions(user):
+    if hasattr(user, "_project_permissions"):
+        del user._project_permissions
+
+
+class ProjectScopedQuerySet(models.QuerySet):
+    def restrict(self, user, permission):
+        """Only the rows in projects where ``user``'s role grants ``permission``."""
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if user.is_superuser:
+            return self
+        allowed = [pid for pid, perms in project_permissions(user).items() if permission in perms]
+        return self.filter(project_id__in=allowed)
+
+
+class ProjectQuerySet(models.QuerySet):
+    def restrict(self, user, permission):
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if user.is_superuser:
+            return self
+        allowed = [pid for pid, perms in project_permissions(user).items() if permission in perms]
+        return self.filter(pk__in=allowed)
+
+    def visible_to(self, user):
+        """Projects where the user holds any role (superusers: all)."""
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if user.is_superuser:
+            return self
+        return self.filter(pk__in=list(project_permissions(user)))
+
+
+Project.add_to_class("objects", ProjectQuerySet.as_manager())
+
+
+class AuditEvent(models.Model):
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "SUCCEEDED", _("성공")
+        REFUSED = "REFUSED", _("거부")
+        FAILED = "FAILED", _("실패")
+
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    action = models.CharField(_("작업"), max_length=40, db_index=True)
+    target_type = models.CharField(_("대상 유형"), max_length=40)
+    target_id = models.BigIntegerField(_("대상 ID"), null=True, blank=True)
+    target_name = models.CharField(_("대상 이름"), max_length=100, blank=True)
+    outcome = models.CharField(_("결과"), max_length=10, choices=Outcome.choices)
+    message = models.TextField(_("메시지"), blank=True)
+    request_id = models.CharField(max_length=32, blank=True)
+    at = models.DateTimeField(_("시각"), auto_now_add=True, db_index=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = _("감사 이벤트")
+        verbose_name_plural = _("감사 이벤트")
+        indexes = [models.Index(fields=["target_type", "target_id", "-at"])]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_name} {self.outcome}"

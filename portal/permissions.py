@@ -1,0 +1,24 @@
+"""The permission strings of SPEC §3 and the built-in roles made of them."""
+
+from enum import StrEnum
+
+
+class Perm(StrEnum):
+    CLUSTER_READ = "Resource.VirtualCluster.READ"
+    CLUSTER_CREATE = "Resource.VirtualCluster.CREATE"
+    CLUSTER_UPDATE = "Resource.VirtualCluster.UPDATE"
+    CLUSTER_DELETE = "Resource.VirtualCluster.DELETE"
+    VM_READ = "Resource.VirtualMachine.READ"
+    VM_CREATE = "Resource.VirtualMachine.CREATE"
+    VM_UPDATE = "Resource.VirtualMachine.UPDATE"
+    VM_DELETE = "Resource.VirtualMachine.DELETE"
+
+
+ALL_PERMISSIONS = frozenset(Perm)
+READ_PERMISSIONS = frozenset({Perm.CLUSTER_READ, Perm.VM_READ})
+
+BUILTIN_ROLES = {
+    "viewer": READ_PERMISSIONS,
+    "operator": READ_PERMISSIONS | {Perm.CLUSTER_UPDATE, Perm.VM_UPDATE},
+    "admin": ALL_PERMISSIONS,
+}

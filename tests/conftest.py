@@ -1,0 +1,115 @@
+"""Shared fixtures: the demo-like world in one line, users per role, a logged-in client."""
+
+import os
+
+os.environ.setdefault("SIMULATOR_STEP_SECONDS", "0")
+os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+import pytest  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+
+from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster  # noqa: E402
+from portal.models import Project, Role, RoleBinding  # noqa: E402
+from vms.models import (  # noqa: E402
+    BillingType,
+    FabricOffering,
+    FabricType,
+    InstanceType,
+    VirtualMachine,
+    VmStatus,
+    Zone,
+)
+
+PASSWORD = "test-pass-1234"
+
+
+class World:
+    """Catalog, projects ``demo`` and ``other``, one user per role, factories for the rest."""
+
+    def __init__(self):
+        User = get_user_model()
+        self.zone_a = Zone.objects.create(code="kr-central-1a", name="1a")
+        self.zone_b = Zone.objects.create(code="kr-central-1b", name="1b")
+        self.h100 = InstanceType.objects.create(
+            code="gpu.h100x8", gpu_model="H100", gpu_count=8, vcpu=192, memory_gib=2048
+        )
+        self.l40s = InstanceType.objects.create(
+            code="gpu.l40sx4", gpu_model="L40S", gpu_count=4, vcpu=64, memory_gib=512
+        )
+        for zone in (self.zone_a, self.zone_b):
+            for fabric in FabricType.values:
+                FabricOffering.objects.create(zone=zone, instance_type=self.h100, fabric=fabric)
+            FabricOffering.objects.create(
+                zone=zone, instance_type=self.l40s, fabric=FabricType.ROCE_V2
+            )
+        self.demo = Project.objects.create(slug="demo", name="demo")
+        self.other = Project.objects.create(slug="other", name="other")
+        self.users = {}
+        for name, project, role in (
+            ("admin", self.demo, "admin"),
+            ("operator", self.demo, "operator"),
+            ("viewer", self.demo, "viewer"),
+            ("other", self.other, "admin"),
+        ):
+            user = User.objects.create_user(name, password=PASSWORD)
+            RoleBinding.objects.create(user=user, project=project, role=Role.objects.get(name=role))
+            self.users[name] = user
+        self.users["norole"] = User.objects.create_user("norole", password=PASSWORD)
+        self.admin = self.users["admin"]
+
+    def cluster(self, name="train", project=None, status=ClusterStatus.UNALLOCATED, **kw):
+        kw.setdefault("zone", self.zone_a)
+        kw.setdefault("instance_type", self.h100)
+        kw.setdefault("fabric_type", FabricType.INFINIBAND)
+        return VirtualCluster.objects.create(
+            project=project or self.demo, name=name, status=status, **kw
+        )
+
+    def vm(self, name="node", project=None, **kw):
+        kw.setdefault("zone", self.zone_a)
+        kw.setdefault("instance_type", self.h100)
+        kw.setdefault("billing_type", BillingType.ON_DEMAND)
+        kw.setdefault("status", VmStatus.STOPPED)
+        return VirtualMachine.objects.create(project=project or self.demo, name=name, **kw)
+
+    def members(self, cluster, count, status=VmStatus.STOPPED, prefix=None):
+        prefix = prefix or f"{cluster.name}-m"
+        return [
+            self.vm(f"{prefix}{i}", project=cluster.project, cluster=cluster, status=status,
+                    zone=cluster.zone, instance_type=cluster.instance_type)
+            for i in range(count)
+        ]
+
+    def capacity(self, nodes, zone=None, instance_type=None, fabric=FabricType.INFINIBAND):
+        SimulatorCapacity.objects.update_or_create(
+            zone=zone or self.zone_a,
+            instance_type=instance_type or self.h100,
+            fabric=fabric,
+            defaults={"total_nodes": nodes},
+        )
+
+
+@pytest.fixture
+def world(db):
+    return World()
+
+
+@pytest.fixture
+def login(client, world):
+    """``login("viewer")`` logs the test client in as that user and returns the client."""
+
+    def _login(username):
+        client.force_login(world.users[username])
+        return client
+
+    return _login
+
+
+@pytest.fixture(autouse=True)
+def _no_simulator_faults():
+    from clusters.backends.simulator import SimulatorBackend
+
+    SimulatorBackend.faults.clear()
+    yield
+    SimulatorBackend.faults.clear()

@@ -1,0 +1,161 @@
+"""The catalog (zones, instance types, which fabrics each type offers where) and VMs."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from portal.models import Project, ProjectScopedQuerySet
+
+
+class FabricType(models.TextChoices):
+    INFINIBAND = "INFINIBAND", "InfiniBand"
+    ROCE_V2 = "ROCE_V2", "Ethernet (RoCEv2)"
+
+
+class Zone(models.Model):
+    code = models.SlugField(_("코드"), max_length=40, unique=True)
+    name = models.CharField(_("이름"), max_length=100)
+
+    class Meta:
+        ordering = ["code"]
+        verbose_name = _("가용 영역")
+        verbose_name_plural = _("가용 영역")
+
+    def __str__(self):
+        return self.code
+
+
+class InstanceType(models.Model):
+    code = models.CharField(_("코드"), max_length=60, unique=True)
+    gpu_model = models.CharField(_("GPU 모델"), max_length=60)
+    gpu_count = models.PositiveSmallIntegerField(_("GPU 수"))
+    gpu_memory_gib = models.PositiveIntegerField(_("GPU 메모리(GiB)"), default=80)
+    vcpu = models.PositiveSmallIntegerField(_("vCPU"))
+    memory_gib = models.PositiveIntegerField(_("메모리(GiB)"))
+    zones = models.ManyToManyField(Zone, through="FabricOffering", related_name="instance_types")
+
+    class Meta:
+        ordering = ["code"]
+        verbose_name = _("인스턴스 유형")
+        verbose_name_plural = _("인스턴스 유형")
+
+    def __str__(self):
+        return self.code
+
+    @property
+    def summary(self):
+        return f"{self.gpu_count}× {self.gpu_model} · {self.vcpu} vCPU · {self.memory_gib} GiB"
+
+
+class FabricOffering(models.Model):
+    """Instance type X offers fabric F in zone Z (SPEC §5.7)."""
+
+    zone = models.ForeignKey(Zone, on_delete=models.CASCADE, related_name="offerings")
+    instance_type = models.ForeignKey(
+        InstanceType, on_delete=models.CASCADE, related_name="offerings"
+    )
+    fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
+
+    class Meta:
+        verbose_name = _("패브릭 제공")
+        verbose_name_plural = _("패브릭 제공")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["zone", "instance_type", "fabric"], name="one_offering_per_triple"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
+
+
+class VmStatus(models.TextChoices):
+    STOPPED = "STOPPED", _("중지됨")
+    STARTING = "STARTING", _("시작중")
+    RUNNING = "RUNNING", _("실행중")
+    STOPPING = "STOPPING", _("중지중")
+    ERROR = "ERROR", _("오류")
+    DELETED = "DELETED", _("삭제됨")
+
+
+VM_TRANSITIONAL = frozenset({VmStatus.STARTING, VmStatus.STOPPING})
+# A VM in these statuses is "running or in transition" for SPEC §5.5.
+VM_ACTIVE = frozenset({VmStatus.STARTING, VmStatus.RUNNING, VmStatus.STOPPING})
+
+
+class BillingType(models.TextChoices):
+    ON_DEMAND = "ON_DEMAND", _("온디맨드")
+    RESERVED = "RESERVED", _("약정형")
+    SPOT = "SPOT", _("스팟")
+
+
+class VirtualMachineQuerySet(ProjectScopedQuerySet):
+    def alive(self):
+        return self.exclude(status=VmStatus.DELETED)
+
+
+class VirtualMachine(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="vms")
+    name = models.CharField(_("이름"), max_length=63)
+    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
+    instance_type = models.ForeignKey(
+        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
+    )
+    billing_type = models.CharField(
+        _("과금 유형"), max_length=10, choices=BillingType.choices, default=BillingType.ON_DEMAND
+    )
+    disaster_recovery = models.BooleanField(_("재해 복구"), default=False)
+    status = models.CharField(
+        _("상태"), max_length=10, choices=VmStatus.choices, default=VmStatus.STOPPED
+    )
+    status_changed_at = models.DateTimeField(default=timezone.now)
+    cluster = models.ForeignKey(
+        "clusters.VirtualCluster",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="members",
+        verbose_name=_("클러스터"),
+    )
+    private_ip = models.GenericIPAddressField(_("사설 IP"), null=True, blank=True)
+    # Fabric address, set once the VM joins its running cluster's fabric.
+    fabric_guid = models.CharField(_("포트 GUID"), max_length=23, blank=True)
+    fabric_lid = models.PositiveIntegerField(_("LID"), null=True, blank=True)
+    fabric_ip = models.GenericIPAddressField(_("패브릭 IP"), null=True, blank=True)
+    fabric_gid_index = models.PositiveSmallIntegerField(_("GID 인덱스"), null=True, blank=True)
+    last_error = models.TextField(_("마지막 오류"), blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+
+    objects = VirtualMachineQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        verbose_name = _("가상머신")
+        verbose_name_plural = _("가상머신")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=~models.Q(status="DELETED"),
+                name="vm_name_unique_per_project",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "status_changed_at"])]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_transitional(self):
+        return self.status in VM_TRANSITIONAL
+
+    @property
+    def fabric_address(self):
+        if self.fabric_guid:
+            return f"GUID {self.fabric_guid} / LID {self.fabric_lid}"
+        if self.fabric_ip:
+            return f"{self.fabric_ip} / GID {self.fabric_gid_index}"
+        return ""
