@@ -346,6 +346,7 @@ def attach_vm(vm_id, cluster_id, *, actor):
         if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
             raise NotFound(_("클러스터를 찾을 수 없습니다."))
         att.message = cluster.name
+        att.cluster_id = cluster.pk
         if vm.cluster_id is not None:
             raise AlreadyMember()
         if cluster.status not in MEMBERSHIP_OPEN:
@@ -370,6 +371,7 @@ def detach_vm(vm_id, *, actor):
         if cluster is None:
             raise NotMember()
         att.message = cluster.name
+        att.cluster_id = cluster.pk
         if cluster.status not in MEMBERSHIP_OPEN:
             raise ClusterChanging()
         if vm.status != VmStatus.STOPPED and vm.status != VmStatus.ERROR:

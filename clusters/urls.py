@@ -1,2 +1,19 @@
+from django.urls import path
+
+from clusters import views
+
 app_name = "clusters"
-urlpatterns = []
+urlpatterns = [
+    path("", views.cluster_list, name="cluster_list"),
+    path("new/", views.cluster_create, name="cluster_create"),
+    path("new/options/", views.cluster_form_options, name="cluster_form_options"),
+    path("<int:pk>/", views.cluster_detail, name="cluster_detail"),
+    path("<int:pk>/vms/", views.cluster_members, name="cluster_members"),
+    path("<int:pk>/metrics/", views.cluster_metrics, name="cluster_metrics"),
+    path("<int:pk>/activity/", views.cluster_activity, name="cluster_activity"),
+    path("<int:pk>/header/", views.cluster_header, name="cluster_header"),
+    path("<int:pk>/hostfile/", views.cluster_hostfile, name="cluster_hostfile"),
+    path("<int:pk>/start/", views.cluster_start, name="cluster_start"),
+    path("<int:pk>/stop/", views.cluster_stop, name="cluster_stop"),
+    path("<int:pk>/delete/", views.cluster_delete, name="cluster_delete"),
+]

@@ -23,6 +23,7 @@ class Attempt:
     target_id: int | None = None
     target_name: str = ""
     project_id: int | None = None
+    cluster_id: int | None = None
     message: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -30,6 +31,7 @@ class Attempt:
         self.target_id = obj.pk
         self.target_name = str(getattr(obj, "name", obj))[:100]
         self.project_id = obj.project_id
+        self.cluster_id = obj.pk if self.target_type == "cluster" else obj.cluster_id
         return obj
 
 
@@ -42,6 +44,7 @@ def record(attempt, outcome, message=""):
         target_type=attempt.target_type,
         target_id=attempt.target_id,
         target_name=attempt.target_name,
+        cluster_id=attempt.cluster_id,
         outcome=outcome,
         message=str(message or attempt.message)[:2000],
         request_id=current_request_id(),

@@ -16,10 +16,30 @@ def validate_permissions(value):
         raise ValidationError(_("알 수 없는 권한: %(names)s") % {"names": ", ".join(unknown)})
 
 
+class ProjectQuerySet(models.QuerySet):
+    def restrict(self, user, permission):
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if user.is_superuser:
+            return self
+        allowed = [pid for pid, perms in project_permissions(user).items() if permission in perms]
+        return self.filter(pk__in=allowed)
+
+    def visible_to(self, user):
+        """Projects where the user holds any role (superusers: all)."""
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if user.is_superuser:
+            return self
+        return self.filter(pk__in=list(project_permissions(user)))
+
+
 class Project(models.Model):
     slug = models.SlugField(_("식별자"), max_length=63, unique=True)
     name = models.CharField(_("이름"), max_length=100)
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+
+    objects = ProjectQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -92,25 +112,6 @@ class ProjectScopedQuerySet(models.QuerySet):
         return self.filter(project_id__in=allowed)
 
 
-class ProjectQuerySet(models.QuerySet):
-    def restrict(self, user, permission):
-        if not user.is_authenticated or not user.is_active:
-            return self.none()
-        if user.is_superuser:
-            return self
-        allowed = [pid for pid, perms in project_permissions(user).items() if permission in perms]
-        return self.filter(pk__in=allowed)
-
-    def visible_to(self, user):
-        """Projects where the user holds any role (superusers: all)."""
-        if not user.is_authenticated or not user.is_active:
-            return self.none()
-        if user.is_superuser:
-            return self
-        return self.filter(pk__in=list(project_permissions(user)))
-
-
-Project.add_to_class("objects", ProjectQuerySet.as_manager())
 
 
 class AuditEvent(models.Model):
@@ -129,6 +130,8 @@ class AuditEvent(models.Model):
     target_type = models.CharField(_("대상 유형"), max_length=40)
     target_id = models.BigIntegerField(_("대상 ID"), null=True, blank=True)
     target_name = models.CharField(_("대상 이름"), max_length=100, blank=True)
+    # The cluster the event concerns (the cluster itself, or a member VM's): its activity tab.
+    cluster_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     outcome = models.CharField(_("결과"), max_length=10, choices=Outcome.choices)
     message = models.TextField(_("메시지"), blank=True)
     request_id = models.CharField(max_length=32, blank=True)

@@ -1,0 +1,58 @@
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from clusters.models import ClusterStatus
+from clusters.services import NAME_MAX, offered_fabrics
+from vms.models import FabricOffering, FabricType, InstanceType, Zone
+
+
+class ClusterCreateForm(forms.Form):
+    """The create form; choices narrow as the user picks (zone → type → fabric).
+
+    It only shapes the input: every rule is checked again by ``create_cluster``.
+    """
+
+    name = forms.CharField(
+        label=_("클러스터 이름"),
+        max_length=NAME_MAX,
+        help_text=_("영문, 숫자, 한글, 하이픈(-) 1~63자"),
+    )
+    zone = forms.ModelChoiceField(
+        label=_("가용 영역"), queryset=Zone.objects.all(), empty_label=_("가용 영역 선택")
+    )
+    instance_type = forms.ModelChoiceField(
+        label=_("인스턴스 유형"),
+        queryset=InstanceType.objects.none(),
+        empty_label=_("인스턴스 유형 선택"),
+    )
+    fabric_type = forms.ChoiceField(label=_("패브릭 타입"), choices=())
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        data = self.data if self.is_bound else self.initial
+        zone_id = _clean_id(data.get("zone"))
+        type_id = _clean_id(data.get("instance_type"))
+        if zone_id:
+            self.fields["instance_type"].queryset = InstanceType.objects.filter(
+                pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
+            )
+        fabrics = offered_fabrics(zone_id, type_id) if zone_id and type_id else []
+        labels = dict(FabricType.choices)
+        self.fields["fabric_type"].choices = [("", _("패브릭 타입 선택"))] + [
+            (value, labels[value]) for value in fabrics
+        ]
+
+
+def _clean_id(value):
+    value = str(value or "").strip()
+    return int(value) if value.isdigit() and len(value) < 18 else None
+
+
+class ClusterFilterForm(forms.Form):
+    status = forms.ChoiceField(
+        label=_("상태"), required=False, choices=[("", _("모든 상태"))] + ClusterStatus.choices
+    )
+    zone = forms.ModelChoiceField(
+        label=_("가용 영역"), required=False, queryset=Zone.objects.all(), empty_label=_("모든 영역")
+    )
+    q = forms.CharField(label=_("이름 검색"), required=False, max_length=63)

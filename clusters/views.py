@@ -1,0 +1,340 @@
+"""컴퓨트 > 가상 클러스터: list, create, detail tabs and the start/stop/delete actions.
+
+Every lookup goes through ``restrict(user, permission)``: outside it is a 404. State changes
+call ``clusters.services``; a refusal (``RuleViolation``) is shown in place by
+``portal.middleware.RuleViolationMiddleware`` or, for forms, as a field error.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+
+from clusters import services
+from clusters.forms import ClusterCreateForm, ClusterFilterForm
+from clusters.models import (
+    DELETABLE,
+    STARTABLE,
+    STOPPABLE,
+    ClusterStatus,
+    VirtualCluster,
+)
+from portal.errors import (
+    FabricNotOffered,
+    InvalidInput,
+    MembersStillRunning,
+    NameTaken,
+    NotEnoughMembers,
+)
+from portal.models import AuditEvent
+from portal.permissions import Perm
+from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType
+
+PAGE_SIZE = 50
+TABS = ("info", "members", "metrics", "activity")
+
+
+def _cluster(request, pk):
+    return get_object_or_404(
+        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).select_related(
+            "zone", "instance_type", "project", "created_by"
+        ),
+        pk=pk,
+    )
+
+
+@login_required
+@require_GET
+def cluster_list(request):
+    project = request.project
+    clusters = VirtualCluster.objects.none()
+    filters = ClusterFilterForm(request.GET or None)
+    if project is not None:
+        clusters = (
+            VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
+            .filter(project=project)
+            .alive()
+            .select_related("zone", "instance_type")
+            .annotate(member_count=Count("members"))
+            .order_by("-created_at", "-id")
+        )
+        if filters.is_valid():
+            if filters.cleaned_data["status"]:
+                clusters = clusters.filter(status=filters.cleaned_data["status"])
+            if filters.cleaned_data["zone"]:
+                clusters = clusters.filter(zone=filters.cleaned_data["zone"])
+            if filters.cleaned_data["q"]:
+                clusters = clusters.filter(name__icontains=filters.cleaned_data["q"])
+    page = Paginator(clusters, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "filters": filters,
+        "query": _query_without_page(request),
+        "can_create": project is not None and request.user.has_perm(Perm.CLUSTER_CREATE, project),
+        "any_transitional": any(c.is_transitional for c in page.object_list),
+    }
+    if request.htmx and request.htmx.target == "cluster-table":
+        return render(request, "clusters/list.html#cluster-table", context)
+    return render(request, "clusters/list.html", context)
+
+
+def _query_without_page(request):
+    query = request.GET.copy()
+    query.pop("page", None)
+    return query.urlencode()
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_create(request):
+    """GET: the form (HTMX panel or a page). POST: create, then go to the new cluster."""
+    project = request.project
+    if project is None:
+        return redirect("clusters:cluster_list")
+    if request.method == "GET":
+        form = ClusterCreateForm(initial=request.GET.dict() if request.htmx else None)
+        return _render_create(request, form)
+    form = ClusterCreateForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            cluster = services.create_cluster(
+                actor=request.user,
+                project=project,
+                name=data["name"],
+                zone_id=data["zone"].pk,
+                instance_type_id=data["instance_type"].pk,
+                fabric_type=data["fabric_type"],
+            )
+        except InvalidInput as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        except NameTaken as exc:
+            form.add_error("name", exc.message)
+        except FabricNotOffered as exc:
+            form.add_error("fabric_type", exc.message)
+        else:
+            url = reverse("clusters:cluster_detail", args=[cluster.pk])
+            if request.htmx:
+                return HttpResponseClientRedirect(url)
+            return redirect(url)
+    return _render_create(request, form, status=422)
+
+
+def _render_create(request, form, status=200):
+    template = "clusters/create.html#create-form" if request.htmx else "clusters/create.html"
+    response = render(request, template, {"form": form}, status=status)
+    if status == 422 and request.htmx:
+        response["HX-Retarget"] = "#create-form"
+        response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+@login_required
+@require_GET
+def cluster_form_options(request):
+    """Re-render the create form's fields as the user picks a zone, then a type."""
+    form = ClusterCreateForm(initial=request.GET.dict())
+    return render(request, "clusters/create.html#create-fields", {"form": form})
+
+
+def _detail_context(request, cluster, tab):
+    members = list(
+        cluster.members.select_related("zone", "instance_type").order_by("pk")
+        if tab in ("info", "members")
+        else []
+    )
+    member_count = len(members) if tab in ("info", "members") else cluster.members.count()
+    user = request.user
+    return {
+        "cluster": cluster,
+        "tab": tab,
+        "members": members,
+        "member_count": member_count,
+        "header": _header_state(user, cluster, member_count),
+        "fingerprint": _fingerprint(cluster),
+        "fabric": _fabric_usage(cluster, members) if cluster.status == ClusterStatus.RUNNING else None,
+        "can_update_vm": user.has_perm(Perm.VM_UPDATE, cluster),
+    }
+
+
+def _header_state(user, cluster, member_count):
+    """What the header's buttons may do, and why not (the rule's own message)."""
+    can_update = user.has_perm(Perm.CLUSTER_UPDATE, cluster)
+    running_members = cluster.members.filter(status__in=VM_ACTIVE).exists() if (
+        cluster.status in STOPPABLE or cluster.status in DELETABLE
+    ) else False
+    start_reason = stop_reason = ""
+    if cluster.status in STARTABLE and member_count < services.MIN_MEMBERS:
+        start_reason = NotEnoughMembers().message
+    if cluster.status in STOPPABLE and running_members:
+        stop_reason = MembersStillRunning().message
+    members_changing = cluster.members.filter(status__in=VM_TRANSITIONAL).exists()
+    return {
+        "can_update": can_update,
+        "can_delete": user.has_perm(Perm.CLUSTER_DELETE, cluster),
+        "show_start": cluster.status in STARTABLE,
+        "show_stop": cluster.status in STOPPABLE,
+        "show_delete": cluster.status in DELETABLE,
+        "start_reason": start_reason,
+        "stop_reason": stop_reason,
+        "delete_reason": MembersStillRunning().message if running_members and cluster.status in DELETABLE else "",
+        "polling": cluster.is_transitional or members_changing,
+    }
+
+
+NCCL_ENV = {
+    FabricType.INFINIBAND: [
+        ("NCCL_IB_DISABLE", "0"),
+        ("NCCL_IB_HCA", "mlx5"),
+        ("NCCL_NET_GDR_LEVEL", "PHB"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+    ],
+    FabricType.ROCE_V2: [
+        ("NCCL_IB_DISABLE", "0"),
+        ("NCCL_IB_HCA", "mlx5"),
+        ("NCCL_IB_GID_INDEX", "3"),
+        ("NCCL_IB_TC", "106"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+    ],
+}
+MASTER_PORT = 29500
+
+
+def _fabric_usage(cluster, members):
+    """The ready-to-paste lines of the Info tab, filled in from the real members."""
+    if not members:
+        return None
+    gpus = cluster.instance_type.gpu_count
+    master = members[0].private_ip or "<master-ip>"
+    commands = [
+        {
+            "vm": vm,
+            "line": (
+                f"torchrun --nproc_per_node={gpus} --nnodes={len(members)} "
+                f"--node_rank={rank} --master_addr={master} "
+                f"--master_port={MASTER_PORT} train.py"
+            ),
+        }
+        for rank, vm in enumerate(members)
+    ]
+    env = "\n".join(f"export {key}={value}" for key, value in NCCL_ENV[cluster.fabric_type])
+    return {"commands": commands, "nccl_env": env, "master": master}
+
+
+def hostfile_text(cluster, members):
+    gpus = cluster.instance_type.gpu_count
+    return "".join(f"{vm.private_ip} slots={gpus}  # {vm.name}\n" for vm in members)
+
+
+def _render_tab(request, pk, tab):
+    cluster = _cluster(request, pk)
+    context = _detail_context(request, cluster, tab)
+    if tab == "activity":
+        context["events"] = list(
+            AuditEvent.objects.filter(cluster_id=cluster.pk)
+            .select_related("actor")
+            .order_by("-at", "-id")[:100]
+        )
+    if request.htmx and not request.htmx.boosted:
+        return render(request, f"clusters/detail.html#tab-{tab}", context)
+    return render(request, "clusters/detail.html", context)
+
+
+@login_required
+@require_GET
+def cluster_detail(request, pk):
+    return _render_tab(request, pk, "info")
+
+
+@login_required
+@require_GET
+def cluster_members(request, pk):
+    return _render_tab(request, pk, "members")
+
+
+@login_required
+@require_GET
+def cluster_metrics(request, pk):
+    return _render_tab(request, pk, "metrics")
+
+
+@login_required
+@require_GET
+def cluster_activity(request, pk):
+    return _render_tab(request, pk, "activity")
+
+
+@login_required
+@require_GET
+def cluster_header(request, pk):
+    """The header (status, buttons), polled while something is transitional.
+
+    ``?seen=`` is the fingerprint the page shows; when it differs, the tabs are told to refresh.
+    """
+    return _render_header(request, _cluster(request, pk), changed=None)
+
+
+def _render_header(request, cluster, changed):
+    member_count = cluster.members.count()
+    fingerprint = _fingerprint(cluster)
+    context = {
+        "cluster": cluster,
+        "header": _header_state(request.user, cluster, member_count),
+        "member_count": member_count,
+        "fingerprint": fingerprint,
+    }
+    response = render(request, "clusters/detail.html#header", context)
+    if changed or request.GET.get("seen") != fingerprint:
+        trigger_client_event(response, "cluster-changed")
+    return response
+
+
+def _fingerprint(cluster):
+    states = cluster.members.order_by("pk").values_list("status", flat=True)
+    return f"{cluster.status}:{'.'.join(s[:2] for s in states)}"
+
+
+@login_required
+@require_GET
+def cluster_hostfile(request, pk):
+    cluster = _cluster(request, pk)
+    members = list(cluster.members.order_by("pk"))
+    response = HttpResponse(hostfile_text(cluster, members), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="hostfile-{cluster.pk}"'
+    return response
+
+
+def _action(request, pk, service):
+    cluster = _cluster(request, pk)
+    cluster = service(cluster.pk, actor=request.user)
+    if request.htmx:
+        return _render_header(request, _cluster(request, cluster.pk), changed=True)
+    return redirect("clusters:cluster_detail", pk=cluster.pk)
+
+
+@login_required
+@require_POST
+def cluster_start(request, pk):
+    return _action(request, pk, services.start_cluster)
+
+
+@login_required
+@require_POST
+def cluster_stop(request, pk):
+    return _action(request, pk, services.stop_cluster)
+
+
+@login_required
+@require_POST
+def cluster_delete(request, pk):
+    cluster = _cluster(request, pk)
+    services.delete_cluster(cluster.pk, actor=request.user)
+    url = reverse("clusters:cluster_list")
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return redirect(url)

@@ -1,0 +1,55 @@
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from clusters.services import NAME_MAX
+from vms.models import BillingType, FabricOffering, InstanceType, Zone
+
+
+class VmCreateForm(forms.Form):
+    name = forms.CharField(label=_("이름"), max_length=NAME_MAX)
+    zone = forms.ModelChoiceField(
+        label=_("가용 영역"), queryset=Zone.objects.all(), empty_label=_("가용 영역 선택")
+    )
+    instance_type = forms.ModelChoiceField(
+        label=_("인스턴스 유형"), queryset=InstanceType.objects.all(),
+        empty_label=_("인스턴스 유형 선택"),
+    )
+    billing_type = forms.ChoiceField(
+        label=_("과금 유형"), choices=BillingType.choices, initial=BillingType.ON_DEMAND
+    )
+    disaster_recovery = forms.BooleanField(label=_("재해 복구(DR)"), required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        zone = str((self.data if self.is_bound else self.initial).get("zone") or "")
+        if zone.isdigit() and len(zone) < 18:
+            self.fields["instance_type"].queryset = InstanceType.objects.filter(
+                pk__in=FabricOffering.objects.filter(zone_id=int(zone)).values("instance_type_id")
+            )
+
+
+class VmRenameForm(forms.Form):
+    name = forms.CharField(label=_("이름"), max_length=NAME_MAX)
+
+
+class VmClusterForm(forms.Form):
+    """The 클러스터 section: 수행할 작업 = 클러스터에 연결 (+ which) or 클러스터에서 분리."""
+
+    ATTACH, DETACH = "attach", "detach"
+    action = forms.ChoiceField(
+        label=_("수행할 작업"),
+        choices=[("", _("작업 선택")), (ATTACH, _("클러스터에 연결")), (DETACH, _("클러스터에서 분리"))],
+    )
+    cluster = forms.ModelChoiceField(
+        label=_("연결할 클러스터"), queryset=None, required=False, empty_label=_("클러스터 선택")
+    )
+
+    def __init__(self, *args, clusters, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].queryset = clusters
+
+    def clean(self):
+        data = super().clean()
+        if data.get("action") == self.ATTACH and not data.get("cluster"):
+            self.add_error("cluster", _("연결할 클러스터를 선택하세요."))
+        return data

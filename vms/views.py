@@ -1,0 +1,229 @@
+"""컴퓨트 > 가상머신: list, create, the edit page with its 클러스터 section, start/stop/delete."""
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+
+from clusters import services as cluster_services
+from clusters.models import MEMBERSHIP_OPEN, VirtualCluster
+from portal.errors import InvalidInput, RuleViolation, SpotOrDrVm, VmNotEligible
+from portal.permissions import Perm
+from vms import services
+from vms.forms import VmClusterForm, VmCreateForm, VmRenameForm
+from vms.models import VM_TRANSITIONAL, BillingType, VirtualMachine, VmStatus
+
+PAGE_SIZE = 50
+
+
+def _vm(request, pk):
+    return get_object_or_404(
+        VirtualMachine.objects.restrict(request.user, Perm.VM_READ)
+        .alive()
+        .select_related("zone", "instance_type", "cluster", "project"),
+        pk=pk,
+    )
+
+
+@login_required
+@require_GET
+def vm_list(request):
+    project = request.project
+    vms = VirtualMachine.objects.none()
+    if project is not None:
+        vms = (
+            VirtualMachine.objects.restrict(request.user, Perm.VM_READ)
+            .filter(project=project)
+            .alive()
+            .select_related("zone", "instance_type", "cluster")
+            .order_by("name", "pk")
+        )
+    page = Paginator(vms, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "can_create": project is not None and request.user.has_perm(Perm.VM_CREATE, project),
+        "can_update": project is not None and request.user.has_perm(Perm.VM_UPDATE, project),
+        "any_transitional": any(vm.status in VM_TRANSITIONAL for vm in page.object_list),
+    }
+    if request.htmx and request.htmx.target == "vm-table":
+        return render(request, "vms/list.html#vm-table", context)
+    return render(request, "vms/list.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def vm_create(request):
+    project = request.project
+    if project is None:
+        return redirect("vms:vm_list")
+    if request.method == "GET":
+        return _render_create(request, VmCreateForm(initial=request.GET.dict() or None))
+    form = VmCreateForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            vm = services.create_vm(
+                actor=request.user,
+                project=project,
+                name=data["name"],
+                zone_id=data["zone"].pk,
+                instance_type_id=data["instance_type"].pk,
+                billing_type=data["billing_type"],
+                disaster_recovery=data["disaster_recovery"],
+            )
+        except InvalidInput as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            url = reverse("vms:vm_edit", args=[vm.pk])
+            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return _render_create(request, form, status=422)
+
+
+def _render_create(request, form, status=200):
+    template = "vms/create.html#create-form" if request.htmx else "vms/create.html"
+    response = render(request, template, {"form": form}, status=status)
+    if status == 422 and request.htmx:
+        response["HX-Retarget"] = "#create-form"
+        response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+def eligible_clusters(user, vm):
+    """Clusters this VM may be offered: readable, same project/zone/type, membership open."""
+    return (
+        VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ)
+        .filter(
+            project_id=vm.project_id,
+            zone_id=vm.zone_id,
+            instance_type_id=vm.instance_type_id,
+            status__in=MEMBERSHIP_OPEN,
+        )
+        .order_by("name")
+    )
+
+
+def attach_obstacle(vm):
+    """Why this VM can't be attached, shown before the user tries (the server checks anyway)."""
+    if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
+        return SpotOrDrVm().message
+    if vm.status != VmStatus.STOPPED:
+        return VmNotEligible().message
+    return ""
+
+
+def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
+    can_update = request.user.has_perm(Perm.VM_UPDATE, vm)
+    return {
+        "vm": vm,
+        "can_update": can_update,
+        "can_delete": request.user.has_perm(Perm.VM_DELETE, vm),
+        "cluster_form": cluster_form
+        or VmClusterForm(
+            clusters=eligible_clusters(request.user, vm),
+            initial={"action": VmClusterForm.DETACH if vm.cluster_id else VmClusterForm.ATTACH},
+        ),
+        "rename_form": rename_form or VmRenameForm(initial={"name": vm.name}),
+        "obstacle": attach_obstacle(vm) if not vm.cluster_id else "",
+        **extra,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def vm_edit(request, pk):
+    """The VM page. POST renames (the 기본 정보 section's 저장)."""
+    vm = _vm(request, pk)
+    if request.method == "GET":
+        return render(request, "vms/edit.html", _edit_context(request, vm))
+    form = VmRenameForm(request.POST)
+    saved = False
+    if form.is_valid():
+        try:
+            vm = services.rename_vm(vm.pk, actor=request.user, name=form.cleaned_data["name"])
+            saved = True
+        except InvalidInput as exc:
+            form.add_error("name", exc.message)
+    vm = _vm(request, pk)
+    context = _edit_context(request, vm, rename_form=form if not saved else None, renamed=saved)
+    if request.htmx:
+        return render(request, "vms/edit.html#basics", context, status=200 if saved else 422)
+    return render(request, "vms/edit.html", context, status=200 if saved else 422)
+
+
+@login_required
+@require_POST
+def vm_cluster(request, pk):
+    """The 클러스터 section's 저장: attach to the chosen cluster, or detach."""
+    vm = _vm(request, pk)
+    form = VmClusterForm(request.POST, clusters=eligible_clusters(request.user, vm))
+    status, done = 422, ""
+    if form.is_valid():
+        try:
+            if form.cleaned_data["action"] == VmClusterForm.ATTACH:
+                cluster = form.cleaned_data["cluster"]
+                cluster_services.attach_vm(vm.pk, cluster.pk, actor=request.user)
+                done = _("%(cluster)s 클러스터에 연결했습니다.") % {"cluster": cluster.name}
+            else:
+                cluster_services.detach_vm(vm.pk, actor=request.user)
+                done = _("클러스터에서 분리했습니다.")
+            status = 200
+        except RuleViolation as exc:
+            form.add_error(None, exc.message)
+            status = exc.status
+    if status == 200:
+        vm = _vm(request, pk)
+        context = _edit_context(request, vm, done=done)
+    else:
+        context = _edit_context(request, vm, cluster_form=form)
+    template = "vms/edit.html#cluster-section" if request.htmx else "vms/edit.html"
+    return render(request, template, context, status=status)
+
+
+def _vm_action(request, pk, service):
+    vm = _vm(request, pk)
+    service(vm.pk, actor=request.user)
+    if request.htmx:
+        response = _render_status(request, pk)
+        trigger_client_event(response, "cluster-changed")
+        trigger_client_event(response, "vm-changed")
+        return response
+    next_url = request.POST.get("next", "")
+    if next_url.startswith("/") and not next_url.startswith("//"):
+        return redirect(next_url)
+    return redirect("vms:vm_edit", pk=vm.pk)
+
+
+@login_required
+@require_POST
+def vm_start(request, pk):
+    return _vm_action(request, pk, services.start_vm)
+
+
+@login_required
+@require_POST
+def vm_stop(request, pk):
+    return _vm_action(request, pk, services.stop_vm)
+
+
+@login_required
+@require_POST
+def vm_delete(request, pk):
+    vm = _vm(request, pk)
+    services.delete_vm(vm.pk, actor=request.user)
+    url = reverse("vms:vm_list")
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@login_required
+@require_GET
+def vm_status(request, pk):
+    return _render_status(request, pk)
+
+
+def _render_status(request, pk):
+    vm = _vm(request, pk)
+    context = {"vm": vm, "can_update": request.user.has_perm(Perm.VM_UPDATE, vm)}
+    return render(request, "vms/edit.html#vm-status", context)
