@@ -35,6 +35,14 @@ class Attempt:
         return obj
 
 
+_CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
+
+
+def printable(text, limit):
+    """What a user typed, safe to store: no NUL/control characters (PostgreSQL rejects NUL)."""
+    return str(text).translate(_CONTROL)[:limit]
+
+
 def record(attempt, outcome, message=""):
     actor = attempt.actor if getattr(attempt.actor, "pk", None) else None
     event = AuditEvent.objects.create(
@@ -43,10 +51,10 @@ def record(attempt, outcome, message=""):
         action=attempt.action,
         target_type=attempt.target_type,
         target_id=attempt.target_id,
-        target_name=attempt.target_name,
+        target_name=printable(attempt.target_name, 100),
         cluster_id=attempt.cluster_id,
         outcome=outcome,
-        message=str(message or attempt.message)[:2000],
+        message=printable(message or attempt.message, 2000),
         request_id=current_request_id(),
     )
     log.info(

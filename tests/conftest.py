@@ -1,17 +1,12 @@
 """Shared fixtures: the demo-like world in one line, users per role, a logged-in client."""
 
-import os
+import pytest
+from django.contrib.auth import get_user_model
 
-os.environ.setdefault("SIMULATOR_STEP_SECONDS", "0")
-os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-import pytest  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
-
-from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster  # noqa: E402
-from portal.models import Project, Role, RoleBinding  # noqa: E402
-from vms.models import (  # noqa: E402
+from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster
+from portal.models import Project, Role, RoleBinding
+from portal.permissions import BUILTIN_ROLES
+from vms.models import (
     BillingType,
     FabricOffering,
     FabricType,
@@ -22,6 +17,14 @@ from vms.models import (  # noqa: E402
 )
 
 PASSWORD = "test-pass-1234"
+
+
+def builtin_role(name):
+    """The data migration's role; transactional tests flush it, so make it again if needed."""
+    role, _created = Role.objects.get_or_create(
+        name=name, defaults={"permissions": sorted(BUILTIN_ROLES[name])}
+    )
+    return role
 
 
 class World:
@@ -53,7 +56,7 @@ class World:
             ("other", self.other, "admin"),
         ):
             user = User.objects.create_user(name, password=PASSWORD)
-            RoleBinding.objects.create(user=user, project=project, role=Role.objects.get(name=role))
+            RoleBinding.objects.create(user=user, project=project, role=builtin_role(role))
             self.users[name] = user
         self.users["norole"] = User.objects.create_user("norole", password=PASSWORD)
         self.admin = self.users["admin"]

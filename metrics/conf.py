@@ -1,0 +1,37 @@
+"""The metrics settings, each with its default, read when used so tests can override them.
+
+A ``METRICS_*`` name in Django settings wins; failing that the environment variable of the
+same name (so an operator, or ``bench_metrics`` starting gunicorn, can set one without a
+settings change); failing that the default here.
+"""
+
+import os
+
+from django.conf import settings
+
+DEFAULTS = {
+    # Ingest (SPEC §7): one batch is at most this many samples and this many bytes.
+    "METRICS_MAX_BATCH_SAMPLES": 1000,
+    "METRICS_MAX_BODY_BYTES": 1024 * 1024,
+    # A sample older than this is refused (the agent's buffer holds about a week at 10 s).
+    "METRICS_MAX_AGE_SECONDS": 7 * 86400,
+    # A sample further in the future than this is refused (clock skew allowance).
+    "METRICS_MAX_FUTURE_SECONDS": 300,
+    # Requests per token per minute; an agent sends 6, a backlog flush a few dozen.
+    "METRICS_RATE_PER_MINUTE": 120,
+    # Retention. Raw samples must outlive METRICS_MAX_AGE_SECONDS: a late batch needs its
+    # day's partition, and the rollups of its buckets are recomputed from raw rows.
+    "METRICS_RAW_RETENTION_DAYS": 8,
+    "METRICS_MINUTE_RETENTION_DAYS": 8,
+    "METRICS_HOUR_RETENTION_DAYS": 400,
+    # Day partitions created ahead of today.
+    "METRICS_PARTITIONS_AHEAD_DAYS": 2,
+}
+
+
+def get(name):
+    if hasattr(settings, name):
+        return getattr(settings, name)
+    default = DEFAULTS[name]
+    raw = os.environ.get(name)
+    return default if raw is None else type(default)(raw)

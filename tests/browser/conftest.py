@@ -1,0 +1,115 @@
+"""Browser tests: Debian's Chromium driven by Playwright against pytest-django's live server.
+
+Playwright never downloads a browser here: ``browser_type_launch_args`` points it at
+``/usr/bin/chromium``. Data comes from ``seed_demo`` (the demo a user would see after the
+README's first command). Transitions run in a real Celery worker thread on an in-memory
+broker, so the page has to show progress by itself (htmx polling), exactly as in production;
+with the suite's default of eager tasks the whole walk to 실행중 would finish inside the POST
+and the polling would never be exercised.
+"""
+
+import pytest
+from django.core.management import call_command
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+DEMO_PASSWORD = "browser-demo-pass-1"
+# How long an expectation waits for the page to change by itself (polling is every 2 s).
+SETTLE_MS = 10_000
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    # The browser asks for English: the console must still answer in Korean (SPEC: Korean-first).
+    return {
+        **browser_context_args,
+        "viewport": {"width": 1280, "height": 900},
+        "locale": "en-US",
+    }
+
+
+@pytest.fixture
+def page(page):
+    page.set_default_timeout(SETTLE_MS)
+    return page
+
+
+@pytest.fixture
+def demo(monkeypatch):
+    """The demo data of ``seed_demo``; ``demo.password`` logs any of its users in."""
+    monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
+    call_command("seed_demo", stdout=_Null())
+
+    class Demo:
+        password = DEMO_PASSWORD
+
+    return Demo()
+
+
+class _Null:
+    def write(self, *_args, **_kwargs):
+        pass
+
+    def flush(self):
+        pass
+
+
+@pytest.fixture
+def celery_worker(demo, settings):
+    """A real Celery worker in a thread, on kombu's in-memory broker (nothing shared with any
+    other worker on this machine). Seed first: ``seed_demo`` itself runs eagerly."""
+    from celery.contrib.testing.worker import start_worker
+
+    from portal.celery import app
+
+    saved = {
+        key: app.conf[key]
+        for key in ("task_always_eager", "broker_url", "broker_transport_options")
+    }
+    app.conf.update(
+        task_always_eager=False,
+        broker_url="memory://",
+        broker_transport_options={"polling_interval": 0.05},
+    )
+    _forget_connections(app)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
+            yield w
+    finally:
+        app.conf.update(saved)
+        _forget_connections(app)
+
+
+def _forget_connections(app):
+    # Connections and producers made for the previous broker must not be reused.
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
+
+
+@pytest.fixture
+def login(page, live_server, demo):
+    """``login("admin")``: sign in through the login form, like a user."""
+
+    def _login(username):
+        page.goto(f"{live_server.url}/login/")
+        page.get_by_label("사용자 이름").fill(username)
+        page.get_by_label("비밀번호").fill(demo.password)
+        page.get_by_role("button", name="로그인").click()
+        page.wait_for_url(f"{live_server.url}/clusters/")
+        return page
+
+    return _login

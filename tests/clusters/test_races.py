@@ -1,0 +1,78 @@
+"""SPEC §5.8: concurrent requests never break the rules; exactly one wins.
+
+Real threads, each with its own PostgreSQL connection and transaction.
+"""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from clusters import services
+from clusters.models import ClusterStatus, VirtualCluster
+from portal import errors
+from vms.models import VirtualMachine
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def race(*calls):
+    """Run the calls at once; return each one's result or the typed error it raised."""
+    barrier = threading.Barrier(len(calls))
+    results = [None] * len(calls)
+
+    def run(i, fn):
+        try:
+            barrier.wait()
+            results[i] = fn()
+        except errors.RuleViolation as exc:
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_twenty_attaches_of_one_vm_make_one_membership(world):
+    clusters = [world.cluster(f"c{i}") for i in range(20)]
+    vm = world.vm("contested")
+    results = race(
+        *[lambda c=c: services.attach_vm(vm.pk, c.pk, actor=world.admin) for c in clusters]
+    )
+    winners = [r for r in results if isinstance(r, VirtualMachine)]
+    assert len(winners) == 1
+    assert all(isinstance(r, errors.AlreadyMember) for r in results if r not in winners)
+    assert VirtualMachine.objects.filter(pk=vm.pk, cluster__isnull=False).count() == 1
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_start_racing_a_detach_never_runs_with_one_member(world, round_):
+    cluster = world.cluster()
+    a, _b = world.members(cluster, 2)
+    start, detach = race(
+        lambda: services.start_cluster(cluster.pk, actor=world.admin),
+        lambda: services.detach_vm(a.pk, actor=world.admin),
+    )
+    cluster.refresh_from_db()
+    members = cluster.members.count()
+    if isinstance(start, errors.RuleViolation):
+        assert isinstance(start, errors.NotEnoughMembers) and members == 1
+        assert cluster.status == ClusterStatus.UNALLOCATED
+    else:
+        assert isinstance(detach, errors.ClusterChanging) and members == 2
+        assert cluster.status == ClusterStatus.RUNNING
+
+
+def test_double_clicked_start_starts_once(world):
+    cluster = world.cluster()
+    world.members(cluster, 2)
+    results = race(*[lambda: services.start_cluster(cluster.pk, actor=world.admin)] * 8)
+    assert sum(isinstance(r, VirtualCluster) for r in results) == 1
+    assert sum(isinstance(r, errors.InvalidTransition) for r in results) == 7
+    cluster.refresh_from_db()
+    assert cluster.generation == 1 and cluster.status == ClusterStatus.RUNNING

@@ -1,0 +1,16 @@
+"""Test settings: the real ones, with the simulator at full speed and tasks run eagerly.
+
+Set before ``portal.settings`` is read, which is why they live here and not in conftest.py.
+Tests that need a real worker (tests/clusters/test_worker.py) switch eager mode off.
+"""
+
+import os
+
+os.environ.setdefault("SIMULATOR_STEP_SECONDS", "0")
+os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+from portal.settings import *  # noqa: E402,F403
+
+# Hashing demo passwords with PBKDF2 costs ~0.3 s a user; tests don't need that strength.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
