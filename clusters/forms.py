@@ -53,6 +53,9 @@ class ClusterFilterForm(forms.Form):
         label=_("상태"), required=False, choices=[("", _("모든 상태"))] + ClusterStatus.choices
     )
     zone = forms.ModelChoiceField(
-        label=_("가용 영역"), required=False, queryset=Zone.objects.all(), empty_label=_("모든 영역")
+        label=_("가용 영역"),
+        required=False,
+        queryset=Zone.objects.all(),
+        empty_label=_("모든 영역"),
     )
     q = forms.CharField(label=_("이름 검색"), required=False, max_length=63)

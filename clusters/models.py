@@ -128,3 +128,6 @@ class SimulatorAllocation(models.Model):
     nodes = models.PositiveIntegerField()
     configured = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"cluster {self.cluster_id}: {self.nodes} nodes"

@@ -525,6 +525,8 @@ def reconcile(now=None):
             _roll_back_start(cluster_id, generation, exc.message)
         cluster = VirtualCluster.objects.get(pk=cluster_id)
         if cluster.status in TRANSITIONAL:
-            _roll_back_start(cluster_id, generation, _("전환이 시간 내에 끝나지 않아 되돌렸습니다."))
+            _roll_back_start(
+                cluster_id, generation, _("전환이 시간 내에 끝나지 않아 되돌렸습니다.")
+            )
         repaired.append(cluster_id)
     return repaired + reconcile_vms(cutoff)

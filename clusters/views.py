@@ -11,7 +11,6 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
@@ -157,7 +156,9 @@ def _detail_context(request, cluster, tab):
         "member_count": member_count,
         "header": _header_state(user, cluster, member_count),
         "fingerprint": _fingerprint(cluster),
-        "fabric": _fabric_usage(cluster, members) if cluster.status == ClusterStatus.RUNNING else None,
+        "fabric": _fabric_usage(cluster, members)
+        if cluster.status == ClusterStatus.RUNNING
+        else None,
         "can_update_vm": user.has_perm(Perm.VM_UPDATE, cluster),
     }
 
@@ -165,9 +166,11 @@ def _detail_context(request, cluster, tab):
 def _header_state(user, cluster, member_count):
     """What the header's buttons may do, and why not (the rule's own message)."""
     can_update = user.has_perm(Perm.CLUSTER_UPDATE, cluster)
-    running_members = cluster.members.filter(status__in=VM_ACTIVE).exists() if (
-        cluster.status in STOPPABLE or cluster.status in DELETABLE
-    ) else False
+    running_members = (
+        cluster.members.filter(status__in=VM_ACTIVE).exists()
+        if (cluster.status in STOPPABLE or cluster.status in DELETABLE)
+        else False
+    )
     start_reason = stop_reason = ""
     if cluster.status in STARTABLE and member_count < services.MIN_MEMBERS:
         start_reason = NotEnoughMembers().message
@@ -182,7 +185,9 @@ def _header_state(user, cluster, member_count):
         "show_delete": cluster.status in DELETABLE,
         "start_reason": start_reason,
         "stop_reason": stop_reason,
-        "delete_reason": MembersStillRunning().message if running_members and cluster.status in DELETABLE else "",
+        "delete_reason": MembersStillRunning().message
+        if running_members and cluster.status in DELETABLE
+        else "",
         "polling": cluster.is_transitional or members_changing,
     }
 
@@ -304,7 +309,9 @@ def _fingerprint(cluster):
 def cluster_hostfile(request, pk):
     cluster = _cluster(request, pk)
     members = list(cluster.members.order_by("pk"))
-    response = HttpResponse(hostfile_text(cluster, members), content_type="text/plain; charset=utf-8")
+    response = HttpResponse(
+        hostfile_text(cluster, members), content_type="text/plain; charset=utf-8"
+    )
     response["Content-Disposition"] = f'attachment; filename="hostfile-{cluster.pk}"'
     return response
 

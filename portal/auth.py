@@ -23,6 +23,4 @@ class ProjectRoleBackend(BaseBackend):
         if user_obj.is_superuser:
             return True
         project_id = project_id_of(obj)
-        return project_id is not None and perm in project_permissions(user_obj).get(
-            project_id, ()
-        )
+        return project_id is not None and perm in project_permissions(user_obj).get(project_id, ())

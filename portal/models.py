@@ -112,8 +112,6 @@ class ProjectScopedQuerySet(models.QuerySet):
         return self.filter(project_id__in=allowed)
 
 
-
-
 class AuditEvent(models.Model):
     class Outcome(models.TextChoices):
         SUCCEEDED = "SUCCEEDED", _("성공")

@@ -130,9 +130,18 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, refusing while the username or address is throttled: every way
+    # in (the console's login, the admin's) goes through it (portal.throttle).
+    "portal.throttle.ThrottledModelBackend",
     "portal.auth.ProjectRoleBackend",
 ]
+# Login throttling: failures allowed per window, per username and per client address.
+LOGIN_THROTTLE_PER_USER = int(os.environ.get("LOGIN_THROTTLE_PER_USER", "5"))
+LOGIN_THROTTLE_PER_ADDRESS = int(os.environ.get("LOGIN_THROTTLE_PER_ADDRESS", "20"))
+LOGIN_THROTTLE_WINDOW_SECONDS = int(os.environ.get("LOGIN_THROTTLE_WINDOW_SECONDS", "900"))
+# Proxies we run in front of the portal: the client address is read this many hops from the
+# right of X-Forwarded-For (0: REMOTE_ADDR, the header is not trusted).
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "clusters:cluster_list"
 LOGOUT_REDIRECT_URL = "login"
@@ -153,6 +162,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing folder
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -182,7 +193,11 @@ CONTENT_SECURITY_POLICY = {
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = int(os.environ.get("SESSION_COOKIE_AGE", str(12 * 3600)))
 CSRF_COOKIE_SAMESITE = "Lax"
+# Our pages send the token from the template (hx-headers), never read the cookie from JS.
+CSRF_COOKIE_HTTPONLY = True
+LANGUAGE_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
@@ -190,6 +205,9 @@ X_FRAME_OPTIONS = "DENY"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+    # __Host- cookies are HTTPS-only, host-only and path=/: a sibling subdomain cannot plant them.
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
     LANGUAGE_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -1,9 +1,10 @@
 """Shell of the console: login/logout, the project switcher, health."""
 
 from django.contrib import messages
-from kombu.exceptions import OperationalError as KombuOperationalError
 from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection
 from django.http import JsonResponse
 from django.shortcuts import redirect
@@ -11,7 +12,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
+from kombu.exceptions import OperationalError as KombuOperationalError
 
+from portal import throttle
 from portal.projects import choose_project
 
 
@@ -19,9 +22,35 @@ def home(request):
     return redirect("clusters:cluster_list")
 
 
+class ThrottledLoginForm(AuthenticationForm):
+    """The login form while the username or address is throttled: refuses without ever
+    checking the password, so a guess made during the lockout tells the attacker nothing."""
+
+    def clean(self):
+        raise ValidationError(throttle.MESSAGE, code="throttled")
+
+
 class LoginView(auth_views.LoginView):
+    """Django's login (it rotates the session key), throttled per username and per address
+    (``portal.throttle``): while throttled the answer is 429 with the Korean message."""
+
     template_name = "portal/login.html"
     redirect_authenticated_user = True
+    throttled = False
+
+    def post(self, request, *args, **kwargs):
+        self.throttled = throttle.blocked(request, request.POST.get("username", ""))
+        return super().post(request, *args, **kwargs)
+
+    def get_form_class(self):
+        return ThrottledLoginForm if self.throttled else super().get_form_class()
+
+    def form_invalid(self, form):
+        if not self.throttled:
+            return super().form_invalid(form)
+        response = self.render_to_response(self.get_context_data(form=form), status=429)
+        response["Retry-After"] = str(throttle.window_seconds())
+        return response
 
 
 @require_POST

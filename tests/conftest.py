@@ -79,8 +79,14 @@ class World:
     def members(self, cluster, count, status=VmStatus.STOPPED, prefix=None):
         prefix = prefix or f"{cluster.name}-m"
         return [
-            self.vm(f"{prefix}{i}", project=cluster.project, cluster=cluster, status=status,
-                    zone=cluster.zone, instance_type=cluster.instance_type)
+            self.vm(
+                f"{prefix}{i}",
+                project=cluster.project,
+                cluster=cluster,
+                status=status,
+                zone=cluster.zone,
+                instance_type=cluster.instance_type,
+            )
             for i in range(count)
         ]
 

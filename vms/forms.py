@@ -11,7 +11,8 @@ class VmCreateForm(forms.Form):
         label=_("가용 영역"), queryset=Zone.objects.all(), empty_label=_("가용 영역 선택")
     )
     instance_type = forms.ModelChoiceField(
-        label=_("인스턴스 유형"), queryset=InstanceType.objects.all(),
+        label=_("인스턴스 유형"),
+        queryset=InstanceType.objects.all(),
         empty_label=_("인스턴스 유형 선택"),
     )
     billing_type = forms.ChoiceField(
@@ -38,7 +39,11 @@ class VmClusterForm(forms.Form):
     ATTACH, DETACH = "attach", "detach"
     action = forms.ChoiceField(
         label=_("수행할 작업"),
-        choices=[("", _("작업 선택")), (ATTACH, _("클러스터에 연결")), (DETACH, _("클러스터에서 분리"))],
+        choices=[
+            ("", _("작업 선택")),
+            (ATTACH, _("클러스터에 연결")),
+            (DETACH, _("클러스터에서 분리")),
+        ],
     )
     cluster = forms.ModelChoiceField(
         label=_("연결할 클러스터"), queryset=None, required=False, empty_label=_("클러스터 선택")

@@ -12,7 +12,6 @@ from clusters.models import ClusterStatus
 from clusters.services import (
     apply_fabric,
     check_perm,
-    clear_fabric,
     lock_vm_with_cluster,
     save_vm,
     set_status,
@@ -71,16 +70,19 @@ def create_vm(
         if zone is None:
             raise InvalidInput(_("가용 영역을 선택하세요."), field="zone")
         instance_type = InstanceType.objects.filter(pk=_int_or_none(instance_type_id)).first()
-        if instance_type is None or not FabricOffering.objects.filter(
-            zone=zone, instance_type=instance_type
-        ).exists():
+        if (
+            instance_type is None
+            or not FabricOffering.objects.filter(zone=zone, instance_type=instance_type).exists()
+        ):
             raise InvalidInput(
                 _("이 가용 영역에서 제공하지 않는 인스턴스 유형입니다."), field="instance_type"
             )
         if billing_type not in BillingType.values:
             raise InvalidInput(_("과금 유형을 선택하세요."), field="billing_type")
         if VirtualMachine.objects.alive().filter(project=project, name=name).exists():
-            raise InvalidInput(_("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name")
+            raise InvalidInput(
+                _("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name"
+            )
         vm = VirtualMachine(
             project=project,
             name=name,
@@ -118,7 +120,9 @@ def rename_vm(vm_id, *, actor, name):
         if name == vm.name:
             return vm
         if VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name).exists():
-            raise InvalidInput(_("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name")
+            raise InvalidInput(
+                _("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name"
+            )
         att.message = f"{vm.name} → {name}"
         vm.name = name
         vm.save(update_fields=["name"])

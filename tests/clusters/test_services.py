@@ -50,8 +50,10 @@ RULE1 = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만
 )
 def test_attach_refuses_vm_not_stopped_or_of_another_zone_or_type(world, change):
     cluster = world.cluster()
-    change = {k: getattr(world, v) if isinstance(v, str) and hasattr(world, v) else v
-              for k, v in change.items()}
+    change = {
+        k: getattr(world, v) if isinstance(v, str) and hasattr(world, v) else v
+        for k, v in change.items()
+    }
     vm = world.vm("n1", **change)
     refused(errors.VmNotEligible, RULE1, services.attach_vm, vm.pk, cluster.pk, actor=world.admin)
     vm.refresh_from_db()
@@ -105,8 +107,12 @@ def test_vm_belongs_to_at_most_one_cluster(world):
     vm = world.vm("n1")
     services.attach_vm(vm.pk, first.pk, actor=world.admin)
     refused(
-        errors.AlreadyMember, "이미 다른 클러스터에 연결된 가상머신입니다",
-        services.attach_vm, vm.pk, second.pk, actor=world.admin,
+        errors.AlreadyMember,
+        "이미 다른 클러스터에 연결된 가상머신입니다",
+        services.attach_vm,
+        vm.pk,
+        second.pk,
+        actor=world.admin,
     )
     vm.refresh_from_db()
     assert vm.cluster_id == first.pk
@@ -143,8 +149,11 @@ def test_detach_only_a_stopped_vm(world):
     members[0].status = VmStatus.RUNNING
     members[0].save()
     refused(
-        errors.VmNotStopped, "중지된 가상머신만 분리하거나 삭제할 수 있습니다",
-        services.detach_vm, members[0].pk, actor=world.admin,
+        errors.VmNotStopped,
+        "중지된 가상머신만 분리하거나 삭제할 수 있습니다",
+        services.detach_vm,
+        members[0].pk,
+        actor=world.admin,
     )
 
 
@@ -153,8 +162,11 @@ def test_detach_from_running_cluster_keeps_two_members(world):
     a, b, c = world.members(cluster, 3)
     services.detach_vm(a.pk, actor=world.admin)
     refused(
-        errors.NotEnoughMembers, "가상머신 2대 이상이 필요합니다",
-        services.detach_vm, b.pk, actor=world.admin,
+        errors.NotEnoughMembers,
+        "가상머신 2대 이상이 필요합니다",
+        services.detach_vm,
+        b.pk,
+        actor=world.admin,
     )
     assert cluster.members.count() == 2
 
@@ -165,8 +177,13 @@ def test_detach_from_unallocated_cluster_may_empty_it(world):
     services.detach_vm(a.pk, actor=world.admin)
     services.detach_vm(b.pk, actor=world.admin)
     assert cluster.members.count() == 0
-    refused(errors.NotMember, "클러스터에 연결되지 않은 가상머신입니다",
-            services.detach_vm, a.pk, actor=world.admin)
+    refused(
+        errors.NotMember,
+        "클러스터에 연결되지 않은 가상머신입니다",
+        services.detach_vm,
+        a.pk,
+        actor=world.admin,
+    )
 
 
 # -- Rule 4: start needs 2+ members -----------------------------------------------------------
@@ -176,8 +193,13 @@ def test_detach_from_unallocated_cluster_may_empty_it(world):
 def test_start_needs_two_members(world, count):
     cluster = world.cluster()
     world.members(cluster, count)
-    refused(errors.NotEnoughMembers, "가상머신 2대 이상이 필요합니다",
-            services.start_cluster, cluster.pk, actor=world.admin)
+    refused(
+        errors.NotEnoughMembers,
+        "가상머신 2대 이상이 필요합니다",
+        services.start_cluster,
+        cluster.pk,
+        actor=world.admin,
+    )
     cluster.refresh_from_db()
     assert cluster.status == S.UNALLOCATED
 
@@ -187,14 +209,18 @@ def test_start_walks_to_running_and_assigns_fabric_addresses(
 ):
     cluster = world.cluster()
     a, b = world.members(cluster, 2)
-    run_tasks(django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
+    )
     cluster.refresh_from_db()
     assert cluster.status == S.RUNNING
     a.refresh_from_db()
     b.refresh_from_db()
     assert a.fabric_guid and b.fabric_guid and a.fabric_lid != b.fabric_lid
     steps = list(
-        AuditEvent.objects.filter(cluster_id=cluster.pk).order_by("id").values_list("action", flat=True)
+        AuditEvent.objects.filter(cluster_id=cluster.pk)
+        .order_by("id")
+        .values_list("action", flat=True)
     )
     assert steps == ["cluster.start", "cluster.allocated", "cluster.waiting", "cluster.running"]
 
@@ -202,7 +228,9 @@ def test_start_walks_to_running_and_assigns_fabric_addresses(
 def test_roce_cluster_gets_ip_and_gid(world, django_capture_on_commit_callbacks):
     cluster = world.cluster(fabric_type=FabricType.ROCE_V2)
     a, _b = world.members(cluster, 2)
-    run_tasks(django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
+    )
     a.refresh_from_db()
     assert a.fabric_ip and a.fabric_gid_index == 3 and not a.fabric_guid
 
@@ -211,8 +239,13 @@ def test_double_start_is_refused(world):
     cluster = world.cluster()
     world.members(cluster, 2)
     services.start_cluster(cluster.pk, actor=world.admin)
-    refused(errors.InvalidTransition, "현재 상태에서는 이 작업을 할 수 없습니다",
-            services.start_cluster, cluster.pk, actor=world.admin)
+    refused(
+        errors.InvalidTransition,
+        "현재 상태에서는 이 작업을 할 수 없습니다",
+        services.start_cluster,
+        cluster.pk,
+        actor=world.admin,
+    )
     cluster.refresh_from_db()
     assert cluster.generation == 1
 
@@ -236,9 +269,13 @@ def test_stop_refused_while_member_running_or_changing(world, vm_status):
 def test_stop_releases_the_fabric(world, django_capture_on_commit_callbacks):
     cluster = world.cluster()
     world.members(cluster, 2)
-    run_tasks(django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
+    )
     assert SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
-    run_tasks(django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin
+    )
     cluster.refresh_from_db()
     assert cluster.status == S.TERMINATED
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
@@ -253,7 +290,9 @@ def test_stop_during_waiting_stands_the_start_down(world, django_capture_on_comm
     services.advance_cluster(cluster.pk)  # -> WAITING
     cluster.refresh_from_db()
     assert cluster.status == S.WAITING
-    run_tasks(django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin
+    )
     # The start's next step finds the cluster stopped and does nothing but make sure of release.
     assert services.advance_cluster(cluster.pk) is False
     cluster.refresh_from_db()
@@ -263,8 +302,13 @@ def test_stop_during_waiting_stands_the_start_down(world, django_capture_on_comm
 
 def test_stop_refused_when_not_running(world):
     cluster = world.cluster()
-    refused(errors.InvalidTransition, "현재 상태에서는 이 작업을 할 수 없습니다",
-            services.stop_cluster, cluster.pk, actor=world.admin)
+    refused(
+        errors.InvalidTransition,
+        "현재 상태에서는 이 작업을 할 수 없습니다",
+        services.stop_cluster,
+        cluster.pk,
+        actor=world.admin,
+    )
 
 
 # -- Rule 6: a member starts only while its cluster runs --------------------------------------
@@ -300,8 +344,13 @@ def test_create_refuses_fabric_not_offered(world):
     refused(
         errors.FabricNotOffered,
         "선택한 인스턴스 유형은 이 가용 영역에서 해당 패브릭을 지원하지 않습니다",
-        services.create_cluster, actor=world.admin, project=world.demo, name="x",
-        zone_id=world.zone_a.pk, instance_type_id=world.l40s.pk, fabric_type=FabricType.INFINIBAND,
+        services.create_cluster,
+        actor=world.admin,
+        project=world.demo,
+        name="x",
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.l40s.pk,
+        fabric_type=FabricType.INFINIBAND,
     )
     assert not VirtualCluster.objects.exists()
 
@@ -310,9 +359,14 @@ def test_create_starts_empty_in_provisioning_then_unallocated(
     world, django_capture_on_commit_callbacks
 ):
     cluster = run_tasks(
-        django_capture_on_commit_callbacks, services.create_cluster, actor=world.admin,
-        project=world.demo, name="  학습-클러스터-1 ", zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk, fabric_type=FabricType.INFINIBAND,
+        django_capture_on_commit_callbacks,
+        services.create_cluster,
+        actor=world.admin,
+        project=world.demo,
+        name="  학습-클러스터-1 ",
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
+        fabric_type=FabricType.INFINIBAND,
     )
     assert cluster.name == "학습-클러스터-1"
     cluster.refresh_from_db()
@@ -338,8 +392,14 @@ def test_cluster_fields_cannot_change_through_services():
 )
 def test_create_refuses_bad_names(world, name, message):
     refused(
-        errors.InvalidInput, message, services.create_cluster, actor=world.admin,
-        project=world.demo, name=name, zone_id=world.zone_a.pk, instance_type_id=world.h100.pk,
+        errors.InvalidInput,
+        message,
+        services.create_cluster,
+        actor=world.admin,
+        project=world.demo,
+        name=name,
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
         fabric_type=FabricType.INFINIBAND,
     )
     assert not VirtualCluster.objects.exists()
@@ -347,16 +407,27 @@ def test_create_refuses_bad_names(world, name, message):
 
 
 def test_create_refuses_duplicate_name_but_allows_after_delete(world):
-    kw = dict(actor=world.admin, project=world.demo, zone_id=world.zone_a.pk,
-              instance_type_id=world.h100.pk, fabric_type=FabricType.INFINIBAND)
+    kw = dict(
+        actor=world.admin,
+        project=world.demo,
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
+        fabric_type=FabricType.INFINIBAND,
+    )
     first = world.cluster("train")
-    refused(errors.NameTaken, "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다",
-            services.create_cluster, name="train", **kw)
+    refused(
+        errors.NameTaken,
+        "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다",
+        services.create_cluster,
+        name="train",
+        **kw,
+    )
     services.delete_cluster(first.pk, actor=world.admin)
     assert services.create_cluster(name="train", **kw).name == "train"
     # Another project may use the same name.
-    services.create_cluster(**{**kw, "actor": world.users["other"], "project": world.other},
-                            name="train")
+    services.create_cluster(
+        **{**kw, "actor": world.users["other"], "project": world.other}, name="train"
+    )
 
 
 @pytest.mark.parametrize("bad", ["abc", "-1", "0", "99999999", None, "1.5", "9" * 40])
@@ -366,8 +437,14 @@ def test_unknown_ids_are_not_found(world, bad):
     with pytest.raises(errors.NotFound):
         services.attach_vm(bad, bad, actor=world.admin)
     with pytest.raises(errors.InvalidInput):
-        services.create_cluster(actor=world.admin, project=world.demo, name="ok", zone_id=bad,
-                                instance_type_id=world.h100.pk, fabric_type="INFINIBAND")
+        services.create_cluster(
+            actor=world.admin,
+            project=world.demo,
+            name="ok",
+            zone_id=bad,
+            instance_type_id=world.h100.pk,
+            fabric_type="INFINIBAND",
+        )
 
 
 # -- Permissions inside the services (SPEC §3) -----------------------------------------------
@@ -377,15 +454,38 @@ def test_services_check_permissions(world):
     cluster = world.cluster()
     a, _b = world.members(cluster, 2)
     viewer, operator = world.users["viewer"], world.users["operator"]
-    refused(errors.PermissionRequired, "Resource.VirtualCluster.CREATE 권한이 필요합니다.",
-            services.create_cluster, actor=viewer, project=world.demo, name="x",
-            zone_id=world.zone_a.pk, instance_type_id=world.h100.pk, fabric_type="INFINIBAND")
-    refused(errors.PermissionRequired, "Resource.VirtualCluster.UPDATE 권한이 필요합니다.",
-            services.start_cluster, cluster.pk, actor=viewer)
-    refused(errors.PermissionRequired, "Resource.VirtualCluster.DELETE 권한이 필요합니다.",
-            services.delete_cluster, cluster.pk, actor=operator)
-    refused(errors.PermissionRequired, "Resource.VirtualMachine.UPDATE 권한이 필요합니다.",
-            services.detach_vm, a.pk, actor=viewer)
+    refused(
+        errors.PermissionRequired,
+        "Resource.VirtualCluster.CREATE 권한이 필요합니다.",
+        services.create_cluster,
+        actor=viewer,
+        project=world.demo,
+        name="x",
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
+        fabric_type="INFINIBAND",
+    )
+    refused(
+        errors.PermissionRequired,
+        "Resource.VirtualCluster.UPDATE 권한이 필요합니다.",
+        services.start_cluster,
+        cluster.pk,
+        actor=viewer,
+    )
+    refused(
+        errors.PermissionRequired,
+        "Resource.VirtualCluster.DELETE 권한이 필요합니다.",
+        services.delete_cluster,
+        cluster.pk,
+        actor=operator,
+    )
+    refused(
+        errors.PermissionRequired,
+        "Resource.VirtualMachine.UPDATE 권한이 필요합니다.",
+        services.detach_vm,
+        a.pk,
+        actor=viewer,
+    )
     with pytest.raises(errors.NotFound):
         services.start_cluster(cluster.pk, actor=world.users["other"])
     with pytest.raises(errors.NotFound):
@@ -410,10 +510,15 @@ def test_capacity_exhausted_keeps_previous_status(world, django_capture_on_commi
     world.capacity(1)
     cluster = world.cluster(status=S.TERMINATED)
     world.members(cluster, 2)
-    run_tasks(django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
+    )
     cluster.refresh_from_db()
     assert cluster.status == S.TERMINATED
-    assert cluster.last_error == "가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요"
+    assert (
+        cluster.last_error
+        == "가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요"
+    )
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
     assert AuditEvent.objects.filter(action="cluster.start", outcome="FAILED").exists()
 
@@ -422,7 +527,9 @@ def test_fabric_failure_rolls_back_and_releases(world, django_capture_on_commit_
     cluster = world.cluster()
     world.members(cluster, 2)
     SimulatorBackend.faults["configure_fabric"] = errors.BackendError
-    run_tasks(django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin)
+    run_tasks(
+        django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
+    )
     cluster.refresh_from_db()
     assert cluster.status == S.UNALLOCATED and cluster.last_error
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
@@ -443,8 +550,13 @@ def test_delete_detaches_members_and_hides(world):
 @pytest.mark.parametrize("status", [S.RUNNING, S.PROVISIONING, S.WAITING])
 def test_delete_refused_unless_unallocated_or_terminated(world, status):
     cluster = world.cluster(status=status)
-    refused(errors.InvalidTransition, "현재 상태에서는 이 작업을 할 수 없습니다",
-            services.delete_cluster, cluster.pk, actor=world.admin)
+    refused(
+        errors.InvalidTransition,
+        "현재 상태에서는 이 작업을 할 수 없습니다",
+        services.delete_cluster,
+        cluster.pk,
+        actor=world.admin,
+    )
 
 
 # -- Reconciler ---------------------------------------------------------------------------

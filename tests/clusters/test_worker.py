@@ -17,15 +17,24 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 BROKER = os.environ.get("TEST_CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
 
 
+def use_broker(**conf):
+    """Point the app at another broker; drop the pools made for the previous one."""
+    app.conf.update(conf)
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
 @pytest.fixture
 def worker():
-    saved = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "broker_transport_options")}
-    app.conf.update(broker_url=BROKER, task_always_eager=False, broker_transport_options={})
+    saved = {
+        k: app.conf[k] for k in ("broker_url", "task_always_eager", "broker_transport_options")
+    }
+    use_broker(broker_url=BROKER, task_always_eager=False, broker_transport_options={})
     with app.connection_for_write() as conn:
         conn.default_channel.client.flushdb()  # nothing left over from an earlier run
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
         yield
-    app.conf.update(saved)
+    use_broker(**saved)
     connection.close()
 
 
@@ -42,8 +51,12 @@ def wait_for(read, expected, timeout=20):
 def test_full_lifecycle_through_the_worker(world, worker):
     admin = world.admin
     cluster = services.create_cluster(
-        actor=admin, project=world.demo, name="worker-ib", zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk, fabric_type=FabricType.INFINIBAND,
+        actor=admin,
+        project=world.demo,
+        name="worker-ib",
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
+        fabric_type=FabricType.INFINIBAND,
     )
     status = lambda: type(cluster).objects.get(pk=cluster.pk).status  # noqa: E731
     vm_status = lambda vm: VirtualMachine.objects.get(pk=vm.pk).status  # noqa: E731

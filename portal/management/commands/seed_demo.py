@@ -33,8 +33,12 @@ OFFERINGS = {
     ("kr-central-1a", "gpu.l40sx4", ROCE): 1,
     ("kr-central-1b", "gpu.l40sx4", ROCE): 8,
 }
-USERS = {"admin": ("demo", "admin"), "operator": ("demo", "operator"),
-         "viewer": ("demo", "viewer"), "other": ("other", "admin")}
+USERS = {
+    "admin": ("demo", "admin"),
+    "operator": ("demo", "operator"),
+    "viewer": ("demo", "viewer"),
+    "other": ("other", "admin"),
+}
 # name: (zone, type, billing, DR, start it)
 DEMO_VMS = {
     "gpu-node-01": ("kr-central-1a", "gpu.h100x8", BillingType.ON_DEMAND, False, False),

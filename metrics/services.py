@@ -1,0 +1,43 @@
+"""The one state change metrics has: issuing (or rotating) a VM's agent token."""
+
+import secrets
+
+from django.utils import timezone
+
+from clusters.services import check_perm
+from metrics.ingest import TOKEN_PREFIX, hash_token
+from metrics.models import MetricsToken
+from portal.audit import attempt
+from portal.errors import NotFound
+from portal.permissions import Perm
+from vms.models import VirtualMachine, VmStatus
+
+
+def rotate_token(vm_id, *, actor):
+    """Issue a new token for VM ``vm_id``, invalidating the previous one at once.
+
+    Needs ``Resource.VirtualMachine.UPDATE`` on the VM. Returns ``(vm, token)``: the token
+    exists only in this return value; the database keeps its SHA-256. Audited.
+    """
+    with attempt("vm.metrics_token", actor=actor, target_type="vm", target_id=vm_id) as att:
+        vm = (
+            VirtualMachine.objects.select_for_update()
+            .exclude(status=VmStatus.DELETED)
+            .filter(pk=vm_id)
+            .first()
+        )
+        if vm is None:
+            raise NotFound()
+        att.about(vm)
+        check_perm(actor, Perm.VM_UPDATE, vm)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        MetricsToken.objects.update_or_create(
+            vm=vm,
+            defaults={
+                "token_hash": hash_token(token),
+                "prefix": token[:12],
+                "created_by": actor if getattr(actor, "pk", None) else None,
+                "created_at": timezone.now(),
+            },
+        )
+    return vm, token

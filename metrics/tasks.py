@@ -1,0 +1,42 @@
+"""Beat tasks for metrics storage and the simulator's samples (schedule: see README)."""
+
+from celery import shared_task
+from django.conf import settings
+from django.db import OperationalError
+
+from metrics import simulate, storage
+
+# Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
+# delivery is harmless, so they are acked late like clusters.tasks.IDEMPOTENT.
+IDEMPOTENT = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 30,
+    "max_retries": 3,
+}
+
+
+@shared_task(**IDEMPOTENT)
+def rollup():
+    """Minute and hour rollups of every closed bucket, and of late batches' buckets."""
+    return storage.rollup()
+
+
+@shared_task(**IDEMPOTENT)
+def maintain_storage():
+    """Day partitions ahead of time, and retention."""
+    created, dropped = storage.maintain()
+    return {"created": created, "dropped": dropped}
+
+
+@shared_task(ignore_result=True)
+def emit_simulated_samples():
+    """One sample per running VM, when the simulator is the compute backend (SPEC §8).
+
+    Not retried and not acked late: a lost tick is a 10-second hole, a late one is noise.
+    """
+    if not settings.COMPUTE_BACKEND.endswith(".SimulatorBackend"):
+        return 0
+    return simulate.emit_samples()

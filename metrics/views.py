@@ -1,0 +1,116 @@
+"""The metrics endpoints: the agents' ingest API, a VM's token, a cluster's 메트릭 tab."""
+
+import time
+from datetime import UTC, datetime
+
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from clusters.models import VirtualCluster
+from metrics import charts, ingest, services, storage
+from portal.errors import PermissionRequired
+from portal.permissions import Perm
+from vms.models import VirtualMachine
+
+
+def _refusal(error):
+    response = JsonResponse({"error": error.code, "detail": str(error.message)}, status=error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    if error.status == 429:
+        response["Retry-After"] = str(60 - int(time.time() % 60))
+    return response
+
+
+@csrf_exempt  # agents authenticate with a bearer token, never a cookie: CSRF cannot apply
+@require_POST
+def ingest_samples(request):
+    """Store one batch for the token's VM: 200 ``{"stored": n}`` or 4xx ``{"error", "detail"}``.
+
+    401 bad token, 403 another VM's id, 413 too big, 429 over the rate, 409 already stored,
+    400 anything malformed, naming the first offending sample and field. All or nothing.
+    """
+    now = time.time()
+    try:
+        token_id, vm_id = ingest.authenticate(request)
+        ingest.check_rate(token_id, now)
+        rows = ingest.validate(ingest.parse(ingest.read_body(request)), vm_id, now)
+        storage.write_samples(rows)
+    except ingest.IngestError as error:
+        return _refusal(error)
+    except storage.DuplicateSamples:
+        return _refusal(ingest.IngestError(
+            409, "duplicate", _("이미 저장된 시각의 샘플이 있습니다. 이 배치는 저장되어 있습니다.")
+        ))
+    storage.note_late_batch(
+        vm_id, min(row[1] for row in rows), max(row[1] for row in rows),
+        datetime.fromtimestamp(now, tz=UTC),
+    )
+    return JsonResponse({"stored": len(rows)})
+
+
+@csrf_exempt
+@require_POST
+def ingest_check(request):
+    """Which VM this token writes for (``metrics.agent --check``); nothing is stored."""
+    try:
+        _token_id, vm_id = ingest.authenticate(request)
+    except ingest.IngestError as error:
+        return _refusal(error)
+    return JsonResponse({"vm": vm_id})
+
+
+def agent_command(request, token="<TOKEN>"):
+    url = request.build_absolute_uri(reverse("metrics:ingest"))
+    return f"python -m metrics.agent --url {url} --token {token}"
+
+
+@never_cache
+@login_required
+@require_POST
+def vm_token_rotate(request, pk):
+    """Issue or rotate VM ``pk``'s agent token and show it, once."""
+    vm = get_object_or_404(VirtualMachine.objects.restrict(request.user, Perm.VM_READ).alive(), pk=pk)
+    if not request.user.has_perm(Perm.VM_UPDATE, vm):
+        raise PermissionRequired(Perm.VM_UPDATE)
+    vm, token = services.rotate_token(vm.pk, actor=request.user)
+    template = "metrics/vm_token.html#token" if request.htmx else "metrics/vm_token.html"
+    context = {"vm": vm, "token": token, "command": agent_command(request, token)}
+    response = render(request, template, context)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_GET
+def cluster_charts(request, pk):
+    """The 메트릭 tab of cluster ``pk``: the whole panel, or only its figures (``#body``) when
+    the range controls or the 30-second refresh ask for them."""
+    cluster = get_object_or_404(VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ), pk=pk)
+    range_key = request.GET.get("range", charts.DEFAULT_RANGE)
+    if range_key not in charts.RANGES:
+        range_key = charts.DEFAULT_RANGE
+    per_member = request.GET.get("per_member") == "1"
+    data = charts.chart_data(cluster, range_key, per_member)
+    context = {
+        "cluster": cluster,
+        "data": data,
+        "figures": charts.figures(data) if data.has_data else [],
+        "ranges": range_labels(),
+        "range_key": range_key,
+        "per_member": per_member,
+        "auto_refresh": range_key == "1h",
+        "agent_command": agent_command(request),
+    }
+    partial = request.htmx and request.htmx.target == "metrics-body"
+    return render(request, "metrics/charts.html#body" if partial else "metrics/charts.html", context)
+
+
+def range_labels():
+    return [("1h", _("1시간")), ("6h", _("6시간")), ("24h", _("24시간")), ("7d", _("7일"))]

@@ -1,0 +1,47 @@
+"""Objects every security test points at: one of each state an action needs, in ``demo``,
+and their twins in ``other`` (a project the demo users hold no role in)."""
+
+from dataclasses import dataclass
+
+import pytest
+from django.core.cache import cache
+
+from clusters.models import ClusterStatus
+from vms.models import VmStatus
+
+
+@dataclass
+class Scene:
+    world: object
+    cluster: object  # 미할당, two stopped members: start and delete succeed
+    running: object  # 실행중, two stopped members: stop succeeds
+    vm: object  # a stopped standalone VM: start, delete, attach to ``cluster`` succeed
+    running_vm: object  # a running standalone VM: stop succeeds
+    other_cluster: object
+    other_vm: object
+
+
+@pytest.fixture
+def scene(world):
+    cluster = world.cluster("train")
+    world.members(cluster, 2)
+    running = world.cluster("live", status=ClusterStatus.RUNNING)
+    world.members(running, 2)
+    other_cluster = world.cluster("foreign", project=world.other)
+    return Scene(
+        world=world,
+        cluster=cluster,
+        running=running,
+        vm=world.vm("spare"),
+        running_vm=world.vm("busy", status=VmStatus.RUNNING),
+        other_cluster=other_cluster,
+        other_vm=world.vm("foreign-node", project=world.other),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counters():
+    """Login throttling counts in the cache: every test starts with clean counters."""
+    cache.clear()
+    yield
+    cache.clear()
