@@ -1,0 +1,339 @@
+"""The metrics agent: runs on a member VM and reports its usage to the portal (SPEC §7).
+
+    python -m metrics.agent --url https://portal.example/api/metrics/ingest --token vcm_… [--interval 10]
+
+One file, standard library plus ``psutil`` (and ``nvidia-ml-py`` where there are GPUs), so it
+can be copied onto a VM alone (``python3 agent.py …``). Every interval it takes one sample:
+
+- CPU and memory utilisation (psutil);
+- network rx/tx in bytes/s, summed over the host's interfaces except loopback, InfiniBand
+  (IPoIB is counted as fabric) and container/bridge plumbing (counted on the real NIC);
+- per-GPU utilisation and memory through NVML, averaged over the GPUs, when ``pynvml``
+  imports and finds a device; otherwise the GPU fields are null, never zero;
+- fabric rx/tx in bytes/s from ``/sys/class/infiniband/*/ports/*/counters/port_{rcv,xmit}_data``
+  (counted in 4-byte words), summed over the ports, when present.
+
+Samples go into a bounded buffer (oldest dropped first when full) and are posted in batches
+of up to 1,000. A failed post (portal down, 5xx, 429, bad token) is retried with exponential
+backoff and jitter while sampling continues; a batch the portal refuses as invalid (400) or
+already stored (409) is dropped so it cannot block the rest. A missing or failing device
+yields null fields, never a crash. The token may come from ``METRICS_AGENT_TOKEN`` instead
+of the command line (keeps it out of ``ps``).
+"""
+
+import argparse
+import http.client
+import json
+import logging
+import math
+import os
+import random
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from itertools import islice
+from pathlib import Path
+
+import psutil
+
+log = logging.getLogger("metrics.agent")
+
+DEFAULT_INTERVAL = 10.0
+DEFAULT_BUFFER = 8640  # one day at 10 s; ~2 MB
+MAX_BATCH = 1000  # the portal's METRICS_MAX_BATCH_SAMPLES
+INFINIBAND_ROOT = "/sys/class/infiniband"
+IB_WORD_BYTES = 4  # port_rcv_data / port_xmit_data count 4-byte words
+# Interfaces whose traffic is counted elsewhere or twice.
+SKIP_INTERFACES = ("lo", "ib", "veth", "docker", "br-", "virbr", "cni", "flannel", "cali")
+BACKOFF_BASE = 2.0
+BACKOFF_MAX = 300.0
+USER_AGENT = "vc-metrics-agent/1"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the host
+
+
+def open_nvml():
+    """The ``pynvml`` module, initialised, or None when there is no usable NVIDIA GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        log.info("nvidia-ml-py is not installed: GPU metrics are skipped")
+        return None
+    try:
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError as exc:
+        log.info("NVML unavailable (%s): GPU metrics are skipped", exc)
+        return None
+    if not count:
+        return None
+    log.info("NVML: %d GPU(s)", count)
+    return pynvml
+
+
+def read_gpus(nvml):
+    """(mean utilisation %, memory used % over all GPUs), or (None, None)."""
+    if nvml is None:
+        return None, None
+    try:
+        utils, used, total = [], 0, 0
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            utils.append(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            used += memory.used
+            total += memory.total
+    except nvml.NVMLError as exc:  # a GPU fell off the bus, a driver reload: skip this sample
+        log.warning("NVML read failed: %s", exc)
+        return None, None
+    if not utils or not total:
+        return None, None
+    return sum(utils) / len(utils), 100.0 * used / total
+
+
+def read_fabric_bytes(root=INFINIBAND_ROOT):
+    """(rx bytes, tx bytes) summed over every port of every HCA, or None if there is none."""
+    rx = tx = 0
+    found = False
+    for counters in sorted(Path(root).glob("*/ports/*/counters")):
+        try:
+            port_rx = int((counters / "port_rcv_data").read_text().strip())
+            port_tx = int((counters / "port_xmit_data").read_text().strip())
+        except (OSError, ValueError) as exc:  # port without counters, unreadable file
+            log.debug("skipping %s: %s", counters, exc)
+            continue
+        rx += port_rx * IB_WORD_BYTES
+        tx += port_tx * IB_WORD_BYTES
+        found = True
+    return (rx, tx) if found else None
+
+
+def read_net_bytes():
+    """(rx bytes, tx bytes) summed over the host's real interfaces."""
+    rx = tx = 0
+    for name, counters in psutil.net_io_counters(pernic=True).items():
+        if not name.startswith(SKIP_INTERFACES):
+            rx += counters.bytes_recv
+            tx += counters.bytes_sent
+    return rx, tx
+
+
+def _rate(now_pair, before_pair, seconds):
+    """Bytes/s between two (rx, tx) readings; None where a counter went back (reset)."""
+    if now_pair is None or before_pair is None or seconds <= 0:
+        return None, None
+    return tuple(
+        (after - before) / seconds if after >= before else None
+        for after, before in zip(now_pair, before_pair)
+    )
+
+
+class Collector:
+    """Takes samples. Rates need two readings, so the counters are read once at start."""
+
+    def __init__(self, infiniband_root=INFINIBAND_ROOT, nvml=None):
+        self.infiniband_root = infiniband_root
+        self.nvml = nvml
+        psutil.cpu_percent(interval=None)  # the first call only starts the measurement
+        self.last = (time.monotonic(), read_net_bytes(), read_fabric_bytes(infiniband_root))
+
+    def collect(self):
+        """One sample as the portal wants it (fields of metrics.models.METRIC_FIELDS)."""
+        clock, net, fabric = time.monotonic(), read_net_bytes(), read_fabric_bytes(self.infiniband_root)
+        before_clock, before_net, before_fabric = self.last
+        self.last = (clock, net, fabric)
+        seconds = clock - before_clock
+        net_rx, net_tx = _rate(net, before_net, seconds)
+        fabric_rx, fabric_tx = _rate(fabric, before_fabric, seconds)
+        gpu_util, gpu_mem_util = read_gpus(self.nvml)
+        sample = {
+            "ts": round(time.time(), 3),
+            "cpu_util": psutil.cpu_percent(interval=None),
+            "mem_util": psutil.virtual_memory().percent,
+            "gpu_util": gpu_util,
+            "gpu_mem_util": gpu_mem_util,
+            "net_rx": net_rx or 0.0,
+            "net_tx": net_tx or 0.0,
+            "fabric_rx": fabric_rx,
+            "fabric_tx": fabric_tx,
+        }
+        return {key: _clean(value) for key, value in sample.items()}
+
+
+def _clean(value):
+    """Rounded, and never NaN/inf (the portal refuses them; a bad reading becomes null)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sending
+
+
+OK, DROP, SPLIT, RETRY = "ok", "drop", "split", "retry"
+
+
+class Agent:
+    def __init__(self, url, token, *, interval=DEFAULT_INTERVAL, buffer_size=DEFAULT_BUFFER,
+                 batch_size=MAX_BATCH, timeout=10.0, collector=None):
+        self.url = url
+        self.token = token
+        self.interval = interval
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.collector = collector or Collector()
+        self.buffer = deque(maxlen=buffer_size)
+        self.dropped = 0
+        self.stored = 0
+        self.failures = 0
+        self.next_send = 0.0
+        self.stopping = threading.Event()
+
+    def tick(self):
+        """Take a sample, buffer it, send what is due; returns the sample."""
+        sample = self.collector.collect()
+        if sample["cpu_util"] is None or sample["mem_util"] is None:
+            log.warning("unreadable CPU/memory figures; sample skipped")
+            return sample
+        if len(self.buffer) == self.buffer.maxlen:
+            self.dropped += 1
+            if self.dropped % 100 == 1:
+                log.warning("buffer full (%d samples): dropped %d oldest so far",
+                            self.buffer.maxlen, self.dropped)
+        self.buffer.append(sample)
+        if time.monotonic() >= self.next_send:
+            self.flush()
+        return sample
+
+    def flush(self):
+        """Post the buffer oldest first; on a retryable failure keep it and back off."""
+        while self.buffer:
+            batch = list(islice(self.buffer, 0, self.batch_size))
+            outcome, retry_after = self.post(batch)
+            if outcome == SPLIT:
+                self.batch_size = max(1, len(batch) // 2)
+                continue
+            if outcome == RETRY:
+                self.failures += 1
+                delay = min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (self.failures - 1))
+                delay = max(delay * random.uniform(0.5, 1.0), retry_after or 0)
+                self.next_send = time.monotonic() + delay
+                log.info("will retry in %.0f s (%d samples buffered)", delay, len(self.buffer))
+                return False
+            for _sample in batch:
+                self.buffer.popleft()
+            if outcome == OK:
+                self.stored += len(batch)
+        self.failures = 0
+        self.next_send = 0.0
+        return True
+
+    def post(self, batch):
+        """(outcome, Retry-After seconds or None) of one POST."""
+        body = json.dumps({"samples": batch}, allow_nan=False).encode()
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+            "Authorization": f"Bearer {self.token}",
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+        })
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                response.read()
+            return OK, None
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(2000).decode("utf-8", "replace")
+            status = exc.code
+            if status == 413 and len(batch) > 1:
+                return SPLIT, None
+            if status in (400, 409, 413):
+                log.error("portal refused %d samples (%d): %s; dropped", len(batch), status, detail)
+                return DROP, None
+            if status in (401, 403):
+                log.error("portal refused the token (%d): %s", status, detail)
+            else:
+                log.warning("portal answered %d: %s", status, detail)
+            retry_after = exc.headers.get("Retry-After", "")
+            return RETRY, float(retry_after) if retry_after.isdigit() else None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            log.warning("portal unreachable: %s", getattr(exc, "reason", exc))
+            return RETRY, None
+
+    def run(self, ticks=None):
+        """Sample every ``interval`` seconds until stopped (or ``ticks`` samples), then try a
+        last flush. A slow post delays the next sample instead of piling them up."""
+        deadline = time.monotonic()
+        count = 0
+        while not self.stopping.is_set() and (ticks is None or count < ticks):
+            self.tick()
+            count += 1
+            deadline += self.interval
+            delay = deadline - time.monotonic()
+            if delay < 0:
+                deadline, delay = time.monotonic(), 0
+            if ticks is None or count < ticks:
+                self.stopping.wait(delay)
+        if self.buffer:
+            self.flush()
+        return count
+
+    def stop(self, *_args):
+        self.stopping.set()
+
+
+def check(url, token, timeout=10.0):
+    """Ask the portal which VM ``token`` writes for (nothing stored); returns the VM id."""
+    check_url = url.rsplit("/", 1)[0] + "/check"
+    request = urllib.request.Request(check_url, data=b"", method="POST", headers={
+        "Authorization": f"Bearer {token}", "User-Agent": USER_AGENT,
+    })
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())["vm"]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m metrics.agent", description=__doc__.split("\n")[0])
+    parser.add_argument("--url", required=True, help="the portal's /api/metrics/ingest URL")
+    parser.add_argument("--token", default=os.environ.get("METRICS_AGENT_TOKEN"),
+                        help="this VM's metrics token (or METRICS_AGENT_TOKEN)")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds")
+    parser.add_argument("--buffer", type=int, default=DEFAULT_BUFFER,
+                        help="samples kept while the portal is unreachable")
+    parser.add_argument("--batch", type=int, default=MAX_BATCH, help="samples per POST")
+    parser.add_argument("--infiniband-root", default=INFINIBAND_ROOT)
+    parser.add_argument("--check", action="store_true", help="verify URL and token, then exit")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if not args.token:
+        parser.error("--token or METRICS_AGENT_TOKEN is required")
+    if args.interval <= 0 or args.buffer <= 0 or not 0 < args.batch <= MAX_BATCH:
+        parser.error("--interval and --buffer must be positive, --batch 1..1000")
+    if args.check:
+        try:
+            print(f"ok: this token writes the metrics of VM {check(args.url, args.token)}")
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError,
+                KeyError) as exc:
+            print(f"failed: {exc}")
+            return 1
+        return 0
+    agent = Agent(args.url, args.token, interval=args.interval, buffer_size=args.buffer,
+                  batch_size=args.batch,
+                  collector=Collector(args.infiniband_root, nvml=open_nvml()))
+    signal.signal(signal.SIGTERM, agent.stop)
+    signal.signal(signal.SIGINT, agent.stop)
+    log.info("reporting to %s every %g s", args.url, args.interval)
+    agent.run()
+    log.info("stopped: %d samples stored, %d buffered, %d dropped",
+             agent.stored, len(agent.buffer), agent.dropped)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

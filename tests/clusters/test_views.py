@@ -1,0 +1,244 @@
+"""The rules as a user meets them on the pages: Korean message in place, right status, no 500."""
+
+import pytest
+from django.urls import reverse
+
+from clusters.models import ClusterStatus, VirtualCluster
+from vms.models import BillingType, FabricType, VmStatus
+
+S = ClusterStatus
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def body(response):
+    return response.content.decode()
+
+
+def test_cluster_list_shows_columns_and_create_button(world, login):
+    cluster = world.cluster("train-ib")
+    world.members(cluster, 2)
+    page = body(login("admin").get("/clusters/"))
+    for text in ("train-ib", "미할당", "InfiniBand", "gpu.h100x8", "kr-central-1a",
+                 "가상 클러스터 생성"):
+        assert text in page
+    assert "가상 클러스터 생성" not in body(login("viewer").get("/clusters/"))
+
+
+def test_cluster_list_filters(world, login):
+    world.cluster("alpha", status=S.RUNNING)
+    world.cluster("beta", zone=world.zone_b)
+    client = login("admin")
+    assert "beta" not in body(client.get("/clusters/?status=RUNNING"))
+    page = body(client.get(f"/clusters/?zone={world.zone_b.pk}"))
+    assert "beta" in page and "alpha" not in page
+    assert client.get("/clusters/?status=<script>&zone=abc&page=zz").status_code == 200
+
+
+def test_create_form_narrows_types_and_fabrics(world, login):
+    client = login("admin")
+    fields = body(client.get(
+        f"/clusters/new/options/?zone={world.zone_a.pk}&instance_type={world.l40s.pk}"
+    ))
+    assert "Ethernet (RoCEv2)" in fields and "InfiniBand" not in fields
+
+
+def test_create_via_htmx_redirects_to_the_new_cluster(world, login):
+    client = login("admin")
+    response = client.post(
+        "/clusters/new/",
+        {"name": "new-one", "zone": world.zone_a.pk, "instance_type": world.h100.pk,
+         "fabric_type": FabricType.INFINIBAND},
+        **HX,
+    )
+    cluster = VirtualCluster.objects.get(name="new-one")
+    assert response["HX-Redirect"] == reverse("clusters:cluster_detail", args=[cluster.pk])
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"name": ""}, "필수 항목입니다."),
+        ({"name": "<b>x</b>"}, "이름에는 영문, 숫자, 한글과 하이픈(-)만 쓸 수 있습니다."),
+        ({"fabric": "INFINIBAND", "type": "l40s"}, "올바르게 선택해 주세요."),
+    ],
+)
+def test_create_form_errors_inline_in_korean(world, login, data, message):
+    itype = world.l40s if data.get("type") == "l40s" else world.h100
+    response = login("admin").post(
+        "/clusters/new/",
+        {"name": data.get("name", "ok"), "zone": world.zone_a.pk, "instance_type": itype.pk,
+         "fabric_type": data.get("fabric", FabricType.INFINIBAND)},
+        **HX,
+    )
+    assert response.status_code == 422
+    assert message in body(response)
+    assert "&lt;b&gt;" in body(response) or "<b>x</b>" not in body(response)
+    assert not VirtualCluster.objects.exists()
+
+
+def test_duplicate_name_is_a_field_error(world, login):
+    world.cluster("dup")
+    response = login("admin").post(
+        "/clusters/new/",
+        {"name": "dup", "zone": world.zone_a.pk, "instance_type": world.h100.pk,
+         "fabric_type": FabricType.INFINIBAND},
+    )
+    assert response.status_code == 422
+    assert "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다" in body(response)
+
+
+def test_start_empty_cluster_shows_reason_and_refuses(world, login):
+    cluster = world.cluster()
+    client = login("admin")
+    assert "가상머신 2대 이상이 필요합니다" in body(client.get(f"/clusters/{cluster.pk}/"))
+    response = client.post(f"/clusters/{cluster.pk}/start/", **HX)
+    assert response.status_code == 409
+    assert response["HX-Retarget"] == "#flash"
+    assert "가상머신 2대 이상이 필요합니다" in body(response)
+
+
+def test_stop_with_running_member_is_refused_with_message(world, login):
+    cluster = world.cluster(status=S.RUNNING)
+    a, _b = world.members(cluster, 2)
+    a.status = VmStatus.RUNNING
+    a.save()
+    client = login("operator")
+    assert "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 종료해야 합니다" in body(
+        client.get(f"/clusters/{cluster.pk}/")
+    )
+    response = client.post(f"/clusters/{cluster.pk}/stop/")
+    assert response.status_code == 409
+    assert "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 종료해야 합니다" in body(response)
+
+
+def test_start_and_stop_through_the_page(world, login, django_capture_on_commit_callbacks):
+    cluster = world.cluster()
+    world.members(cluster, 2)
+    client = login("operator")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/clusters/{cluster.pk}/start/", **HX)
+    assert response.status_code == 200 and "cluster-changed" in response["HX-Trigger"]
+    info = body(client.get(f"/clusters/{cluster.pk}/"))
+    assert "실행중" in info and "torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1" in info
+    assert "--master_port=29500" in info and "NCCL_IB_HCA" in info
+    hostfile = body(client.get(f"/clusters/{cluster.pk}/hostfile/"))
+    assert hostfile.count("slots=8") == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/clusters/{cluster.pk}/stop/")
+    assert "종료됨" in body(client.get(f"/clusters/{cluster.pk}/"))
+
+
+def test_header_polls_only_while_transitional(world, login):
+    client = login("admin")
+    settled = world.cluster("settled")
+    changing = world.cluster("changing", status=S.PROVISIONING)
+    assert "every 2s" not in body(client.get(f"/clusters/{settled.pk}/header/"))
+    assert "every 2s" in body(client.get(f"/clusters/{changing.pk}/header/"))
+
+
+def test_member_start_refused_unless_cluster_runs(world, login):
+    cluster = world.cluster()
+    a, _b = world.members(cluster, 2)
+    response = login("admin").post(f"/vms/{a.pk}/start/")
+    assert response.status_code == 409
+    assert "클러스터가 실행중일 때만 멤버 가상머신을 시작할 수 있습니다" in body(response)
+
+
+# -- The VM page's 클러스터 section (rules 1-3) ------------------------------------------------
+
+
+def test_vm_page_offers_only_eligible_clusters_and_guidance(world, login):
+    good = world.cluster("good")
+    world.cluster("other-type", instance_type=world.l40s, fabric_type=FabricType.ROCE_V2)
+    world.cluster("busy", status=S.WAITING)
+    world.cluster("foreign", project=world.other)
+    vm = world.vm("n1")
+    page = body(login("admin").get(f"/vms/{vm.pk}/"))
+    assert "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다" in page
+    assert "수행할 작업" in page and "클러스터에 연결" in page and "클러스터에서 분리" in page
+    assert f'value="{good.pk}"' in page
+    for name in ("other-type", "busy", "foreign"):
+        assert name not in page
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"billing_type": BillingType.SPOT}, "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"),
+        ({"disaster_recovery": True}, "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"),
+        ({"status": VmStatus.RUNNING}, "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"),
+    ],
+    ids=["spot", "dr", "running"],
+)
+def test_attach_refusals_on_the_vm_page(world, login, kw, message):
+    cluster = world.cluster()
+    vm = world.vm("n1", **kw)
+    client = login("admin")
+    assert message in body(client.get(f"/vms/{vm.pk}/"))  # said before trying
+    response = client.post(
+        f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": cluster.pk}, **HX
+    )
+    assert response.status_code == 409 and message in body(response)
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
+
+
+def test_attach_and_detach_from_the_vm_page(world, login):
+    cluster = world.cluster("target")
+    vm = world.vm("n1")
+    client = login("operator")
+    response = client.post(f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": cluster.pk})
+    assert response.status_code == 200 and "target 클러스터에 연결했습니다." in body(response)
+    response = client.post(f"/vms/{vm.pk}/cluster/", {"action": "detach"})
+    assert "클러스터에서 분리했습니다." in body(response)
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
+
+
+def test_forged_cluster_of_another_project_is_refused(world, login):
+    foreign = world.cluster("foreign", project=world.other)
+    vm = world.vm("n1")
+    response = login("admin").post(
+        f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": foreign.pk}
+    )
+    assert response.status_code == 422
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
+
+
+def test_detach_that_would_leave_one_member_is_refused_on_the_page(world, login):
+    cluster = world.cluster(status=S.RUNNING)
+    a, _b = world.members(cluster, 2)
+    response = login("admin").post(f"/vms/{a.pk}/cluster/", {"action": "detach"})
+    assert response.status_code == 409 and "가상머신 2대 이상이 필요합니다" in body(response)
+
+
+# -- Query budgets: counts do not grow with rows -----------------------------------------
+
+
+def test_cluster_list_queries_do_not_grow(world, login, django_assert_max_num_queries):
+    client = login("admin")
+    for i in range(200):
+        cluster = world.cluster(f"c{i:03d}")
+        if i < 3:
+            world.members(cluster, 2)
+    with django_assert_max_num_queries(12):
+        response = client.get("/clusters/")
+    assert body(response).count("<tr>") == 51  # header + 50 rows
+
+
+def test_members_tab_queries_do_not_grow(world, login, django_assert_num_queries):
+    small, big = world.cluster("small", status=S.RUNNING), world.cluster("big", status=S.RUNNING)
+    world.members(small, 2)
+    world.members(big, 64)
+    client = login("admin")
+    client.get(f"/clusters/{small.pk}/vms/")  # warm the session
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as few:
+        client.get(f"/clusters/{small.pk}/vms/")
+    with CaptureQueriesContext(connection) as many:
+        page = body(client.get(f"/clusters/{big.pk}/vms/"))
+    assert len(many) == len(few)
+    assert page.count("data-vm=") == 64

@@ -1,0 +1,426 @@
+"""The authorization matrix (SPEC §3, issue 6 item 1): every URL of the portal × anonymous /
+no role / viewer / operator / admin / another project's admin.
+
+URLs are discovered from the URLconf, so a URL added without an entry in ``MATRIX`` shows up
+here as a failing case. Each case states what every role must get: a login redirect, a 404
+(the object is invisible), a 403 whose page names the missing permission, or success — and
+a refused request must leave the database as it was, with the refusal audited.
+"""
+
+from dataclasses import dataclass, field
+
+import pytest
+from django.conf import settings
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.models import AuditEvent
+from portal.permissions import Perm
+from tests.conftest import PASSWORD
+from vms.models import VirtualMachine, VmStatus
+
+ROLES = ("anonymous", "norole", "viewer", "operator", "admin", "other")
+SKIPPED_PREFIXES = ("admin/", settings.STATIC_URL.lstrip("/"))
+
+
+def discover_urls():
+    """{name: route} of every pattern, namespaces included, admin and static left out."""
+    found = {}
+
+    def walk(resolver, prefix, namespaces):
+        for entry in resolver.url_patterns:
+            route = prefix + str(entry.pattern)
+            if route.startswith(SKIPPED_PREFIXES):
+                continue
+            if isinstance(entry, URLResolver):
+                walk(entry, route, namespaces + ((entry.namespace,) if entry.namespace else ()))
+            elif isinstance(entry, URLPattern):
+                name = ":".join(namespaces + (entry.name,)) if entry.name else f"<unnamed {route}>"
+                found[name] = route
+
+    walk(get_resolver(), "", ())
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# What a role may get
+
+
+@dataclass(frozen=True)
+class Expect:
+    status: object  # "login", "ok", or an HTTP status
+    perm: str = ""  # for 403: the permission the page must name
+    contains: tuple = ()  # attribute names of the scene whose .name must be on the page
+    absent: tuple = ()
+    text: str = ""  # literal text the page must show
+    bug: str = ""  # a reported bug: the case is xfail(strict=True) until it is fixed
+
+
+LOGIN = Expect("login")
+NOT_FOUND = Expect(404)
+OK = Expect("ok")
+
+
+def forbid(perm, bug=""):
+    return Expect(403, perm=str(perm), bug=bug)
+
+
+def everyone(expect, anonymous=None):
+    table = {role: expect for role in ROLES}
+    if anonymous is not None:
+        table["anonymous"] = anonymous
+    return table
+
+
+def object_read():
+    return {
+        "anonymous": LOGIN, "norole": NOT_FOUND, "viewer": OK, "operator": OK, "admin": OK,
+        "other": NOT_FOUND,
+    }
+
+
+def object_action(perm, operator_may=True):
+    return {
+        "anonymous": LOGIN, "norole": NOT_FOUND, "viewer": forbid(perm),
+        "operator": OK if operator_may else forbid(perm), "admin": OK, "other": NOT_FOUND,
+    }
+
+
+def project_list(own, foreign):
+    """A list page: each user sees only their current project's objects."""
+    return {
+        "anonymous": LOGIN,
+        "norole": Expect(200, absent=(own, foreign)),
+        "viewer": Expect(200, contains=(own,), absent=(foreign,)),
+        "operator": Expect(200, contains=(own,), absent=(foreign,)),
+        "admin": Expect(200, contains=(own,), absent=(foreign,)),
+        "other": Expect(200, contains=(foreign,), absent=(own,)),
+    }
+
+
+CREATE_GET_BUG = (
+    "create form shown to a user without CREATE (POST is refused): see report, "
+    "clusters/views.py cluster_create and vms/views.py vm_create"
+)
+ATTACH_403_BUG = (
+    "vm_cluster answers 403 but hides the message with the form: see report, vms/views.py vm_cluster"
+)
+
+
+def create_form(perm):
+    return {
+        "anonymous": LOGIN,
+        "norole": Expect(302),  # no project to create in: back to the list
+        "viewer": forbid(perm, bug=CREATE_GET_BUG),
+        "operator": forbid(perm, bug=CREATE_GET_BUG),
+        "admin": Expect(200),
+        "other": Expect(200),
+    }
+
+
+def create_post(perm):
+    return {
+        "anonymous": LOGIN,
+        "norole": Expect(302),
+        "viewer": forbid(perm),
+        "operator": forbid(perm),
+        "admin": OK,
+        "other": OK,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases: URL name -> the requests to make. ``target`` names the scene object in the URL.
+
+
+@dataclass(frozen=True)
+class Case:
+    method: str
+    expect: dict
+    target: str = ""
+    data: object = None  # dict or callable(scene) -> dict
+    query: str = ""
+    audit: str = ""  # the audited action a POST performs
+    effect: object = None  # callable(scene, user): asserts what success changed
+    headers: dict = field(default_factory=dict)
+
+
+def cluster_form(scene):
+    w = scene.world
+    return {
+        "name": "made-by-matrix", "zone": w.zone_a.pk, "instance_type": w.h100.pk,
+        "fabric_type": "INFINIBAND", "project": w.other.pk,
+    }
+
+
+def vm_form(scene):
+    w = scene.world
+    return {
+        "name": "vm-by-matrix", "zone": w.zone_a.pk, "instance_type": w.h100.pk,
+        "billing_type": "ON_DEMAND", "project": w.other.pk,
+    }
+
+
+def created_in_own_project(model, name):
+    def check(scene, user):
+        obj = model.objects.get(name=name)
+        own = scene.world.demo if user.username != "other" else scene.world.other
+        assert obj.project_id == own.pk
+
+    return check
+
+
+def status_is(attr, status):
+    def check(scene, user):
+        obj = getattr(scene, attr)
+        obj.refresh_from_db()
+        assert obj.status == status
+
+    return check
+
+
+def vm_attached(scene, user):
+    scene.vm.refresh_from_db()
+    assert scene.vm.cluster_id == scene.cluster.pk
+
+
+def vm_renamed(scene, user):
+    scene.vm.refresh_from_db()
+    assert scene.vm.name == "renamed-by-matrix"
+
+
+def token_issued(scene, user):
+    from metrics.models import MetricsToken
+
+    assert MetricsToken.objects.filter(vm=scene.vm).exists()
+
+
+SAFE = {"HTTP_HX_REQUEST": "true"}
+
+MATRIX = {
+    "home": [Case("get", everyone(Expect(302)))],
+    "login": [Case("get", everyone(Expect(302), anonymous=Expect(200)))],
+    "logout": [Case("post", everyone(Expect(302)))],
+    "switch_project": [
+        Case("post", everyone(Expect(302)), data=lambda s: {"project": s.world.demo.pk})
+    ],
+    "set_language": [Case("post", everyone(Expect(302)), data={"language": "en"})],
+    "healthz": [Case("get", everyone(Expect(200)))],
+    "clusters:cluster_list": [
+        Case("get", project_list("cluster", "other_cluster")),
+        Case("get", project_list("cluster", "other_cluster"), query="q=a&status=UNALLOCATED"),
+    ],
+    "clusters:cluster_create": [
+        Case("get", create_form(Perm.CLUSTER_CREATE)),
+        Case(
+            "post", create_post(Perm.CLUSTER_CREATE), data=cluster_form, audit="cluster.create",
+            effect=created_in_own_project(VirtualCluster, "made-by-matrix"),
+        ),
+    ],
+    "clusters:cluster_form_options": [
+        Case("get", everyone(Expect(200), anonymous=LOGIN),
+             query="zone=1&instance_type=1&name=x")
+    ],
+    "clusters:cluster_detail": [Case("get", object_read(), target="cluster")],
+    "clusters:cluster_members": [Case("get", object_read(), target="cluster")],
+    "clusters:cluster_metrics": [Case("get", object_read(), target="cluster")],
+    "clusters:cluster_activity": [Case("get", object_read(), target="cluster")],
+    "clusters:cluster_header": [Case("get", object_read(), target="cluster")],
+    "clusters:cluster_hostfile": [Case("get", object_read(), target="running")],
+    "clusters:cluster_start": [
+        Case("post", object_action(Perm.CLUSTER_UPDATE), target="cluster", audit="cluster.start",
+             effect=status_is("cluster", ClusterStatus.PROVISIONING)),
+        Case("post", object_action(Perm.CLUSTER_UPDATE), target="cluster", audit="cluster.start",
+             effect=status_is("cluster", ClusterStatus.PROVISIONING), headers=SAFE),
+    ],
+    "clusters:cluster_stop": [
+        Case("post", object_action(Perm.CLUSTER_UPDATE), target="running", audit="cluster.stop",
+             effect=status_is("running", ClusterStatus.TERMINATED)),
+        Case("post", object_action(Perm.CLUSTER_UPDATE), target="running", audit="cluster.stop",
+             effect=status_is("running", ClusterStatus.TERMINATED), headers=SAFE),
+    ],
+    "clusters:cluster_delete": [
+        Case("post", object_action(Perm.CLUSTER_DELETE, operator_may=False), target="cluster",
+             audit="cluster.delete", effect=status_is("cluster", ClusterStatus.DELETED)),
+        Case("post", object_action(Perm.CLUSTER_DELETE, operator_may=False), target="cluster",
+             audit="cluster.delete", effect=status_is("cluster", ClusterStatus.DELETED),
+             headers=SAFE),
+    ],
+    "vms:vm_list": [Case("get", project_list("vm", "other_vm"))],
+    "vms:vm_create": [
+        Case("get", create_form(Perm.VM_CREATE)),
+        Case("post", create_post(Perm.VM_CREATE), data=vm_form, audit="vm.create",
+             effect=created_in_own_project(VirtualMachine, "vm-by-matrix")),
+    ],
+    "vms:vm_edit": [
+        Case("get", object_read(), target="vm"),
+        Case("post", object_action(Perm.VM_UPDATE), target="vm", audit="vm.update",
+             data={"name": "renamed-by-matrix"}, effect=vm_renamed),
+    ],
+    "vms:vm_cluster": [
+        Case(
+            "post",
+            {**object_action(Perm.VM_UPDATE), "viewer": forbid(Perm.VM_UPDATE, ATTACH_403_BUG)},
+            target="vm", audit="vm.attach",
+            data=lambda s: {"action": "attach", "cluster": s.cluster.pk}, effect=vm_attached,
+        ),
+        Case(
+            "post",
+            {**object_action(Perm.VM_UPDATE), "viewer": forbid(Perm.VM_UPDATE, ATTACH_403_BUG)},
+            target="vm", audit="vm.attach", headers=SAFE,
+            data=lambda s: {"action": "attach", "cluster": s.cluster.pk}, effect=vm_attached,
+        ),
+    ],
+    "vms:vm_status": [Case("get", object_read(), target="vm")],
+    "vms:vm_start": [
+        Case("post", object_action(Perm.VM_UPDATE), target="vm", audit="vm.start",
+             effect=status_is("vm", VmStatus.STARTING)),
+        Case("post", object_action(Perm.VM_UPDATE), target="vm", audit="vm.start",
+             effect=status_is("vm", VmStatus.STARTING), headers=SAFE),
+    ],
+    "vms:vm_stop": [
+        Case("post", object_action(Perm.VM_UPDATE), target="running_vm", audit="vm.stop",
+             effect=status_is("running_vm", VmStatus.STOPPING)),
+    ],
+    "vms:vm_delete": [
+        Case("post", object_action(Perm.VM_DELETE, operator_may=False), target="vm",
+             audit="vm.delete", effect=status_is("vm", VmStatus.DELETED)),
+    ],
+    # The agents' API authenticates with a bearer token only: a session is worth nothing.
+    "metrics:ingest": [Case("post", everyone(Expect(401)), data={})],
+    "metrics:ingest_check": [Case("post", everyone(Expect(401)), data={})],
+    "metrics:vm_token_rotate": [
+        Case("post", object_action(Perm.VM_UPDATE), target="vm", audit="vm.metrics_token",
+             effect=token_issued),
+    ],
+    "metrics:cluster_charts": [
+        Case("get", object_read(), target="cluster"),
+        Case("get", object_read(), target="cluster", query="range=7d&per_member=1"),
+    ],
+}
+
+
+def _matrix_params():
+    params = []
+    for name in sorted(discover_urls()):
+        cases = MATRIX.get(name)
+        if not cases:
+            params.append(pytest.param(name, None, None, id=f"{name}-NO-MATRIX-ENTRY"))
+            continue
+        for index, case in enumerate(cases):
+            for role in ROLES:
+                expect = case.expect[role]
+                marks = [pytest.mark.xfail(strict=True, reason=expect.bug)] if expect.bug else []
+                params.append(
+                    pytest.param(name, index, role, id=f"{name}-{case.method}{index}-{role}",
+                                 marks=marks)
+                )
+    return params
+
+
+def test_matrix_names_only_real_urls():
+    """An entry for a URL that no longer exists is a stale promise: remove it."""
+    assert sorted(set(MATRIX) - set(discover_urls())) == []
+
+
+def snapshot():
+    return (
+        sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
+        sorted(
+            VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id", "project_id")
+        ),
+    )
+
+
+@pytest.mark.parametrize(("name", "index", "role"), _matrix_params())
+def test_authorization_matrix(name, index, role, scene, client):
+    if index is None:
+        pytest.fail(f"URL {name!r} has no entry in the authorization MATRIX: add one")
+    case = MATRIX[name][index]
+    expect = case.expect[role]
+    world = scene.world
+    user = world.users.get(role)
+    if user is not None:
+        client.force_login(user)
+    kwargs = {"pk": getattr(scene, case.target).pk} if case.target else {}
+    url = reverse(name, kwargs=kwargs) + (f"?{case.query}" if case.query else "")
+    data = case.data(scene) if callable(case.data) else (case.data or {})
+    before = snapshot()
+    events_before = AuditEvent.objects.count()
+
+    response = getattr(client, case.method)(url, data, **case.headers)
+
+    body = response.content.decode("utf-8", "replace")
+    location = response.get("Location", "") or response.get("HX-Redirect", "")
+    if expect.status == "login":
+        assert response.status_code == 302, body[:500]
+        assert location.startswith(reverse("login")), location
+    elif expect.status == "ok":
+        assert response.status_code in (200, 302), (response.status_code, body[:500])
+        assert not location.startswith(reverse("login")), location
+    else:
+        assert response.status_code == expect.status, (response.status_code, body[:500])
+    if expect.perm:
+        assert f"{expect.perm} 권한이 필요합니다." in body, body[:2000]
+    for attr in expect.contains:
+        assert getattr(scene, attr).name in body, f"{attr} should be listed"
+    for attr in expect.absent:
+        assert getattr(scene, attr).name not in body, f"{attr} must not be shown to {role}"
+    if expect.text:
+        assert expect.text in body
+
+    if expect.status == "ok" and case.effect is not None:
+        case.effect(scene, user)
+    elif case.method == "post" and expect.status in ("login", 403, 404, 401):
+        assert snapshot() == before, "a refused request changed the database"
+    if case.audit and user is not None:
+        new = AuditEvent.objects.filter(action=case.audit, actor=user)
+        if expect.status == "ok":
+            assert new.filter(outcome=AuditEvent.Outcome.SUCCEEDED).exists()
+        elif expect.status == 403:
+            refused = new.get(outcome=AuditEvent.Outcome.REFUSED)
+            assert expect.perm in refused.message
+        elif expect.status in (404, "login"):
+            # Invisible objects are refused before any service runs: nothing to audit.
+            assert AuditEvent.objects.count() == events_before
+
+
+@pytest.mark.parametrize("name", sorted(n for n, cases in MATRIX.items()
+                                        if any(c.method == "post" for c in cases)))
+def test_actions_refuse_get(name, scene, client):
+    """Nothing changes state on GET (CSRF protection rests on that)."""
+    client.force_login(scene.world.admin)
+    case = next(c for c in MATRIX[name] if c.method == "post")
+    if any(c.method == "get" for c in MATRIX[name]):
+        pytest.skip("this URL also serves a page on GET")
+    kwargs = {"pk": getattr(scene, case.target).pk} if case.target else {}
+    before = snapshot()
+    response = client.get(reverse(name, kwargs=kwargs))
+    assert response.status_code == 405
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(n for n, cases in MATRIX.items()
+                                        if any(c.method == "post" for c in cases)))
+def test_actions_need_csrf_token(name, scene):
+    """A cross-site form post (a logged-in browser, no token) is refused with 403."""
+    from django.test import Client
+
+    if name.startswith("metrics:ingest"):
+        pytest.skip("bearer-token API: no cookie, no CSRF")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(scene.world.admin)
+    case = next(c for c in MATRIX[name] if c.method == "post")
+    kwargs = {"pk": getattr(scene, case.target).pk} if case.target else {}
+    data = case.data(scene) if callable(case.data) else (case.data or {})
+    before = snapshot()
+    response = client.post(reverse(name, kwargs=kwargs), data)
+    assert response.status_code == 403
+    assert snapshot() == before
+
+
+def test_superuser_sees_every_project(scene, client, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password=PASSWORD)
+    client.force_login(root)
+    for obj in (scene.cluster, scene.other_cluster):
+        assert client.get(reverse("clusters:cluster_detail", args=[obj.pk])).status_code == 200
