@@ -255,6 +255,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.tasks.reconcile",
         "schedule": RECONCILE_EVERY_SECONDS,
     },
+    "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
+    "metrics-storage": {"task": "metrics.tasks.maintain_storage", "schedule": 3600.0},
+    "metrics-simulator": {"task": "metrics.tasks.emit_simulated_samples", "schedule": 10.0},
 }
 
 # The compute backend (SPEC §8) and its simulator's pace.

@@ -6,8 +6,9 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection
-from django.http import JsonResponse
+from django.http import HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
@@ -67,9 +68,12 @@ def switch_project(request):
     if project is None:
         messages.error(request, _("선택할 수 없는 프로젝트입니다."))
     next_url = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(next_url, {request.get_host()}):
-        next_url = "clusters:cluster_list"
-    return redirect(next_url)
+    # Only a path on this site; anything else (a view name, another host) goes to the list.
+    if not next_url.startswith("/") or not url_has_allowed_host_and_scheme(
+        next_url, {request.get_host()}
+    ):
+        next_url = reverse("clusters:cluster_list")
+    return HttpResponseRedirect(next_url)
 
 
 @never_cache

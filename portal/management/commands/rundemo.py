@@ -44,6 +44,8 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Portal at http://{addrport}/ — worker and beat are running.")
         )
+        # A SIGTERM to this process should stop the worker and beat too.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
