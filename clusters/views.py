@@ -12,6 +12,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import services
@@ -23,6 +24,7 @@ from clusters.models import (
     ClusterStatus,
     VirtualCluster,
 )
+from clusters.services import check_perm
 from portal.errors import (
     FabricNotOffered,
     InvalidInput,
@@ -49,6 +51,7 @@ def _cluster(request, pk):
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def cluster_list(request):
     project = request.project
     clusters = VirtualCluster.objects.none()
@@ -77,7 +80,11 @@ def cluster_list(request):
         "can_create": project is not None and request.user.has_perm(Perm.CLUSTER_CREATE, project),
         "any_transitional": any(c.is_transitional for c in page.object_list),
     }
-    if request.htmx and request.htmx.target == "cluster-table":
+    if (
+        request.htmx
+        and request.htmx.target == "cluster-table"
+        and not request.htmx.history_restore_request
+    ):
         return render(request, "clusters/list.html#cluster-table", context)
     return render(request, "clusters/list.html", context)
 
@@ -96,9 +103,20 @@ def cluster_create(request):
     if project is None:
         return redirect("clusters:cluster_list")
     if request.method == "GET":
+        check_perm(request.user, Perm.CLUSTER_CREATE, project)
         form = ClusterCreateForm(initial=request.GET.dict() if request.htmx else None)
         return _render_create(request, form)
     form = ClusterCreateForm(request.POST)
+    if not request.user.has_perm(Perm.CLUSTER_CREATE, project):
+        # Let the service refuse (and audit) a POST without the permission, whatever its data.
+        services.create_cluster(
+            actor=request.user,
+            project=project,
+            name=request.POST.get("name", ""),
+            zone_id=None,
+            instance_type_id=None,
+            fabric_type="",
+        )
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -137,6 +155,9 @@ def _render_create(request, form, status=200):
 @require_GET
 def cluster_form_options(request):
     """Re-render the create form's fields as the user picks a zone, then a type."""
+    if request.project is None:
+        return redirect("clusters:cluster_list")
+    check_perm(request.user, Perm.CLUSTER_CREATE, request.project)
     form = ClusterCreateForm(initial=request.GET.dict())
     return render(request, "clusters/create.html#create-fields", {"form": form})
 
@@ -245,31 +266,35 @@ def _render_tab(request, pk, tab):
             .select_related("actor")
             .order_by("-at", "-id")[:100]
         )
-    if request.htmx and not request.htmx.boosted:
+    if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
         return render(request, f"clusters/detail.html#tab-{tab}", context)
     return render(request, "clusters/detail.html", context)
 
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def cluster_detail(request, pk):
     return _render_tab(request, pk, "info")
 
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def cluster_members(request, pk):
     return _render_tab(request, pk, "members")
 
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def cluster_metrics(request, pk):
     return _render_tab(request, pk, "metrics")
 
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def cluster_activity(request, pk):
     return _render_tab(request, pk, "activity")
 
@@ -301,7 +326,7 @@ def _render_header(request, cluster, changed):
 
 def _fingerprint(cluster):
     states = cluster.members.order_by("pk").values_list("status", flat=True)
-    return f"{cluster.status}:{'.'.join(s[:2] for s in states)}"
+    return f"{cluster.status}:{'.'.join(states)}"
 
 
 @login_required

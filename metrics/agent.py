@@ -14,7 +14,7 @@ can be copied onto a VM alone (``python3 agent.py …``). Every interval it take
   (counted in 4-byte words), summed over the ports, when present.
 
 Samples go into a bounded buffer (oldest dropped first when full) and are posted in batches
-of up to 1,000. A failed post (portal down, 5xx, 429, bad token) is retried with exponential
+of up to 1,000 (gzipped when large). A failed post (portal down, 5xx, 429, bad token) is retried with exponential
 backoff and jitter while sampling continues; a batch the portal refuses as invalid (400) or
 already stored (409) is dropped so it cannot block the rest. A missing or failing device
 yields null fields, never a crash. The token may come from ``METRICS_AGENT_TOKEN`` instead
@@ -22,6 +22,7 @@ of the command line (keeps it out of ``ps``).
 """
 
 import argparse
+import gzip
 import http.client
 import json
 import logging
@@ -51,6 +52,7 @@ SKIP_INTERFACES = ("lo", "ib", "veth", "docker", "br-", "virbr", "cni", "flannel
 BACKOFF_BASE = 2.0
 BACKOFF_MAX = 300.0
 USER_AGENT = "vc-metrics-agent/1"
+GZIP_ABOVE = 8192  # bytes of JSON
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,15 +138,17 @@ def _rate(now_pair, before_pair, seconds):
 class Collector:
     """Takes samples. Rates need two readings, so the counters are read once at start."""
 
-    def __init__(self, infiniband_root=INFINIBAND_ROOT, nvml=None):
+    def __init__(self, infiniband_root=INFINIBAND_ROOT, nvml=None, clock=time.monotonic):
         self.infiniband_root = infiniband_root
         self.nvml = nvml
+        self.clock = clock
         psutil.cpu_percent(interval=None)  # the first call only starts the measurement
-        self.last = (time.monotonic(), read_net_bytes(), read_fabric_bytes(infiniband_root))
+        self.last = (clock(), read_net_bytes(), read_fabric_bytes(infiniband_root))
 
     def collect(self):
         """One sample as the portal wants it (fields of metrics.models.METRIC_FIELDS)."""
-        clock, net, fabric = time.monotonic(), read_net_bytes(), read_fabric_bytes(self.infiniband_root)
+        clock, net = self.clock(), read_net_bytes()
+        fabric = read_fabric_bytes(self.infiniband_root)
         before_clock, before_net, before_fabric = self.last
         self.last = (clock, net, fabric)
         seconds = clock - before_clock
@@ -237,11 +241,15 @@ class Agent:
     def post(self, batch):
         """(outcome, Retry-After seconds or None) of one POST."""
         body = json.dumps({"samples": batch}, allow_nan=False).encode()
-        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+        headers = {
             "Authorization": f"Bearer {self.token}",
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
-        })
+        }
+        if len(body) > GZIP_ABOVE:  # a backlog flush: a third of the bytes to send and parse
+            body = gzip.compress(body, compresslevel=5, mtime=0)
+            headers["Content-Encoding"] = "gzip"
+        request = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 response.read()

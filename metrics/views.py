@@ -41,17 +41,16 @@ def ingest_samples(request):
         token_id, vm_id = ingest.authenticate(request)
         ingest.check_rate(token_id, now)
         rows = ingest.validate(ingest.parse(ingest.read_body(request)), vm_id, now)
-        storage.write_samples(rows)
+        stamps = [row[1] for row in rows]
+        backlog = storage.late_batch(vm_id, min(stamps), max(stamps),
+                                     datetime.fromtimestamp(now, tz=UTC))
+        storage.write_samples(rows, backlog)
     except ingest.IngestError as error:
         return _refusal(error)
     except storage.DuplicateSamples:
         return _refusal(ingest.IngestError(
             409, "duplicate", _("이미 저장된 시각의 샘플이 있습니다. 이 배치는 저장되어 있습니다.")
         ))
-    storage.note_late_batch(
-        vm_id, min(row[1] for row in rows), max(row[1] for row in rows),
-        datetime.fromtimestamp(now, tz=UTC),
-    )
     return JsonResponse({"stored": len(rows)})
 
 
@@ -82,9 +81,7 @@ def vm_token_rotate(request, pk):
     vm, token = services.rotate_token(vm.pk, actor=request.user)
     template = "metrics/vm_token.html#token" if request.htmx else "metrics/vm_token.html"
     context = {"vm": vm, "token": token, "command": agent_command(request, token)}
-    response = render(request, template, context)
-    response["Cache-Control"] = "no-store"
-    return response
+    return render(request, template, context)  # never_cache: no-store, the token is in it
 
 
 @login_required

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import services as cluster_services
@@ -30,6 +31,7 @@ def _vm(request, pk):
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def vm_list(request):
     project = request.project
     vms = VirtualMachine.objects.none()
@@ -59,6 +61,7 @@ def vm_create(request):
     project = request.project
     if project is None:
         return redirect("vms:vm_list")
+    cluster_services.check_perm(request.user, Perm.VM_CREATE, project)
     if request.method == "GET":
         return _render_create(request, VmCreateForm(initial=request.GET.dict() or None))
     form = VmCreateForm(request.POST)

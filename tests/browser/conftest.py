@@ -8,8 +8,14 @@ with the suite's default of eager tasks the whole walk to 실행중 would finish
 and the polling would never be exercised.
 """
 
+import io
+
 import pytest
 from django.core.management import call_command
+from playwright.sync_api import expect
+
+from portal.models import Role
+from portal.permissions import BUILTIN_ROLES
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -40,30 +46,50 @@ def browser_context_args(browser_context_args):
     }
 
 
+expect.set_options(timeout=SETTLE_MS)
+
+
 @pytest.fixture
 def page(page):
+    """The page, failing the test on any script error or CSP violation it logged.
+
+    Refused requests (403/404/409) are expected in these walks; the browser's own "Failed to
+    load resource" line for them is not a script error.
+    """
     page.set_default_timeout(SETTLE_MS)
-    return page
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(f"console: {msg.text}")
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+            else None
+        ),
+    )
+    yield page
+    assert errors == [], "the page logged errors"
 
 
 @pytest.fixture
 def demo(monkeypatch):
-    """The demo data of ``seed_demo``; ``demo.password`` logs any of its users in."""
+    """The demo data of ``seed_demo``; ``demo.password`` logs any of its users in.
+
+    Browser tests are transactional (the live server reads what the test writes), so the
+    database is flushed after each one, built-in roles included. ``serialized_rollback`` can't
+    bring them back here: once Playwright's sync API runs, asgiref sees a running event loop
+    and hands out a different connection object, one without the serialized contents. So the
+    roles are made again, as the data migration made them.
+    """
+    for name, permissions in BUILTIN_ROLES.items():
+        Role.objects.get_or_create(name=name, defaults={"permissions": sorted(permissions)})
     monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
-    call_command("seed_demo", stdout=_Null())
+    call_command("seed_demo", stdout=io.StringIO())
 
     class Demo:
         password = DEMO_PASSWORD
 
     return Demo()
-
-
-class _Null:
-    def write(self, *_args, **_kwargs):
-        pass
-
-    def flush(self):
-        pass
 
 
 @pytest.fixture
@@ -101,8 +127,8 @@ def _forget_connections(app):
 
 
 @pytest.fixture
-def login(page, live_server, demo):
-    """``login("admin")``: sign in through the login form, like a user."""
+def browser_login(page, live_server, demo):
+    """``browser_login("admin")``: sign in through the login form, like a user."""
 
     def _login(username):
         page.goto(f"{live_server.url}/login/")

@@ -16,7 +16,7 @@ from vms.models import FabricType, InstanceType, VirtualMachine, Zone
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+    pytest.mark.django_db(transaction=True),
 ]
 
 NOT_ENOUGH = "가상머신 2대 이상이 필요합니다"
@@ -55,21 +55,20 @@ def demo_cluster(name="demo-train", members=0):
         fabric_type=FabricType.INFINIBAND,
         status=ClusterStatus.UNALLOCATED,
     )
-    for vm in VirtualMachine.objects.filter(name__startswith="gpu-node-").order_by("name")[:members]:
+    nodes = VirtualMachine.objects.filter(name__startswith="gpu-node-").order_by("name")
+    for vm in nodes[:members]:
         vm.cluster = cluster
         vm.save(update_fields=["cluster"])
     return cluster
 
 
-def test_admin_sees_compute_menu_in_korean_and_switches_to_english_and_back(login, page):
-    login("admin")
+def test_admin_sees_compute_menu_in_korean_and_switches_to_english_and_back(browser_login, page):
+    browser_login("admin")
     html = page.locator("html")
     expect(html).to_have_attribute("lang", "ko")
     menu = page.get_by_role("navigation", name="메뉴")
     expect(menu).to_contain_text("컴퓨트")
-    expect(menu.get_by_role("link", name="가상 클러스터")).to_have_attribute(
-        "aria-current", "page"
-    )
+    expect(menu.get_by_role("link", name="가상 클러스터")).to_have_attribute("aria-current", "page")
     expect(menu.get_by_role("link", name="가상머신")).to_be_visible()
     expect(page.get_by_role("heading", level=1)).to_have_text("가상 클러스터")
 
@@ -92,7 +91,8 @@ def test_admin_sees_compute_menu_in_korean_and_switches_to_english_and_back(logi
 
 
 def open_vm(page, name):
-    page.get_by_role("navigation", name="메뉴").get_by_role("link", name="가상머신", exact=True).click()
+    menu = page.get_by_role("navigation", name="메뉴")
+    menu.get_by_role("link", name="가상머신", exact=True).click()
     page.get_by_role("link", name=name, exact=True).click()
     expect(page.get_by_role("heading", level=1)).to_have_text(name)
     return page.locator("#cluster-section")
@@ -108,9 +108,11 @@ def attach(page, vm_name, cluster_name=CLUSTER):
     return section
 
 
-def test_cluster_lifecycle_click_by_click(login, page, live_server, celery_worker, settings):
+def test_cluster_lifecycle_click_by_click(
+    browser_login, page, live_server, celery_worker, settings
+):
     # Each simulated backend step takes a moment, so the transitional statuses are visible.
-    settings.SIMULATOR_STEP_SECONDS = 1.0
+    settings.SIMULATOR_STEP_SECONDS = 1.5
     confirms = []
 
     def accept(dialog):
@@ -118,7 +120,7 @@ def test_cluster_lifecycle_click_by_click(login, page, live_server, celery_worke
         dialog.accept()
 
     page.on("dialog", accept)
-    login("admin")
+    browser_login("admin")
 
     # 1. Create the cluster from the HTMX panel.
     page.get_by_role("link", name="가상 클러스터 생성").click()
@@ -182,6 +184,12 @@ def test_cluster_lifecycle_click_by_click(login, page, live_server, celery_worke
     expect(page.locator("#tab-body")).to_contain_text("torchrun --nproc_per_node=8 --nnodes=2")
     assert same_document(page)
 
+    # The Metrics tab loads its charts lazily, inside the page.
+    metrics = page.get_by_role("tab", name="메트릭")
+    metrics.click()
+    expect(metrics).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#metrics-charts")).not_to_contain_text("메트릭을 불러오는 중")
+
     # 6. Start a member from the 연결된 가상머신 tab.
     tab = page.get_by_role("tab", name="연결된 가상머신")
     tab.click()
@@ -214,9 +222,9 @@ def test_cluster_lifecycle_click_by_click(login, page, live_server, celery_worke
     assert VirtualCluster.objects.get(name=CLUSTER).status == ClusterStatus.TERMINATED
 
 
-def test_viewer_has_no_create_button_and_a_forged_post_is_refused(login, page, live_server):
+def test_viewer_has_no_create_button_and_a_forged_post_is_refused(browser_login, page, live_server):
     cluster = demo_cluster(members=2)
-    login("viewer")
+    browser_login("viewer")
     expect(page.get_by_role("heading", level=1)).to_have_text("가상 클러스터")
     expect(page.get_by_role("link", name="demo-train")).to_be_visible()
     expect(page.get_by_role("link", name="가상 클러스터 생성")).to_have_count(0)
@@ -241,9 +249,9 @@ def test_viewer_has_no_create_button_and_a_forged_post_is_refused(login, page, l
     assert not VirtualCluster.objects.filter(name="forged").exists()
 
 
-def test_other_project_user_gets_404_on_the_demo_cluster(login, page, live_server):
+def test_other_project_user_gets_404_on_the_demo_cluster(browser_login, page, live_server):
     cluster = demo_cluster()
-    login("other")
+    browser_login("other")
     expect(page.get_by_role("link", name="demo-train")).to_have_count(0)
     response = page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
     assert response.status == 404

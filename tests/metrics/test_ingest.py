@@ -1,5 +1,6 @@
 """POST /api/metrics/ingest: what is stored, and every refusal with nothing stored."""
 
+import gzip
 import time
 
 import orjson
@@ -123,7 +124,8 @@ def test_too_old_timestamp_is_400(post, token):
     ({"temperature": 40}, "unknown_field"),
 ])
 def test_wrong_fields_are_400(post, token, bad, code):
-    _refused(post(token, {"samples": [sample(), sample(time.time() - 10, **bad)]}), 400, code)
+    second = {**sample(time.time() - 10), **bad}
+    _refused(post(token, {"samples": [sample(), second]}), 400, code)
 
 
 def test_missing_required_field_is_400(post, token):
@@ -190,3 +192,27 @@ def test_check_names_the_vm(client, token, running_vm):
     response = client.post("/api/metrics/check", headers={"Authorization": f"Bearer {token}"})
     assert response.json() == {"vm": running_vm.pk}
     assert client.post("/api/metrics/check").status_code == 401
+
+
+def test_gzipped_batch_is_stored(post, token):
+    now = time.time()
+    body = gzip.compress(orjson.dumps({"samples": [sample(now - i) for i in range(300)]}))
+    response = post(token, body, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.content
+    assert Sample.objects.count() == 300
+
+
+def test_broken_gzip_is_400(post, token):
+    body = gzip.compress(orjson.dumps({"samples": [sample()]}))
+    _refused(post(token, body[:-12], **{"Content-Encoding": "gzip"}), 400, "bad_gzip")
+    _refused(post(token, b"not gzip at all", **{"Content-Encoding": "gzip"}), 400, "bad_gzip")
+
+
+def test_gzip_bomb_is_413(post, token):
+    bomb = gzip.compress(b'{"samples": [' + b" " * (3 * 1024 * 1024) + b"]}")
+    assert len(bomb) < 10_000
+    _refused(post(token, bomb, **{"Content-Encoding": "gzip"}), 413, "too_large")
+
+
+def test_unknown_encoding_is_415(post, token):
+    _refused(post(token, b"{}", **{"Content-Encoding": "br"}), 415, "unsupported_encoding")

@@ -23,19 +23,19 @@ class Scene:
 
 @pytest.fixture
 def scene(world):
-    cluster = world.cluster("train")
+    cluster = world.cluster("alpha-demo-cluster")
     world.members(cluster, 2)
-    running = world.cluster("live", status=ClusterStatus.RUNNING)
+    running = world.cluster("beta-demo-cluster", status=ClusterStatus.RUNNING)
     world.members(running, 2)
-    other_cluster = world.cluster("foreign", project=world.other)
+    other_cluster = world.cluster("omega-other-cluster", project=world.other)
     return Scene(
         world=world,
         cluster=cluster,
         running=running,
-        vm=world.vm("spare"),
-        running_vm=world.vm("busy", status=VmStatus.RUNNING),
+        vm=world.vm("gamma-demo-vm"),
+        running_vm=world.vm("delta-demo-vm", status=VmStatus.RUNNING),
         other_cluster=other_cluster,
-        other_vm=world.vm("foreign-node", project=world.other),
+        other_vm=world.vm("omega-other-vm", project=world.other),
     )
 
 

@@ -106,6 +106,11 @@ ATTACH_403_BUG = (
     "vm_cluster answers 403 but hides the message with the form: see report, vms/views.py vm_cluster"
 )
 
+TOKEN_AUDIT_BUG = (
+    "vm_token_rotate refuses in the view before the service runs, so the refusal is not "
+    "audited: see report, metrics/views.py vm_token_rotate"
+)
+
 
 def create_form(perm):
     return {
@@ -208,7 +213,7 @@ MATRIX = {
     "healthz": [Case("get", everyone(Expect(200)))],
     "clusters:cluster_list": [
         Case("get", project_list("cluster", "other_cluster")),
-        Case("get", project_list("cluster", "other_cluster"), query="q=a&status=UNALLOCATED"),
+        Case("get", project_list("cluster", "other_cluster"), query="q=cluster&status=UNALLOCATED"),
     ],
     "clusters:cluster_create": [
         Case("get", create_form(Perm.CLUSTER_CREATE)),
@@ -290,8 +295,9 @@ MATRIX = {
     "metrics:ingest": [Case("post", everyone(Expect(401)), data={})],
     "metrics:ingest_check": [Case("post", everyone(Expect(401)), data={})],
     "metrics:vm_token_rotate": [
-        Case("post", object_action(Perm.VM_UPDATE), target="vm", audit="vm.metrics_token",
-             effect=token_issued),
+        Case("post",
+             {**object_action(Perm.VM_UPDATE), "viewer": forbid(Perm.VM_UPDATE, TOKEN_AUDIT_BUG)},
+             target="vm", audit="vm.metrics_token", effect=token_issued),
     ],
     "metrics:cluster_charts": [
         Case("get", object_read(), target="cluster"),
@@ -393,6 +399,8 @@ def test_actions_refuse_get(name, scene, client):
     case = next(c for c in MATRIX[name] if c.method == "post")
     if any(c.method == "get" for c in MATRIX[name]):
         pytest.skip("this URL also serves a page on GET")
+    if name == "set_language":
+        pytest.skip("Django's set_language only redirects on GET; it changes nothing")
     kwargs = {"pk": getattr(scene, case.target).pk} if case.target else {}
     before = snapshot()
     response = client.get(reverse(name, kwargs=kwargs))

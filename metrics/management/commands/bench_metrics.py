@@ -1,0 +1,451 @@
+"""``manage.py bench_metrics``: the figures issue 5 asks for, measured in one run.
+
+On PostgreSQL only (the storage being measured is PostgreSQL's). It works in a database of
+its own (``<name>_bench_metrics``, created with Django's test-database machinery and dropped
+at the end unless ``--keep``), so it never touches the portal's data:
+
+1. 64 running member VMs of one cluster, each with a token; 7 days of 10-second samples
+   generated in bulk in SQL, then rolled up (times and sizes printed);
+2. gunicorn on a free loopback port (2 workers x 4 threads, persistent DB connections) and
+   keep-alive clients, for a fixed time each:
+   - agent-sized batches (one sample of one 8-GPU VM): POSTs/s of the ingest endpoint over
+     POSTs/s of the minimal authenticated POST view (``/api/metrics/check``), same stack;
+   - backlog batches (1,000 samples): samples/s through the endpoint over samples/s of a raw
+     psycopg binary COPY of the same batches into the same table, same concurrency;
+3. the 메트릭 tab's server time (in process, median) at 7d over 1h, and its response sizes.
+"""
+
+import gzip
+import logging
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.client import HTTPConnection
+from urllib.parse import quote
+
+import orjson
+import psutil
+import psycopg
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from clusters.models import ClusterStatus, VirtualCluster
+from metrics import services, storage
+from metrics.storage import COPY_SQL, PG_TYPES
+from portal.models import Project
+from vms.models import BillingType, FabricType, InstanceType, VirtualMachine, VmStatus, Zone
+
+VMS = 64
+DAYS = 7
+INTERVAL = 10
+BACKLOG = 1000
+TARGETS = {"agent": 0.7, "backlog": 0.5, "chart": 1.5, "size_kb": 150}
+
+
+class Command(BaseCommand):
+    help = "Benchmark metrics ingest and charts on PostgreSQL (issue 5); prints the figures."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--seconds", type=float, default=6.0, help="per HTTP measurement")
+        parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
+        parser.add_argument("--days", type=int, default=DAYS)
+        parser.add_argument("--vms", type=int, default=VMS)
+        parser.add_argument("--keep", action="store_true", help="keep the bench database")
+
+    def handle(self, *args, **opts):
+        if connection.vendor != "postgresql":
+            raise CommandError("bench_metrics measures the PostgreSQL storage: set DATABASE_URL")
+        self.opts = opts
+        logging.getLogger("portal.audit").setLevel(logging.WARNING)  # 64 token issues
+        creation = connection.creation
+        original_name = connection.settings_dict["NAME"]
+        connection.settings_dict["TEST"] = {
+            **connection.settings_dict.get("TEST", {}), "NAME": f"{original_name}_bench_metrics"
+        }
+        started = time.perf_counter()
+        self.say(f"creating database {connection.settings_dict['TEST']['NAME']} …")
+        creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        try:
+            self.run_bench()
+        finally:
+            if opts["keep"]:
+                self.say(f"kept database {connection.settings_dict['NAME']}")
+            else:
+                creation.destroy_test_db(original_name, verbosity=0)
+        self.say(f"total {time.perf_counter() - started:.0f} s")
+
+    def say(self, text):
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    # -----------------------------------------------------------------------------------------
+
+    def run_bench(self):
+        now = timezone.now()
+        cluster, vms, tokens = self.make_world()
+        self.generate(vms, now)
+        url, server = self.start_gunicorn()
+        self.server = server
+        try:
+            agent_ratio, agent_cpu_ratio = self.bench_agent_sized(url, tokens)
+            backlog_ratio, backlog_cpu_ratio = self.bench_backlog(url, tokens, vms)
+        finally:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        chart_ratio, sizes = self.bench_charts(cluster)
+        self.say("")
+        self.say(f"== summary: ratio of throughputs, and of work per CPU-second (target); "
+                 f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs ==")
+        self.say(f"ingest agent-sized / minimal POST view : {agent_ratio:.2f}, "
+                 f"CPU {agent_cpu_ratio:.2f}  (>= {TARGETS['agent']})")
+        self.say(f"ingest backlog / raw COPY             : {backlog_ratio:.2f}, "
+                 f"CPU {backlog_cpu_ratio:.2f}  (>= {TARGETS['backlog']})")
+        self.say(f"metrics tab 7d / 1h server time       : {chart_ratio:.2f}  (<= {TARGETS['chart']})")
+        self.say(f"largest metrics tab response          : {max(sizes.values()) / 1024:.1f} KB"
+                 f"  (<= {TARGETS['size_kb']} KB)")
+
+    def make_world(self):
+        zone = Zone.objects.create(code="bench-1a", name="bench")
+        itype = InstanceType.objects.create(code="bench.h100x8", gpu_model="H100", gpu_count=8,
+                                            vcpu=192, memory_gib=2048)
+        project = Project.objects.create(slug="bench", name="bench")
+        cluster = VirtualCluster.objects.create(
+            project=project, name="bench", zone=zone, instance_type=itype,
+            fabric_type=FabricType.INFINIBAND, status=ClusterStatus.RUNNING)
+        vms = VirtualMachine.objects.bulk_create(
+            VirtualMachine(project=project, name=f"bench-{i:02d}", zone=zone, instance_type=itype,
+                           billing_type=BillingType.ON_DEMAND, status=VmStatus.RUNNING,
+                           cluster=cluster)
+            for i in range(self.opts["vms"]))
+        tokens = [services.rotate_token(vm.pk, actor=None)[1] for vm in vms]
+        return cluster, vms, tokens
+
+    def generate(self, vms, now):
+        days = self.opts["days"]
+        end = now.replace(microsecond=0)
+        start = end - timedelta(days=days)
+        storage.ensure_partitions(
+            {(start + timedelta(days=d)).astimezone(UTC).date() for d in range(days + 2)})
+        self.say(f"generating {len(vms)} VMs x {days} days of {INTERVAL}-second samples …")
+        t0 = time.perf_counter()
+        with connection.cursor() as cursor:
+            # A training-like profile in SQL: busy GPUs, a checkpoint dip every 10 minutes.
+            cursor.execute(
+                """
+                INSERT INTO metrics_sample
+                SELECT v, t,
+                       25 + 10 * random(), 40 + 5 * random(),
+                       CASE WHEN extract(epoch FROM t)::bigint %% 600 < 30 THEN 15 + 10 * random()
+                            ELSE 88 + 10 * random() END,
+                       75 + 5 * random(),
+                       6e7 * random(), 6e6 * random(), 2e10 * random(), 2e10 * random()
+                FROM unnest(%s::bigint[]) AS v,
+                     generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t
+                """,
+                [[vm.pk for vm in vms], start, end - timedelta(seconds=INTERVAL),
+                 f"{INTERVAL} seconds"],
+            )
+            rows = cursor.rowcount
+        generated = time.perf_counter() - t0
+        self.say(f"  {rows:,} rows in {generated:.1f} s ({rows / generated:,.0f} rows/s)")
+        t0 = time.perf_counter()
+        minutes = storage.rollup(now)
+        self.say(f"  rollups of {minutes:,} minutes in {time.perf_counter() - t0:.1f} s")
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE metrics_sample")
+            cursor.execute("VACUUM ANALYZE metrics_minuterollup")
+            cursor.execute("VACUUM ANALYZE metrics_hourrollup")
+            cursor.execute(
+                "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_inherits i "
+                "JOIN pg_class c ON c.oid = i.inhrelid "
+                "WHERE i.inhparent = 'metrics_sample'::regclass")
+            raw_size = cursor.fetchone()[0]
+            cursor.execute("SELECT count(*), pg_size_pretty(pg_total_relation_size("
+                           "'metrics_minuterollup')) FROM metrics_minuterollup")
+            minute_rows, minute_size = cursor.fetchone()
+            cursor.execute("SELECT count(*) FROM metrics_hourrollup")
+            hour_rows = cursor.fetchone()[0]
+        self.say(f"  raw {raw_size}; minute rollups {minute_rows:,} rows ({minute_size}); "
+                 f"hour rollups {hour_rows:,} rows")
+
+    # -----------------------------------------------------------------------------------------
+    # HTTP
+
+    def database_url(self):
+        db = connection.settings_dict
+        auth = quote(db["USER"] or "")
+        if db["PASSWORD"]:
+            auth += ":" + quote(db["PASSWORD"])
+        host = db["HOST"] or "127.0.0.1"
+        return f"postgres://{auth}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
+
+    def start_gunicorn(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.database_url(),
+            "DEBUG": "0",
+            "LOG_LEVEL": "WARNING",
+            # The bench measures throughput, not the per-token bound.
+            "METRICS_RATE_PER_MINUTE": str(10**9),
+        }
+        command = [sys.executable, "-m", "gunicorn", "portal.wsgi:application",
+                   "--bind", f"127.0.0.1:{port}", "--workers", "2", "--worker-class", "gthread",
+                   "--threads", "4", "--keep-alive", "30", "--log-level", "warning",
+                   "--timeout", "60"]
+        server = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if server.poll() is not None:
+                    raise CommandError("gunicorn did not start") from None
+                time.sleep(0.2)
+        else:
+            server.kill()
+            raise CommandError("gunicorn did not listen within 30 s")
+        self.say(f"gunicorn on 127.0.0.1:{port} (2 workers x 4 threads)")
+        return ("127.0.0.1", port), server
+
+    def hammer(self, address, make_request, seconds):
+        """Run ``make_request(client_index, n) -> (path, body, token) or None`` on keep-alive
+        connections from ``--clients`` threads for ``seconds``; returns (requests, elapsed)."""
+        counts, errors = [0] * self.opts["clients"], []
+        stop = time.monotonic() + seconds
+
+        def client(index):
+            conn = HTTPConnection(*address, timeout=30)
+            n = 0
+            while time.monotonic() < stop:
+                request = make_request(index, n)
+                if request is None:  # this client's prepared batches are used up
+                    break
+                path, body, token = request
+                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+                if body[:2] == b"\x1f\x8b":  # gzip magic: compressed as the agent does
+                    headers["Content-Encoding"] = "gzip"
+                conn.request("POST", path, body, headers)
+                response = conn.getresponse()
+                payload = response.read()
+                if response.status != 200:
+                    errors.append((response.status, payload[:200]))
+                    break
+                n += 1
+            counts[index] = n
+            conn.close()
+
+        return self.in_threads(client, counts, errors)
+
+    def in_threads(self, target, counts, errors=()):
+        threads = [threading.Thread(target=target, args=(i,)) for i in range(len(counts))]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - started
+        if errors:
+            raise CommandError(f"errors during the bench: {errors[:3]}")
+        return sum(counts), elapsed
+
+    def cpu_seconds(self):
+        """{pid: CPU seconds} of everything a measurement runs on: this process (the
+        clients), gunicorn's workers and the bench database's PostgreSQL backends."""
+        pids = {os.getpid()}
+        pids.update(child.pid for child in psutil.Process(self.server.pid).children())
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            pids.update(pid for (pid,) in cursor.fetchall())
+        seconds = {}
+        for pid in pids:
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            seconds[pid] = times.user + times.system
+        if os.environ.get("BENCH_DEBUG"):
+            self.last_split = {pid: seconds[pid] for pid in seconds}
+            self.gunicorn_pids = {c.pid for c in psutil.Process(self.server.pid).children()}
+        return seconds
+
+    def interleaved(self, first, second):
+        """Alternate short rounds of two measurements, so that a change in the machine's
+        background load hits both alike. Returns, for each, (rate per wall second, rate per
+        CPU second spent by clients, server and database): the second does not depend on
+        what else the machine runs, and on a dedicated N-core machine bounds the first by
+        N x that rate."""
+        rounds = 6
+        totals = {0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0]}
+        for _round in range(rounds):
+            for key, measure in ((0, first), (1, second)):
+                before = self.cpu_seconds()
+                done, elapsed = measure(self.opts["seconds"] / rounds)
+                after = self.cpu_seconds()
+                totals[key][0] += done
+                totals[key][1] += elapsed
+                totals[key][2] += sum(t - before.get(pid, 0.0) for pid, t in after.items())
+                if os.environ.get("BENCH_DEBUG"):
+                    me = after.get(os.getpid(), 0) - before.get(os.getpid(), 0)
+                    gu = sum(after[p] - before.get(p, 0) for p in after if p in self.gunicorn_pids)
+                    rest = sum(t - before.get(pid, 0.0) for pid, t in after.items()) - me - gu
+                    self.say(f"    [{key}] n={done} client={me*1e3/max(done,1):.2f}ms gunicorn={gu*1e3/max(done,1):.2f}ms pg={rest*1e3/max(done,1):.2f}ms per unit")
+        return [(done / wall, done / cpu) for done, wall, cpu in (totals[0], totals[1])]
+
+    @staticmethod
+    def agent_sample(ts):
+        return {"ts": ts, "cpu_util": 31.25, "mem_util": 42.5, "gpu_util": 96.5,
+                "gpu_mem_util": 78.25, "net_rx": 55012345.5, "net_tx": 6012345.5,
+                "fabric_rx": 20123456789.5, "fabric_tx": 21123456789.5}
+
+    def bench_agent_sized(self, address, tokens):
+        clients = self.opts["clients"]
+        # Current samples (a late one would also queue a rollup redo), off the generated
+        # whole-second grid.
+        base = time.time() - 30 + 0.0005
+        sent = [0] * clients
+
+        def check(index, n):
+            return "/api/metrics/check", b"", tokens[index]
+
+        def ingest(index, n):
+            # Each client is one VM sending one 8-GPU sample per request (distinct instants).
+            sent[index] += 1
+            body = orjson.dumps({"samples": [self.agent_sample(base + sent[index] * 0.001)]})
+            return "/api/metrics/ingest", body, tokens[index]
+
+        self.say(f"agent-sized batches, {clients} clients, {self.opts['seconds']:g} s each, "
+                 "interleaved:")
+        self.hammer(address, check, 1.0)  # warm up workers and pools
+        self.hammer(address, ingest, 1.0)
+        (check_rate, check_cpu), (ingest_rate, ingest_cpu) = self.interleaved(
+            lambda seconds: self.hammer(address, check, seconds),
+            lambda seconds: self.hammer(address, ingest, seconds),
+        )
+        self.say(f"  minimal authenticated POST view : {check_rate:,.0f} POSTs/s, "
+                 f"{check_cpu:,.0f} per CPU-second")
+        self.say(f"  ingest endpoint (1 sample)      : {ingest_rate:,.0f} POSTs/s, "
+                 f"{ingest_cpu:,.0f} per CPU-second")
+        return ingest_rate / check_rate, ingest_cpu / check_cpu
+
+    def bench_backlog(self, address, tokens, vms):
+        clients = self.opts["clients"]
+        per_client = int(self.opts["seconds"] * 8) + 10  # more than one stream sends (~3/s)
+        start = time.time() - 6 * 86400
+
+        rng = random.Random(5)
+
+        def batch(index, n, offset):
+            """Distinct instants for every batch and path; figures that vary like real ones,
+            rounded as the agent rounds them (so the gzip ratio is realistic)."""
+            first = start + offset + n * 10.0
+            return [{"ts": round(first + j * 0.01, 4),
+                     "cpu_util": round(rng.uniform(20, 40), 2),
+                     "mem_util": round(rng.uniform(40, 45), 2),
+                     "gpu_util": round(rng.uniform(85, 99), 2),
+                     "gpu_mem_util": round(rng.uniform(75, 80), 2),
+                     "net_rx": round(rng.uniform(0, 6e7), 2),
+                     "net_tx": round(rng.uniform(0, 6e6), 2),
+                     "fabric_rx": round(rng.uniform(0, 2e10), 2),
+                     "fabric_tx": round(rng.uniform(0, 2e10), 2)} for j in range(BACKLOG)]
+
+        # Built ahead of the clock, so the client's own encoding does not count; gzipped as
+        # metrics.agent sends a batch this large.
+        bodies = [[gzip.compress(orjson.dumps({"samples": batch(i, n, 0.0003)}),
+                                 compresslevel=5, mtime=0) for n in range(per_client)]
+                  for i in range(clients)]
+        rows = [[[(vms[i].pk, datetime.fromtimestamp(s["ts"], tz=UTC), s["cpu_util"],
+                   s["mem_util"], s["gpu_util"], s["gpu_mem_util"], s["net_rx"], s["net_tx"],
+                   s["fabric_rx"], s["fabric_tx"]) for s in batch(i, n, 0.0007)]
+                 for n in range(per_client)] for i in range(clients)]
+        http_next, copy_next = [0] * clients, [0] * clients
+
+        def ingest(index, n):
+            if http_next[index] >= per_client:
+                return None
+            http_next[index] += 1
+            return "/api/metrics/ingest", bodies[index][http_next[index] - 1], tokens[index]
+
+        connections = [psycopg.connect(self.psycopg_dsn(), autocommit=True) for _ in range(clients)]
+
+        def raw_copy(seconds):
+            # The same batches, already rows, by binary COPY: what storage costs by itself.
+            counts = [0] * clients
+            stop = time.monotonic() + seconds
+
+            def copier(index):
+                conn = connections[index]
+                while time.monotonic() < stop and copy_next[index] < per_client:
+                    # Committed like the endpoint commits (asynchronously): same durability.
+                    with conn.transaction(), conn.cursor() as cur:
+                        cur.execute("SET LOCAL synchronous_commit = off")
+                        with cur.copy(COPY_SQL) as copy:
+                            copy.set_types(PG_TYPES)
+                            for row in rows[index][copy_next[index]]:
+                                copy.write_row(row)
+                    copy_next[index] += 1
+                    counts[index] += 1
+
+            return self.in_threads(copier, counts)
+
+        self.say(f"backlog batches of {BACKLOG} samples, {clients} concurrent streams, "
+                 "interleaved:")
+        try:
+            (http_rate, http_cpu), (copy_rate, copy_cpu) = self.interleaved(
+                lambda seconds: self.hammer(address, ingest, seconds), raw_copy)
+        finally:
+            for conn in connections:
+                conn.close()
+        self.say(f"  ingest endpoint : {http_rate * BACKLOG:,.0f} samples/s, "
+                 f"{http_cpu * BACKLOG:,.0f} per CPU-second")
+        self.say(f"  raw psycopg COPY: {copy_rate * BACKLOG:,.0f} samples/s, "
+                 f"{copy_cpu * BACKLOG:,.0f} per CPU-second")
+        return http_rate / copy_rate, http_cpu / copy_cpu
+
+    def psycopg_dsn(self):
+        db = connection.settings_dict
+        parts = {"dbname": db["NAME"], "user": db["USER"], "password": db["PASSWORD"],
+                 "host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or "5432"}
+        return " ".join(f"{k}={v}" for k, v in parts.items() if v)
+
+    # -----------------------------------------------------------------------------------------
+    # Charts
+
+    def bench_charts(self, cluster):
+        user = get_user_model().objects.create_superuser("bench", password="bench-only-1234")
+        client = Client()
+        client.force_login(user)
+        url = reverse("metrics:cluster_charts", args=[cluster.pk])
+        self.say("metrics tab (in-process server time, median of 15 after 3 warm-ups):")
+        times, sizes = {}, {}
+        for key in ("1h", "6h", "24h", "7d"):
+            for per_member in ("0", "1"):
+                samples = []
+                for i in range(18):
+                    t0 = time.perf_counter()
+                    response = client.get(url, {"range": key, "per_member": per_member})
+                    if i >= 3:
+                        samples.append(time.perf_counter() - t0)
+                assert response.status_code == 200
+                label = f"{key}{' per member' if per_member == '1' else ''}"
+                times[label] = statistics.median(samples)
+                sizes[label] = len(response.content)
+                self.say(f"  {label:<15} {times[label] * 1000:7.1f} ms  {sizes[label] / 1024:6.1f} KB")
+        return times["7d"] / times["1h"], sizes

@@ -1,0 +1,246 @@
+"""The 메트릭 tab: its figures equal an aggregate computed here, independently, from the
+raw samples; it reads the right source per range; permissions; the empty state."""
+
+import json
+import random
+import re
+import statistics
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import plotly.graph_objects as go
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from clusters.models import ClusterStatus
+from metrics import charts, storage
+from vms.models import VmStatus
+
+FIGURE = re.compile(r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>', re.S)
+# (figure id, trace index) -> (series, how members combine, scale, digits)
+EXPECTED = {
+    ("gpu", 0): ("gpu_util", "avg", 1, 1),
+    ("gpu", 1): ("gpu_util", "min", 1, 1),
+    ("gpu-mem", 0): ("gpu_mem_util", "avg", 1, 1),
+    ("cpu", 0): ("cpu_util", "avg", 1, 1),
+    ("mem", 0): ("mem_util", "avg", 1, 1),
+    ("net", 0): ("net_rx", "sum", 1e6, 2),
+    ("net", 1): ("net_tx", "sum", 1e6, 2),
+    ("fabric", 0): ("fabric_rx", "sum", 1e9, 3),
+    ("fabric", 1): ("fabric_tx", "sum", 1e9, 3),
+}
+COMBINE = {"avg": statistics.fmean, "min": min, "sum": sum}
+
+
+@pytest.fixture
+def cluster(world):
+    cluster = world.cluster("chart", status=ClusterStatus.RUNNING)
+    world.members(cluster, 3, status=VmStatus.RUNNING)
+    return cluster
+
+
+@pytest.fixture
+def samples(cluster):
+    """Two hours of 10-second samples of three members, ending 5 minutes ago (so all of it is
+    rolled up), with gaps, and one member whose GPU and fabric never report."""
+    rng = random.Random(5)
+    now = timezone.now()
+    start = storage.floor_to(now, 3600) - timedelta(hours=2)
+    members = list(cluster.members.order_by("pk"))
+    rows = []
+    at = start
+    while at < now - timedelta(minutes=5):
+        for index, vm in enumerate(members):
+            if rng.random() < 0.1:
+                continue  # a lost sample
+            has_devices = index != 2
+            rows.append((
+                vm.pk, at + timedelta(seconds=rng.uniform(0, 9)),
+                rng.uniform(0, 100), rng.uniform(0, 100),
+                rng.uniform(0, 100) if has_devices else None,
+                rng.uniform(0, 100) if has_devices else None,
+                rng.uniform(0, 1e9), rng.uniform(0, 1e9),
+                rng.uniform(0, 25e9) if has_devices else None,
+                rng.uniform(0, 25e9) if has_devices else None,
+            ))
+        at += timedelta(seconds=10)
+    storage.write_samples(rows)
+    storage.rollup()
+    return rows
+
+
+def per_vm_buckets(rows, step, until=None):
+    """{bucket: {vm: {series: mean}}}, computed in Python from the raw rows."""
+    names = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx",
+             "fabric_rx", "fabric_tx")
+    acc = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for vm_id, at, *values in rows:
+        if until is not None and at >= until:
+            continue
+        bucket = int(at.timestamp()) // step
+        for name, value in zip(names, values, strict=True):
+            if value is not None:
+                acc[bucket][vm_id][name].append(value)
+    return {b: {vm: {n: statistics.fmean(v) for n, v in series.items()} for vm, series in by_vm.items()}
+            for b, by_vm in acc.items()}
+
+
+def expected_aggregate(rows, step, series, how, until=None):
+    out = {}
+    for bucket, by_vm in per_vm_buckets(rows, step, until).items():
+        values = [s[series] for s in by_vm.values() if series in s]
+        out[bucket] = COMBINE[how](values) if values else None
+    return out
+
+
+def get_figures(client, cluster, **params):
+    response = client.get(reverse("metrics:cluster_charts", args=[cluster.pk]), params)
+    assert response.status_code == 200
+    html = response.content.decode()
+    return {key: json.loads(text) for key, text in FIGURE.findall(html)}, html
+
+
+def bucket_of(trace, index):
+    local = datetime.strptime(trace["x0"], "%Y-%m-%d %H:%M:%S").replace(
+        tzinfo=ZoneInfo(settings.TIME_ZONE))
+    return int(local.timestamp() + index * trace["dx"] / 1000)
+
+
+def assert_matches(trace, expected, scale, digits, step):
+    compared = 0
+    for index, got in enumerate(trace["y"]):
+        want = expected.get(bucket_of(trace, index) // step)
+        if want is None:
+            assert got is None, (index, got)
+            continue
+        assert got is not None, index
+        assert abs(got - want / scale) <= 0.5 * 10**-digits + 1e-9, (index, got, want / scale)
+        compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("range_key,until", [("1h", None), ("24h", None), ("7d", "hour")])
+def test_chart_json_equals_an_independent_aggregate(login, cluster, samples, range_key, until):
+    client = login("viewer")
+    figures, _html = get_figures(client, cluster, range=range_key)
+    assert set(figures) == {"gpu", "gpu-mem", "cpu", "mem", "net", "fabric"}
+    step = charts.RANGES[range_key].step
+    # Hour rollups exist only for closed hours.
+    cutoff = storage.floor_to(timezone.now(), 3600) if until == "hour" else None
+    compared = 0
+    for (figure_id, trace_index), (series, how, scale, digits) in EXPECTED.items():
+        trace = figures[figure_id]["data"][trace_index]
+        assert trace["dx"] == step * 1000
+        expected = expected_aggregate(samples, step, series, how, until=cutoff)
+        compared += assert_matches(trace, expected, scale, digits, step)
+    assert compared > 9 * (1 if range_key == "7d" else 30)
+
+
+def test_per_member_series_are_each_members_own(login, cluster, samples):
+    client = login("viewer")
+    figures, html = get_figures(client, cluster, range="1h", per_member="1")
+    members = list(cluster.members.order_by("name", "id"))
+    cpu = figures["cpu"]["data"]
+    assert [t["name"] for t in cpu] == [vm.name for vm in members]
+    step = cpu[0]["dx"] // 1000
+    by_bucket = per_vm_buckets(samples, step)
+    for vm, trace in zip(members, cpu, strict=True):
+        expected = {b: s[vm.pk]["cpu_util"] for b, s in by_bucket.items() if vm.pk in s}
+        assert assert_matches(trace, expected, 1, 1, step) > 10
+    assert len(figures["net"]["data"]) == 2 * len(members)
+    assert "hx-trigger=\"every 30s\"" in html and "per_member=1" in html
+
+
+def test_figures_are_valid_plotly_with_korean_axes_and_bounded_points(login, cluster, samples):
+    figures, _html = get_figures(login("viewer"), cluster, range="24h")
+    for figure in figures.values():
+        go.Figure(figure)  # plotly validates every property against its schema
+        for trace in figure["data"]:
+            assert len(trace["y"]) <= charts.MAX_POINTS
+    assert figures["gpu"]["layout"]["yaxis"]["title"]["text"] == "GPU 사용률 (%)"
+    assert figures["net"]["layout"]["yaxis"]["title"]["text"] == "네트워크 처리량 (MB/s)"
+    assert figures["gpu"]["data"][1]["name"] == "가장 느린 멤버"
+
+
+@pytest.mark.parametrize("range_key", list(charts.RANGES))
+def test_every_range_stays_within_500_points(range_key, cluster):
+    data = charts.chart_data(cluster, range_key)
+    assert data.points <= charts.MAX_POINTS
+    assert data.points * data.step == charts.RANGES[range_key].seconds
+
+
+def test_per_member_mode_coarsens_for_many_members(world):
+    cluster = world.cluster("big", status=ClusterStatus.RUNNING)
+    world.members(cluster, 64, status=VmStatus.RUNNING)
+    data = charts.chart_data(cluster, "1h", per_member=True)
+    assert data.points * 64 * 8 <= charts.PER_MEMBER_VALUE_BUDGET
+    assert data.step % 20 == 0
+
+
+def test_refresh_returns_only_the_body_and_polls_only_for_1h(login, cluster, samples):
+    client = login("viewer")
+    url = reverse("metrics:cluster_charts", args=[cluster.pk])
+    headers = {"HX-Request": "true", "HX-Target": "metrics-body"}
+    body = client.get(url, {"range": "1h"}, headers=headers).content.decode()
+    assert body.lstrip().startswith('<div id="metrics-body"') and "metrics-controls" not in body
+    assert 'hx-trigger="every 30s"' in body
+    day = client.get(url, {"range": "24h"}, headers=headers).content.decode()
+    assert "every 30s" not in day
+    full = client.get(url, {"range": "bogus"}).content.decode()
+    assert 'value="1h" checked' in full and "metrics/charts.js" in full
+    assert "metrics/plotly.min.js" in full
+
+
+def test_no_data_says_so_and_explains_the_agent(login, cluster):
+    html = login("viewer").get(reverse("metrics:cluster_charts", args=[cluster.pk])).content.decode()
+    assert "아직 수신된 메트릭이 없습니다" in html
+    assert "python -m metrics.agent --url http://testserver/api/metrics/ingest" in html
+    assert "application/json" not in html
+
+
+def test_no_members_says_so(login, world):
+    cluster = world.cluster("empty")
+    html = login("viewer").get(reverse("metrics:cluster_charts", args=[cluster.pk])).content.decode()
+    assert "연결된 가상머신이 없습니다" in html
+
+
+@pytest.mark.parametrize("user,status", [("viewer", 200), ("operator", 200), ("other", 404),
+                                         ("norole", 404)])
+def test_charts_need_cluster_read(login, cluster, user, status):
+    url = reverse("metrics:cluster_charts", args=[cluster.pk])
+    assert login(user).get(url).status_code == status
+
+
+def test_anonymous_goes_to_login(client, cluster):
+    response = client.get(reverse("metrics:cluster_charts", args=[cluster.pk]))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_plotly_finder_serves_the_packaged_file(settings):
+    from django.contrib.staticfiles import finders
+
+    settings.STATICFILES_FINDERS = [
+        "django.contrib.staticfiles.finders.FileSystemFinder",
+        "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+        "metrics.finders.PlotlyFinder",
+    ]
+    finders.get_finder.cache_clear()
+    path = finders.find("metrics/plotly.min.js")
+    assert path and path.endswith("plotly/package_data/plotly.min.js")
+    # What collectstatic copies: the storage's prefix joined to the listed path.
+    listed = [f"{getattr(s, 'prefix', None) or '.'}/{p}" for f in finders.get_finders()
+              for p, s in f.list([])]
+    assert "metrics/plotly.min.js" in listed
+
+
+def test_script_safe_escapes_closing_tags():
+    assert "</script>" not in charts.script_safe('{"name": "</script><b>&"}')
+    assert json.loads(charts.script_safe('{"name": "</script>&"}')) == {"name": "</script>&"}
+
+
+def test_bucket_alignment_is_in_utc_epoch(cluster):
+    data = charts.chart_data(cluster, "7d", now=datetime(2031, 1, 1, 12, 30, tzinfo=UTC))
+    assert data.start == datetime(2030, 12, 25, 13, 0, tzinfo=UTC)

@@ -1,0 +1,408 @@
+"""Production hardening (issue 6 item 5): ``check --deploy``, CSP with nonces, security
+headers, secure cookies, session rotation, login throttling, ``/healthz``, request ids."""
+
+import json
+import logging
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+from django.db import DatabaseError
+from django.test import Client, override_settings
+from django.urls import reverse
+
+from portal.middleware import RequestIdFilter
+from portal.models import AuditEvent
+from tests.conftest import PASSWORD
+
+BASE_DIR = Path(settings.BASE_DIR)
+THROTTLED = "로그인 시도가 너무 많습니다. 잠시 후 다시 시도하세요."
+
+
+def production_env(**extra):
+    """A deployment's environment: nothing of the test run's (eager tasks, async-unsafe...)."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "DATABASE_URL")
+    env = {key: os.environ[key] for key in keep if key in os.environ}
+    env.update(
+        PORTAL_MODE="production",
+        SECRET_KEY=secrets.token_urlsafe(64),
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        ALLOWED_HOSTS="testserver,127.0.0.1",
+        PYTHONPATH=str(BASE_DIR),
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.mark.slow
+def test_check_deploy_is_clean_in_production():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=BASE_DIR,
+        env=production_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    env = production_env()
+    env.pop("SECRET_KEY")
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+PRODUCTION_PROBE = r"""
+import json, re, django
+django.setup()
+from django.test import Client
+c = Client()
+out = {}
+r = c.get("/login/")
+out["plain_http"] = [r.status_code, r.get("Location", "")]
+r = c.get("/login/", secure=True)
+out["headers"] = dict(r.headers)
+token = r.cookies["__Host-csrftoken"].value
+out["csrf_cookie"] = {k: r.cookies["__Host-csrftoken"][k] for k in ("secure", "httponly", "samesite", "path", "domain")}
+c = Client(enforce_csrf_checks=True)
+c.cookies["__Host-csrftoken"] = token
+r = c.post("/login/", {"username": "prod-user", "password": "%(password)s",
+           "csrfmiddlewaretoken": token}, secure=True, HTTP_REFERER="https://testserver/login/")
+out["login"] = [r.status_code, r.get("Location", "")]
+out["login_errors"] = re.findall(r'role="alert">([^<]*)<', r.content.decode())
+m = r.cookies.get("__Host-sessionid")
+out["session_cookie"] = {k: m[k] for k in ("secure", "httponly", "samesite", "path", "domain")} if m else None
+print("PROBE" + json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_production_cookies_and_headers(django_user_model, tmp_path):
+    """A real login in production mode (a subprocess on the test database)."""
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    # The test run hashes with a fast hasher production does not accept: use production's.
+    hasher = PBKDF2PasswordHasher()
+    django_user_model.objects.create(
+        username="prod-user", password=hasher.encode(PASSWORD, hasher.salt())
+    )
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        pytest.skip("needs the PostgreSQL test database to share the user with a subprocess")
+    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = production_env(DATABASE_URL=url, CACHE_URL="", STATIC_ROOT=str(tmp_path / "static"))
+    # Production serves hashed static names from the manifest collectstatic writes.
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=BASE_DIR, env=env, check=True, timeout=120,
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", PRODUCTION_PROBE % {"password": PASSWORD}],
+        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.split("PROBE", 1)[1])
+    # Plain http is sent to https.
+    assert out["plain_http"] == [301, "https://testserver/login/"]
+    headers = out["headers"]
+    assert headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains; preload"
+    assert headers["X-Frame-Options"] == "DENY"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "same-origin"
+    assert headers["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert "'nonce-" in headers["Content-Security-Policy"]
+    assert out["csrf_cookie"]["secure"] is True and out["csrf_cookie"]["httponly"] is True
+    assert out["csrf_cookie"]["path"] == "/" and not out["csrf_cookie"]["domain"]
+    assert out["login"] == [302, "/clusters/"], out["login_errors"]
+    session = out["session_cookie"]
+    assert session and session["secure"] is True and session["httponly"] is True
+    assert session["samesite"] == "Lax" and session["path"] == "/" and not session["domain"]
+
+
+# ---------------------------------------------------------------------------------------------
+# CSP: a nonce on every script of ours, nothing inline without it
+
+
+SCRIPT_TAG = re.compile(r"<script\b[^>]*>", re.I)
+INLINE_HANDLER = re.compile(r"<[^>]+\s(on[a-z]+)\s*=", re.I)
+
+
+def _pages(scene):
+    return [
+        reverse("clusters:cluster_list"),
+        reverse("clusters:cluster_create"),
+        reverse("clusters:cluster_detail", args=[scene.running.pk]),
+        reverse("clusters:cluster_members", args=[scene.running.pk]),
+        reverse("clusters:cluster_activity", args=[scene.running.pk]),
+        reverse("vms:vm_list"),
+        reverse("vms:vm_create"),
+        reverse("vms:vm_edit", args=[scene.vm.pk]),
+    ]
+
+
+def test_csp_nonce_on_every_script_and_no_inline_handlers(scene, client):
+    pages = [reverse("login")]
+    client.force_login(scene.world.admin)
+    pages += _pages(scene)
+    for url in pages:
+        if url == reverse("login"):
+            response = Client().get(url)
+        else:
+            response = client.get(url)
+        assert response.status_code == 200, url
+        csp = response["Content-Security-Policy"]
+        nonce = re.search(r"'nonce-([^']+)'", csp).group(1)
+        assert "script-src 'self' 'nonce-" in csp
+        assert "'unsafe-inline'" not in csp.split("script-src", 1)[1].split(";", 1)[0]
+        assert "'unsafe-eval'" not in csp
+        assert "frame-ancestors 'none'" in csp and "object-src 'none'" in csp
+        body = response.content.decode()
+        tags = SCRIPT_TAG.findall(body)
+        assert tags, url
+        for tag in tags:
+            assert f'nonce="{nonce}"' in tag, (url, tag)
+        assert not INLINE_HANDLER.findall(body), (url, INLINE_HANDLER.findall(body))
+
+
+def test_nonce_differs_per_response(client):
+    first = client.get(reverse("login"))["Content-Security-Policy"]
+    second = client.get(reverse("login"))["Content-Security-Policy"]
+    assert first != second
+
+
+def test_security_headers_on_every_page_and_fragment(scene, client):
+    client.force_login(scene.world.admin)
+    for url in _pages(scene) + [reverse("clusters:cluster_header", args=[scene.running.pk])]:
+        response = client.get(url, HTTP_HX_REQUEST="true")
+        assert response["X-Frame-Options"] == "DENY", url
+        assert response["X-Content-Type-Options"] == "nosniff", url
+        assert response["Referrer-Policy"] == "same-origin", url
+        assert "Content-Security-Policy" in response, url
+
+
+# ---------------------------------------------------------------------------------------------
+# Sessions
+
+
+def test_session_key_rotates_at_login_and_the_old_one_dies(scene, client):
+    store = SessionStore()
+    store["seen"] = True
+    store.create()
+    old_key = store.session_key
+    client.cookies[settings.SESSION_COOKIE_NAME] = old_key
+    response = client.post(reverse("login"), {"username": "viewer", "password": PASSWORD})
+    assert response.status_code == 302
+    new_key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert new_key != old_key
+    assert not SessionStore().exists(old_key)
+    assert SessionStore(session_key=new_key).load()[SESSION_KEY] == str(
+        scene.world.users["viewer"].pk
+    )
+
+
+def test_logout_ends_the_session(scene, client):
+    client.post(reverse("login"), {"username": "viewer", "password": PASSWORD})
+    key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    client.post(reverse("logout"))
+    assert not SessionStore().exists(key)
+    assert client.get(reverse("clusters:cluster_list")).status_code == 302
+
+
+# ---------------------------------------------------------------------------------------------
+# Login throttling
+
+
+def _fail(client, username, **extra):
+    return client.post(reverse("login"), {"username": username, "password": "wrong"}, **extra)
+
+
+def test_throttled_per_username_even_with_the_right_password(scene, client):
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
+        response = _fail(client, "viewer")
+        assert response.status_code == 200
+        assert THROTTLED not in response.content.decode()
+    response = client.post(reverse("login"), {"username": "viewer", "password": PASSWORD})
+    assert response.status_code == 429
+    assert THROTTLED in response.content.decode()
+    assert int(response["Retry-After"]) > 0
+    assert SESSION_KEY not in client.session
+    # Another user from the same address is not locked out by viewer's counter.
+    response = client.post(reverse("login"), {"username": "operator", "password": PASSWORD})
+    assert response.status_code == 302
+
+
+def test_throttle_key_ignores_case_and_spaces(scene, client):
+    for variant in ["viewer", "VIEWER", " Viewer", "viewer ", "vIeWeR"]:
+        _fail(client, variant)
+    response = client.post(reverse("login"), {"username": "viewer", "password": PASSWORD})
+    assert response.status_code == 429
+
+
+def test_throttled_per_address_across_usernames(scene, client):
+    for attempt in range(settings.LOGIN_THROTTLE_PER_ADDRESS):
+        _fail(client, f"nobody-{attempt}")
+    response = client.post(reverse("login"), {"username": "admin", "password": PASSWORD})
+    assert response.status_code == 429
+    assert THROTTLED in response.content.decode()
+    # A different client address may still log in.
+    response = client.post(
+        reverse("login"), {"username": "admin", "password": PASSWORD}, REMOTE_ADDR="10.9.8.7"
+    )
+    assert response.status_code == 302
+
+
+def test_forwarded_for_is_not_trusted_by_default(scene, client):
+    for attempt in range(settings.LOGIN_THROTTLE_PER_ADDRESS):
+        _fail(client, f"nobody-{attempt}", HTTP_X_FORWARDED_FOR=f"10.0.0.{attempt}")
+    response = client.post(
+        reverse("login"), {"username": "admin", "password": PASSWORD},
+        HTTP_X_FORWARDED_FOR="10.1.1.1",
+    )
+    assert response.status_code == 429
+
+
+@override_settings(TRUSTED_PROXY_COUNT=1)
+def test_behind_a_trusted_proxy_the_forwarded_address_counts(scene, client):
+    for attempt in range(settings.LOGIN_THROTTLE_PER_ADDRESS):
+        _fail(client, f"nobody-{attempt}", HTTP_X_FORWARDED_FOR="spoofed, 203.0.113.9")
+    blocked = client.post(
+        reverse("login"), {"username": "admin", "password": PASSWORD},
+        HTTP_X_FORWARDED_FOR="203.0.113.9",
+    )
+    assert blocked.status_code == 429
+    other = client.post(
+        reverse("login"), {"username": "admin", "password": PASSWORD},
+        HTTP_X_FORWARDED_FOR="198.51.100.7",
+    )
+    assert other.status_code == 302
+
+
+def test_success_clears_the_username_counter(scene, client):
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER - 1):
+        _fail(client, "viewer")
+    assert client.post(
+        reverse("login"), {"username": "viewer", "password": PASSWORD}
+    ).status_code == 302
+    client.post(reverse("logout"))
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER - 1):
+        _fail(client, "viewer")
+    assert client.post(
+        reverse("login"), {"username": "viewer", "password": PASSWORD}
+    ).status_code == 302
+
+
+@override_settings(LOGIN_THROTTLE_WINDOW_SECONDS=1)
+def test_throttle_expires_after_its_window(scene, client):
+    import time
+
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
+        _fail(client, "viewer")
+    assert client.post(
+        reverse("login"), {"username": "viewer", "password": PASSWORD}
+    ).status_code == 429
+    time.sleep(1.2)
+    assert client.post(
+        reverse("login"), {"username": "viewer", "password": PASSWORD}
+    ).status_code == 302
+
+
+def test_admin_login_is_throttled_too(scene, client, django_user_model):
+    """The admin's login page goes through the same backend: no side door for guessing."""
+    django_user_model.objects.create_user("staffer", password=PASSWORD, is_staff=True)
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
+        client.post("/admin/login/", {"username": "staffer", "password": "wrong"})
+    response = client.post(
+        "/admin/login/?next=/admin/", {"username": "staffer", "password": PASSWORD}
+    )
+    assert response.status_code == 200  # the admin form re-rendered, not logged in
+    assert SESSION_KEY not in client.session
+
+
+# ---------------------------------------------------------------------------------------------
+# /healthz
+
+
+def test_healthz_reports_database_and_broker(client, db):
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert "no-cache" in response["Cache-Control"] or "max-age=0" in response["Cache-Control"]
+
+
+def test_healthz_fails_when_the_broker_is_down(client, db):
+    from portal.celery import app
+
+    saved = app.conf.broker_url
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    try:
+        response = client.get(reverse("healthz"))
+    finally:
+        app.conf.broker_url = saved
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "error" and body["database"] == "ok"
+    assert body["broker"].startswith("error")
+
+
+def test_healthz_fails_when_the_database_is_down(client, db, monkeypatch):
+    from portal import views
+
+    class DeadConnection:
+        def cursor(self):
+            raise DatabaseError("connection refused")
+
+    monkeypatch.setattr(views, "connection", DeadConnection())
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 503
+    assert response.json()["database"] == "error: DatabaseError"
+
+
+# ---------------------------------------------------------------------------------------------
+# Request ids: on the response, in the audit event and in the structured log line
+
+
+def test_request_id_is_echoed_or_generated(client, db):
+    response = client.get(reverse("healthz"), HTTP_X_REQUEST_ID="abc123DEF")
+    assert response["X-Request-ID"] == "abc123DEF"
+    generated = client.get(reverse("healthz"))["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", generated)
+
+
+def test_state_change_is_logged_and_audited_with_the_request_id(scene, client, caplog):
+    client.force_login(scene.world.users["operator"])
+    caplog.handler.addFilter(RequestIdFilter())
+    formatter = logging.Formatter(settings.LOGGING["formatters"]["structured"]["format"])
+    with caplog.at_level(logging.INFO, logger="portal.audit"):
+        response = client.post(
+            reverse("clusters:cluster_start", args=[scene.cluster.pk]),
+            HTTP_X_REQUEST_ID="req42start",
+        )
+        refused = client.post(
+            reverse("clusters:cluster_delete", args=[scene.cluster.pk]),
+            HTTP_X_REQUEST_ID="req43delete",
+        )
+    assert response.status_code == 302 and response["X-Request-ID"] == "req42start"
+    assert refused.status_code == 403 and refused["X-Request-ID"] == "req43delete"
+    event = AuditEvent.objects.get(action="cluster.start")
+    assert event.request_id == "req42start"
+    assert AuditEvent.objects.get(action="cluster.delete").request_id == "req43delete"
+    lines = [formatter.format(r) for r in caplog.records if r.name == "portal.audit"]
+    start = [line for line in lines if "action=cluster.start" in line]
+    assert start and "request_id=req42start" in start[0] and "outcome=SUCCEEDED" in start[0]
+    delete = [line for line in lines if "action=cluster.delete" in line]
+    assert delete and "request_id=req43delete" in delete[0] and "outcome=REFUSED" in delete[0]
