@@ -140,18 +140,20 @@ def lock_vm(vm_id, actor, permission, att=None):
 
 
 def lock_vm_with_cluster(vm_id, actor, permission, att=None):
-    """Lock a VM and, first, the cluster it belongs to (fixed order: cluster before VM)."""
-    for _attempt in range(3):
-        peek = VirtualMachine.objects.filter(pk=to_id(vm_id)).values_list("cluster_id").first()
-        cluster_id = peek[0] if peek else None
-        cluster = None
-        if cluster_id is not None:
-            cluster = VirtualCluster.objects.select_for_update().get(pk=cluster_id)
-        vm = lock_vm(vm_id, actor, permission, att)
-        if vm.cluster_id == cluster_id:
-            return cluster, vm
-        # Membership changed between the peek and the lock: look again.
-    raise ClusterChanging()
+    """Lock a VM and, first, the cluster it belongs to (fixed order: cluster before VM).
+
+    If the membership changed between the peek and the lock, refuse rather than lock
+    another cluster while holding the VM: that would invert the order and deadlock.
+    """
+    peek = VirtualMachine.objects.filter(pk=to_id(vm_id)).values_list("cluster_id").first()
+    cluster_id = peek[0] if peek else None
+    cluster = None
+    if cluster_id is not None:
+        cluster = VirtualCluster.objects.select_for_update().get(pk=cluster_id)
+    vm = lock_vm(vm_id, actor, permission, att)
+    if vm.cluster_id != cluster_id:
+        raise ClusterChanging()
+    return cluster, vm
 
 
 def clear_fabric(vm):

@@ -1,7 +1,8 @@
 """Authenticating, bounding and validating an agent's batch (SPEC §7, issue 5).
 
 A batch is ``{"vm": <id, optional>, "samples": [{"ts": <unix seconds>, "cpu_util": …}, …]}``
-with the fields of ``metrics.models.METRIC_FIELDS``. It is checked whole before anything is
+with the fields of ``metrics.models.METRIC_FIELDS``, or the same as ``"fields"`` + ``"rows"``
+(see ``validate``). It is checked whole before anything is
 written, and written in one statement, so it is stored entirely or not at all.
 
 Validation runs per column with C-level builtins (``map``, ``min``, ``max``, ``sum``) rather
@@ -15,9 +16,6 @@ import json
 import operator
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import partial
-from itertools import repeat
 
 import orjson
 from django.core.cache import cache
@@ -31,11 +29,10 @@ from vms.models import VmStatus
 TOKEN_PREFIX = "vcm_"
 SAMPLE_KEYS = ("ts", *(name for name, *_rest in METRIC_FIELDS))
 KNOWN_KEYS = frozenset(SAMPLE_KEYS)
-TOP_KEYS = frozenset({"vm", "samples"})
+TOP_KEYS = frozenset({"vm", "samples", "fields", "rows"})
 NUMBER = frozenset({int, float})
 NUMBER_OR_NONE = frozenset({int, float, type(None)})
 _column_getters = [operator.itemgetter(key) for key in SAMPLE_KEYS]
-_to_datetime = partial(datetime.fromtimestamp, tz=UTC)
 
 
 @dataclass
@@ -169,7 +166,13 @@ def _refuse_constant(name):
 
 
 def validate(payload, vm_id, now):
-    """Rows ready for ``storage.write_samples``: (vm_id, ts, *metrics), or ``IngestError``."""
+    """The batch as columns for ``storage.write_batch`` (``ts`` in Unix seconds, then
+    ``METRIC_NAMES``), or ``IngestError``.
+
+    Two equivalent forms: ``{"samples": [{"ts": …, "cpu_util": …}, …]}`` (readable, for
+    people and scripts) and ``{"fields": ["ts", "cpu_util", …], "rows": [[…], …]}`` (what the
+    agent sends: field names once, half the bytes, and rows transpose into columns in C).
+    """
     if type(payload) is not dict:
         raise IngestError(400, "invalid", _("본문은 JSON 객체여야 합니다."))
     unknown = payload.keys() - TOP_KEYS
@@ -184,26 +187,64 @@ def validate(payload, vm_id, now):
             403, "wrong_vm",
             _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.") % {"vm": vm_id},
         )
-    samples = payload.get("samples")
-    if type(samples) is not list or not samples:
-        raise IngestError(400, "invalid", _("samples는 비어 있지 않은 배열이어야 합니다."))
+    where = "rows" if "rows" in payload or "fields" in payload else "samples"
+    if where == "rows" and "samples" in payload:
+        raise IngestError(400, "invalid", _("samples와 rows를 함께 보낼 수 없습니다."))
+    items = payload.get(where)
+    if type(items) is not list or not items:
+        raise IngestError(
+            400, "invalid", _("%(where)s는 비어 있지 않은 배열이어야 합니다.") % {"where": where}
+        )
     limit = conf.get("METRICS_MAX_BATCH_SAMPLES")
-    if len(samples) > limit:
+    if len(items) > limit:
         raise IngestError(
             413, "too_many_samples",
             _("한 번에 보낼 수 있는 샘플은 최대 %(limit)d개입니다 (받은 개수 %(count)d).")
-            % {"limit": limit, "count": len(samples)},
+            % {"limit": limit, "count": len(items)},
         )
-    columns = _columns(samples)
-    _check_timestamps(columns[0], now)
+    if where == "rows":
+        columns = _columns_of_rows(payload.get("fields"), items)
+    else:
+        columns = _columns_of_samples(items)
+    _check_timestamps(columns[0], now, where)
     for index, (name, nullable, lowest, highest) in enumerate(METRIC_FIELDS, start=1):
-        _check_column(columns[index], name, nullable, lowest, highest)
-    stamps = list(map(_to_datetime, columns[0]))
-    return list(zip(repeat(vm_id), stamps, *columns[1:]))
+        _check_column(columns[index], name, nullable, lowest, highest, where)
+    return columns
 
 
-def _columns(samples):
-    """The samples as one list per key of ``SAMPLE_KEYS``; unknown or missing keys refused."""
+def _missing_required(present):
+    return [name for name, nullable, *_rest in (("ts", False), *METRIC_FIELDS)
+            if not nullable and name not in present]
+
+
+def _columns_of_rows(fields, rows):
+    """Columns in ``SAMPLE_KEYS`` order from the compact form; absent optional fields null."""
+    if type(fields) is not list or not all(type(f) is str for f in fields):
+        raise IngestError(400, "invalid", _("fields는 필드 이름의 배열이어야 합니다."))
+    unknown = [f for f in fields if f not in KNOWN_KEYS]
+    if unknown:
+        raise IngestError(400, "unknown_field", _("알 수 없는 필드: %(name)s") % {"name": unknown[0]})
+    if len(set(fields)) != len(fields):
+        raise IngestError(400, "invalid", _("fields에 같은 이름이 두 번 있습니다."))
+    missing = _missing_required(fields)
+    if missing:
+        raise IngestError(
+            400, "missing_field", _("필수 필드 %(name)s가 없습니다.") % {"name": missing[0]}
+        )
+    if set(map(type, rows)) != {list} or set(map(len, rows)) != {len(fields)}:
+        index = next(i for i, r in enumerate(rows) if type(r) is not list or len(r) != len(fields))
+        raise IngestError(
+            400, "invalid",
+            _("rows[%(i)d]: fields와 같은 길이(%(n)d)의 배열이어야 합니다.")
+            % {"i": index, "n": len(fields)},
+        )
+    by_name = dict(zip(fields, zip(*rows), strict=True))
+    absent = (None,) * len(rows)
+    return [by_name.get(key, absent) for key in SAMPLE_KEYS]
+
+
+def _columns_of_samples(samples):
+    """Columns in ``SAMPLE_KEYS`` order from sample objects; unknown or missing keys refused."""
     if set(map(type, samples)) != {dict}:
         index = next(i for i, s in enumerate(samples) if type(s) is not dict)
         raise IngestError(400, "invalid", _("samples[%(i)d]: JSON 객체여야 합니다.") % {"i": index})
@@ -222,12 +263,12 @@ def _columns(samples):
                 400, "unknown_field",
                 _("samples[%(i)d]: 알 수 없는 필드 %(name)s") % {"i": index, "name": sorted(extra)[0]},
             )
-        for name, nullable, *_rest in (("ts", False), *METRIC_FIELDS):
-            if not nullable and name not in sample:
-                raise IngestError(
-                    400, "missing_field",
-                    _("samples[%(i)d]: 필수 필드 %(name)s가 없습니다.") % {"i": index, "name": name},
-                )
+        missing = _missing_required(sample)
+        if missing:
+            raise IngestError(
+                400, "missing_field",
+                _("samples[%(i)d]: 필수 필드 %(name)s가 없습니다.") % {"i": index, "name": missing[0]},
+            )
         rows.append(tuple(sample.get(key) for key in SAMPLE_KEYS))
     return list(zip(*rows, strict=True))
 
@@ -236,14 +277,14 @@ def _first_bad(column, ok):
     return next(i for i, value in enumerate(column) if not ok(value))
 
 
-def _check_column(column, name, nullable, lowest, highest):
+def _check_column(column, name, nullable, lowest, highest, where):
     types = set(map(type, column))
     if not types <= (NUMBER_OR_NONE if nullable else NUMBER):
         index = _first_bad(column, lambda v: v is None and nullable or type(v) in NUMBER)
         raise IngestError(
             400, "not_a_number",
-            _("samples[%(i)d].%(name)s: 숫자여야 합니다 (받은 값 %(value)s).")
-            % {"i": index, "name": name, "value": json.dumps(column[index])},
+            _("%(where)s[%(i)d].%(name)s: 숫자여야 합니다 (받은 값 %(value)s).")
+            % {"where": where, "i": index, "name": name, "value": json.dumps(column[index])},
         )
     values = [v for v in column if v is not None] if type(None) in types else column
     if not values:
@@ -256,24 +297,24 @@ def _check_column(column, name, nullable, lowest, highest):
     value = column[index]
     if value < 0:
         code, message = "negative", _(
-            "samples[%(i)d].%(name)s: 음수는 허용되지 않습니다 (받은 값 %(value)s)."
+            "%(where)s[%(i)d].%(name)s: 음수는 허용되지 않습니다 (받은 값 %(value)s)."
         )
     else:
         code, message = "out_of_range", _(
-            "samples[%(i)d].%(name)s: %(low)g 이상 %(high)g 이하여야 합니다 (받은 값 %(value)s)."
+            "%(where)s[%(i)d].%(name)s: %(low)g 이상 %(high)g 이하여야 합니다 (받은 값 %(value)s)."
         )
-    raise IngestError(
-        400, code, message % {"i": index, "name": name, "value": value, "low": lowest, "high": highest}
-    )
+    raise IngestError(400, code, message % {
+        "where": where, "i": index, "name": name, "value": value, "low": lowest, "high": highest,
+    })
 
 
-def _check_timestamps(column, now):
+def _check_timestamps(column, now, where):
     if not set(map(type, column)) <= NUMBER:
         index = _first_bad(column, lambda v: type(v) in NUMBER)
         raise IngestError(
             400, "not_a_number",
-            _("samples[%(i)d].ts: 유닉스 시각(초)이어야 합니다 (받은 값 %(value)s).")
-            % {"i": index, "value": json.dumps(column[index])},
+            _("%(where)s[%(i)d].ts: 유닉스 시각(초)이어야 합니다 (받은 값 %(value)s).")
+            % {"where": where, "i": index, "value": json.dumps(column[index])},
         )
     oldest = now - conf.get("METRICS_MAX_AGE_SECONDS")
     newest = now + conf.get("METRICS_MAX_FUTURE_SECONDS")
@@ -281,16 +322,15 @@ def _check_timestamps(column, now):
         index = _first_bad(column, lambda v: v >= oldest)
         raise IngestError(
             400, "too_old",
-            _("samples[%(i)d].ts: %(days)g일보다 오래된 샘플은 받지 않습니다.")
-            % {"i": index, "days": conf.get("METRICS_MAX_AGE_SECONDS") / 86400},
+            _("%(where)s[%(i)d].ts: %(days)g일보다 오래된 샘플은 받지 않습니다.")
+            % {"where": where, "i": index, "days": conf.get("METRICS_MAX_AGE_SECONDS") / 86400},
         )
     if max(column) > newest:
         index = _first_bad(column, lambda v: v <= newest)
         raise IngestError(
             400, "in_future",
-            _("samples[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. 시계를 확인하세요.")
-            % {"i": index, "seconds": conf.get("METRICS_MAX_FUTURE_SECONDS")},
+            _("%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. 시계를 확인하세요.")
+            % {"where": where, "i": index, "seconds": conf.get("METRICS_MAX_FUTURE_SECONDS")},
         )
     if len(set(column)) != len(column):
         raise IngestError(400, "duplicate_ts", _("같은 시각의 샘플이 두 번 들어 있습니다."))
-

@@ -6,8 +6,10 @@ below them with one ``INSERT … SELECT … GROUP BY … ON CONFLICT DO UPDATE``
 rerun over the same buckets is harmless: a beat task can retry, overlap or run late.
 """
 
+import struct
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.utils import timezone
@@ -61,16 +63,50 @@ def write_samples(rows, backlog=None):
     Raises ``DuplicateSamples`` if any (vm_id, ts) is already stored. A missing day
     partition (beat not run yet, or a fresh database) is created and the write retried once.
     """
+    _with_partitions(lambda: _write(rows, backlog), lambda: {row[1] for row in rows})
+
+
+def write_batch(vm_id, columns, backlog=None):
+    """``write_samples`` for one VM's validated batch given as columns (``ts`` first, in Unix
+    seconds, then ``METRIC_NAMES``): the ingest endpoint's path.
+
+    A large batch on PostgreSQL is packed into COPY's binary format here, one ``struct``
+    call per row, rather than turned into datetimes and tuples for psycopg's ``write_row``:
+    a third of the Python time of a 1,000-sample batch.
+    """
+    if is_postgresql() and len(columns[0]) > SMALL_BATCH:
+        data = _pack_binary(vm_id, columns)
+        if data is not None:
+            stamps = (_to_datetime(min(columns[0])), _to_datetime(max(columns[0])))
+            _with_partitions(lambda: _copy(data, backlog), lambda: _days_between(*stamps))
+            return
+    rows = list(zip(repeat(vm_id), map(_to_datetime, columns[0]), *columns[1:], strict=False))
+    write_samples(rows, backlog)
+
+
+def _with_partitions(write, moments):
     try:
-        _write(rows, backlog)
+        write()
     except IntegrityError as exc:
         if not (is_postgresql() and _sqlstate(exc) == "23514"):  # no partition for the row
             raise DuplicateSamples() from exc
-        ensure_partitions({row[1].astimezone(UTC).date() for row in rows})
+        ensure_partitions({moment.astimezone(UTC).date() for moment in moments()})
         try:
-            _write(rows, backlog)
+            write()
         except IntegrityError as again:
             raise DuplicateSamples() from again
+
+
+def _days_between(first, last):
+    day, days = first, []
+    while day.date() <= last.date():
+        days.append(day)
+        day += timedelta(days=1)
+    return days + [last]
+
+
+def _to_datetime(seconds):
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 # Samples are telemetry: they commit asynchronously (synchronous_commit = off, for these
@@ -86,6 +122,39 @@ _INSERT_ASYNC = (
 )
 # Typed: in a VALUES list a NULL would otherwise be text.
 _ROW_PLACEHOLDERS = "(" + ", ".join(f"%s::{pg_type}" for pg_type in PG_TYPES) + ")"
+# COPY's binary format: signature, flags, header extension; then rows; then -1.
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_TRAILER = struct.pack("!h", -1)
+_PG_EPOCH = 946684800  # 2000-01-01 in Unix seconds: binary timestamptz counts µs from it
+
+
+def _pack_binary(vm_id, columns):
+    """COPY binary data for the batch, or None if a column mixes values and nulls (rare: a GPU
+    lost mid-batch), which ``write_row`` then handles."""
+    fields = ["!h", "iq", "iq"]  # field count; vm_id; ts (length-prefixed int64s)
+    args = [repeat(len(COLUMNS)), repeat(8), repeat(vm_id), repeat(8),
+            [round((t - _PG_EPOCH) * 1_000_000) for t in columns[0]]]
+    for column in columns[1:]:
+        nulls = column.count(None)
+        if nulls == len(column):
+            fields.append("i")
+            args.append(repeat(-1))  # NULL: length -1, no data
+        elif nulls:
+            return None
+        else:
+            fields.append("id")
+            args += [repeat(8), column]
+    row = struct.Struct("".join(fields))
+    return b"".join((_COPY_SIGNATURE, *map(row.pack, *args), _COPY_TRAILER))
+
+
+def _copy(data, backlog):
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        with connection.wrap_database_errors, cursor.cursor.copy(COPY_SQL) as copy:
+            copy.write(data)
+        if backlog is not None:
+            backlog.save()
 
 
 def _write(rows, backlog):

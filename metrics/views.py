@@ -40,18 +40,20 @@ def ingest_samples(request):
     try:
         token_id, vm_id = ingest.authenticate(request)
         ingest.check_rate(token_id, now)
-        rows = ingest.validate(ingest.parse(ingest.read_body(request)), vm_id, now)
-        stamps = [row[1] for row in rows]
-        backlog = storage.late_batch(vm_id, min(stamps), max(stamps),
-                                     datetime.fromtimestamp(now, tz=UTC))
-        storage.write_samples(rows, backlog)
+        columns = ingest.validate(ingest.parse(ingest.read_body(request)), vm_id, now)
+        backlog = storage.late_batch(vm_id, *map(_utc, (min(columns[0]), max(columns[0]), now)))
+        storage.write_batch(vm_id, columns, backlog)
     except ingest.IngestError as error:
         return _refusal(error)
     except storage.DuplicateSamples:
         return _refusal(ingest.IngestError(
             409, "duplicate", _("이미 저장된 시각의 샘플이 있습니다. 이 배치는 저장되어 있습니다.")
         ))
-    return JsonResponse({"stored": len(rows)})
+    return JsonResponse({"stored": len(columns[0])})
+
+
+def _utc(seconds):
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 @csrf_exempt

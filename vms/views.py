@@ -61,10 +61,20 @@ def vm_create(request):
     project = request.project
     if project is None:
         return redirect("vms:vm_list")
-    cluster_services.check_perm(request.user, Perm.VM_CREATE, project)
     if request.method == "GET":
+        cluster_services.check_perm(request.user, Perm.VM_CREATE, project)
         return _render_create(request, VmCreateForm(initial=request.GET.dict() or None))
     form = VmCreateForm(request.POST)
+    if not request.user.has_perm(Perm.VM_CREATE, project):
+        # Let the service refuse (and audit) a POST without the permission, whatever its data.
+        services.create_vm(
+            actor=request.user,
+            project=project,
+            name=request.POST.get("name", ""),
+            zone_id=None,
+            instance_type_id=None,
+            billing_type="",
+        )
     if form.is_valid():
         data = form.cleaned_data
         try:

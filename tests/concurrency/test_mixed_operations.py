@@ -18,17 +18,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from clusters import services as cluster_services
-from clusters.models import (
-    STABLE,
-    ClusterStatus,
-    SimulatorAllocation,
-    VirtualCluster,
-)
+from clusters.models import ClusterStatus, VirtualCluster
 from portal.celery import app
 from portal.errors import RuleViolation
 from portal.models import AuditEvent
+from tests.concurrency.invariants import structural_problems
 from vms import services as vm_services
-from vms.models import VM_ACTIVE, VM_TRANSITIONAL, BillingType, VirtualMachine, VmStatus
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,8 +40,12 @@ class Op:
     cluster: int | None = None
 
     AUDITED_AS = {
-        "attach": "vm.attach", "detach": "vm.detach", "start": "cluster.start",
-        "stop": "cluster.stop", "delete": "cluster.delete", "vm_start": "vm.start",
+        "attach": "vm.attach",
+        "detach": "vm.detach",
+        "start": "cluster.start",
+        "stop": "cluster.stop",
+        "delete": "cluster.delete",
+        "vm_start": "vm.start",
         "vm_stop": "vm.stop",
     }
 
@@ -118,8 +118,10 @@ def run_in_threads(ops, threads=THREADS, seed=0):
     def worker(chunk, jitter):
         try:
             # Each thread is its own "request": its own user objects and permission caches.
-            users = {u.username: u for u in User.objects.filter(
-                username__in=["admin", "operator", "viewer"])}
+            users = {
+                u.username: u
+                for u in User.objects.filter(username__in=["admin", "operator", "viewer"])
+            }
             barrier.wait(timeout=30)
             for op in chunk:
                 time.sleep(jitter.random() * 0.003)
@@ -152,40 +154,7 @@ def run_in_threads(ops, threads=THREADS, seed=0):
 
 
 def check_invariants(attempts):
-    problems = []
-    clusters = {c.pk: c for c in VirtualCluster.objects.all()}
-    vms = list(VirtualMachine.objects.all())
-    members = Counter(vm.cluster_id for vm in vms if vm.cluster_id)
-    for vm in vms:
-        if vm.status in VM_TRANSITIONAL:
-            problems.append(f"VM {vm.name} left in transition {vm.status}")
-        if vm.cluster_id is None:
-            if vm.fabric_address:
-                problems.append(f"VM {vm.name} has a fabric address outside any cluster")
-            continue
-        cluster = clusters[vm.cluster_id]
-        if cluster.status == S.DELETED:
-            problems.append(f"VM {vm.name} is a member of deleted cluster {cluster.name}")
-        if vm.status in VM_ACTIVE and cluster.status != S.RUNNING:
-            problems.append(f"VM {vm.name} is {vm.status} in {cluster.status} {cluster.name}")
-        if (vm.zone_id, vm.instance_type_id, vm.project_id) != (
-            cluster.zone_id, cluster.instance_type_id, cluster.project_id
-        ):
-            problems.append(f"VM {vm.name} does not match cluster {cluster.name}")
-        if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
-            problems.append(f"spot/DR VM {vm.name} is a member")
-        if vm.fabric_address and cluster.status != S.RUNNING:
-            problems.append(f"VM {vm.name} keeps a fabric address in {cluster.status}")
-    allocated = set(SimulatorAllocation.objects.values_list("cluster_id", flat=True))
-    for cluster in clusters.values():
-        if cluster.status not in STABLE:
-            problems.append(f"cluster {cluster.name} left in transition {cluster.status}")
-        if cluster.status == S.RUNNING and members[cluster.pk] < 2:
-            problems.append(f"RUNNING cluster {cluster.name} has {members[cluster.pk]} members")
-        if cluster.status == S.RUNNING and cluster.pk not in allocated:
-            problems.append(f"RUNNING cluster {cluster.name} holds no fabric allocation")
-        if cluster.status != S.RUNNING and cluster.pk in allocated:
-            problems.append(f"{cluster.status} cluster {cluster.name} still holds its fabric")
+    problems = structural_problems()
     # Every attempt audited: one user event per call, whatever its outcome.
     user_events = Counter(
         AuditEvent.objects.filter(actor__isnull=False).values_list("action", flat=True)
@@ -324,13 +293,9 @@ def _wait_for_waiters(count, timeout=10):
         time.sleep(0.01)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="deadlock: clusters.services.lock_vm_with_cluster retries while still holding the "
-    "VM's row lock, then waits for the cluster (VM before cluster); see the report's patch",
-)
 def test_membership_change_under_a_waiting_vm_lock_does_not_deadlock(world):
-    """The interleaving behind the deadlocks the mixed runs hit, made deterministic.
+    """The interleaving behind the deadlocks the mixed runs hit (fixed in
+    ``lock_vm_with_cluster``), made deterministic so it cannot come back unnoticed.
 
     1. A transaction attaches VM v to cluster C and holds both rows.
     2. ``start_vm(v)`` peeks (v is in no cluster yet), then waits for v's row.

@@ -150,8 +150,8 @@ def test_agent_splits_a_refused_big_batch_and_drops_an_invalid_one(agent_setup, 
     settings.METRICS_MAX_BATCH_SAMPLES = 2
     a = agent.Agent(url, token, collector=agent.Collector(tmp_path))
     for i in range(5):
-        a.buffer.append({**a.collector.collect(), "ts": time.time() - 50 + i})
-    a.buffer.append({**a.collector.collect(), "cpu_util": -1.0})  # refused (400): dropped
+        a.add({**a.collector.collect(), "ts": time.time() - 50 + i})
+    a.add({**a.collector.collect(), "cpu_util": -1.0})  # refused (400): dropped
     assert a.flush() is True
     assert a.batch_size <= 2 and not a.buffer
     assert Sample.objects.filter(vm=vm).count() == 5
@@ -180,8 +180,8 @@ def test_agent_flushes_a_backlog_gzipped_after_an_outage(agent_setup, tmp_path):
     first = a.collector.collect()
     now = time.time()
     for i in range(600):  # 100 minutes at 10 s, as if the portal had been down
-        a.buffer.append({**first, "ts": round(now - 6000 + i * 10, 3)})
-    assert len(agent.json.dumps({"samples": list(a.buffer)})) > agent.GZIP_ABOVE
+        a.add({**first, "ts": round(now - 6000 + i * 10, 3)})
+    assert len(agent.json.dumps({"rows": list(a.buffer)})) > agent.GZIP_ABOVE
     assert a.flush() is True and a.stored == 600
     assert Sample.objects.filter(vm=vm).count() == 600
     from metrics.models import RollupBacklog

@@ -216,3 +216,45 @@ def test_gzip_bomb_is_413(post, token):
 
 def test_unknown_encoding_is_415(post, token):
     _refused(post(token, b"{}", **{"Content-Encoding": "br"}), 415, "unsupported_encoding")
+
+
+FIELDS = ["ts", "cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx",
+          "fabric_rx", "fabric_tx"]
+
+
+def compact(*samples, fields=FIELDS):
+    return {"fields": fields, "rows": [[s.get(f, 40) for f in fields] for s in samples]}
+
+
+def test_compact_form_is_stored_like_samples(post, token, running_vm):
+    now = time.time()
+    response = post(token, compact(sample(now - 10), sample(now, fabric_rx=None)))
+    assert response.status_code == 200, response.content
+    rows = list(Sample.objects.filter(vm=running_vm).order_by("ts"))
+    assert [r.fabric_rx for r in rows] == [2.0e10, None]
+
+
+def test_compact_form_may_leave_out_optional_fields(post, token, running_vm):
+    fields = ["ts", "cpu_util", "mem_util", "net_rx", "net_tx"]
+    assert post(token, compact(sample(), fields=fields)).status_code == 200
+    assert Sample.objects.get(vm=running_vm).gpu_util is None
+
+
+@pytest.mark.parametrize("payload,code,words", [
+    (compact(sample(), fields=[*FIELDS[:-1], "temperature"]), "unknown_field", "temperature"),
+    (compact(sample(), fields=FIELDS[1:]), "missing_field", "ts"),
+    ({"fields": FIELDS, "rows": [[1, 2]]}, "invalid", "rows[0]"),
+    ({"fields": FIELDS, "rows": [{}]}, "invalid", "rows[0]"),
+    ({"fields": [*FIELDS, "ts"], "rows": [[0] * 10]}, "invalid", "fields"),
+    ({"fields": "ts", "rows": [[0]]}, "invalid", "fields"),
+    ({**compact(sample()), "samples": [sample()]}, "invalid", "rows"),
+])
+def test_compact_form_refusals(post, token, payload, code, words):
+    assert words in _refused(post(token, payload), 400, code)
+
+
+def test_compact_form_names_the_row(post, token):
+    now = time.time()
+    detail = _refused(post(token, compact(sample(now - 1), sample(now, mem_util=-5))), 400,
+                      "negative")
+    assert "rows[1].mem_util" in detail

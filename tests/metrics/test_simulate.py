@@ -35,8 +35,8 @@ def test_samples_pass_the_ingest_validation(world):
         at = now - timedelta(seconds=10 * i)
         metrics = simulate.simulated_metrics(vm.pk, at, started, ClusterStatus.RUNNING, 8)
         batch.append({"ts": at.timestamp(), **metrics})
-    rows = ingest.validate({"samples": batch}, vm.pk, now.timestamp())
-    gpu = sorted(r[4] for r in rows)
+    columns = ingest.validate({"samples": batch}, vm.pk, now.timestamp())
+    gpu = sorted(columns[3])
     assert gpu[len(gpu) // 2] > 80  # a training job: GPUs mostly busy
     assert gpu[0] < 30  # and checkpoint dips
 

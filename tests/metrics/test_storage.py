@@ -157,3 +157,31 @@ def test_rollup_retention(world):
     HourRollup.objects.create(vm=vm, bucket=now - timedelta(days=9), n=1, **fields)
     storage.drop_expired(now)
     assert MinuteRollup.objects.count() == 1 and HourRollup.objects.count() == 1
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_write_batch_stores_exactly_what_was_sent(world, mixed):
+    """The ingest path packs big batches into COPY's binary format by hand on PostgreSQL
+    (a column mixing values and nulls takes psycopg's own path): both store the same."""
+    vm = world.vm("batch")
+    base = timezone.now().timestamp() - 100
+    n = 12
+    columns = [
+        [base + i + 0.123456 for i in range(n)],
+        [float(i) for i in range(n)],  # cpu
+        [50] * n,  # mem, as JSON integers
+        [99.5] * n,  # gpu
+        [10.25] * n,  # gpu mem
+        [1e9 + i for i in range(n)],
+        [0.0] * n,
+        [None] * n,  # no fabric on this VM
+        [None if mixed and i == 3 else 7.5 for i in range(n)],
+    ]
+    storage.write_batch(vm.pk, columns)
+    stored = list(Sample.objects.filter(vm=vm).order_by("ts").values_list("ts", *NAMES))
+    assert len(stored) == n
+    for i, (ts, *values) in enumerate(stored):
+        assert ts.timestamp() == pytest.approx(columns[0][i], abs=1e-6)
+        assert values == [columns[c][i] for c in range(1, 9)]
+    with pytest.raises(storage.DuplicateSamples):
+        storage.write_batch(vm.pk, columns)

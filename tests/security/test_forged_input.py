@@ -95,8 +95,12 @@ def test_project_field_in_the_cluster_create_form_is_ignored(scene, client, both
     response = client.post(
         reverse("clusters:cluster_create"),
         {
-            "name": "forged-project", "zone": w.zone_a.pk, "instance_type": w.h100.pk,
-            "fabric_type": "INFINIBAND", "project": w.other.pk, "project_id": w.other.pk,
+            "name": "forged-project",
+            "zone": w.zone_a.pk,
+            "instance_type": w.h100.pk,
+            "fabric_type": "INFINIBAND",
+            "project": w.other.pk,
+            "project_id": w.other.pk,
         },
     )
     assert response.status_code == 302
@@ -110,8 +114,12 @@ def test_project_field_in_the_vm_create_form_is_ignored(scene, client):
     response = client.post(
         reverse("vms:vm_create"),
         {
-            "name": "forged-vm", "zone": w.zone_a.pk, "instance_type": w.h100.pk,
-            "billing_type": "ON_DEMAND", "project": w.other.pk, "project_id": w.other.pk,
+            "name": "forged-vm",
+            "zone": w.zone_a.pk,
+            "instance_type": w.h100.pk,
+            "billing_type": "ON_DEMAND",
+            "project": w.other.pk,
+            "project_id": w.other.pk,
         },
     )
     assert response.status_code == 302
@@ -171,7 +179,9 @@ def test_vm_action_next_does_not_redirect_off_site(scene, client, next_url):
     assert location.startswith("/") and not location.startswith(("//", "/\\")), location
 
 
-@pytest.mark.parametrize("next_url", ["https://evil.example/", "//evil.example/", "/\\evil.example"])
+@pytest.mark.parametrize(
+    "next_url", ["https://evil.example/", "//evil.example/", "/\\evil.example"]
+)
 def test_login_next_does_not_redirect_off_site(scene, client, next_url):
     from tests.conftest import PASSWORD
 

@@ -31,7 +31,7 @@ MARKUP = [
     '"><img src=x onerror=alert("xss")>',
     "'><svg onload=alert('xss')>",
     "</title></textarea><script>alert('xss')</script>",
-    '<a href="javascript:alert(\'xss\')">xss</a>',
+    "<a href=\"javascript:alert('xss')\">xss</a>",
     "{{ 'xss'|safe }}<b>xss</b>",
     '<div hx-get="/logout/" hx-trigger="load">xss</div>',
 ]
@@ -122,10 +122,15 @@ def test_cluster_form_options_and_create_page(scene, admin_client, data):
         "name": data.draw(hostile()),
         "fabric_type": data.draw(hostile()),
     }
-    url = data.draw(st.sampled_from([
-        reverse("clusters:cluster_form_options"), reverse("clusters:cluster_create"),
-        reverse("vms:vm_create"),
-    ]))
+    url = data.draw(
+        st.sampled_from(
+            [
+                reverse("clusters:cluster_form_options"),
+                reverse("clusters:cluster_create"),
+                reverse("vms:vm_create"),
+            ]
+        )
+    )
     response = admin_client.get(url, params, **data.draw(htmx))
     assert_safe(response, params.values())
 
@@ -148,9 +153,15 @@ def test_cluster_list_filters_and_headers(scene, admin_client, data):
         "HTTP_X_REQUEST_ID": data.draw(latin1),
     }
     admin_client.cookies["portal_language"] = data.draw(
-        st.one_of(st.sampled_from(["ko", "en"]), st.text(
-            alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E,
-                                   exclude_characters=';,"\\'), max_size=20))
+        st.one_of(
+            st.sampled_from(["ko", "en"]),
+            st.text(
+                alphabet=st.characters(
+                    min_codepoint=0x21, max_codepoint=0x7E, exclude_characters=';,"\\'
+                ),
+                max_size=20,
+            ),
+        )
     )
     url = data.draw(st.sampled_from([reverse("clusters:cluster_list"), reverse("vms:vm_list")]))
     response = admin_client.get(url, params, **headers)
@@ -190,8 +201,7 @@ def test_vm_attach_form(scene, admin_client, data):
         "cluster": data.draw(hostile(valid=[scene.cluster.pk, scene.other_cluster.pk])),
     }
     vm = data.draw(st.sampled_from([scene.vm, scene.running_vm]))
-    response = admin_client.post(reverse("vms:vm_cluster", args=[vm.pk]), values,
-                                 **data.draw(htmx))
+    response = admin_client.post(reverse("vms:vm_cluster", args=[vm.pk]), values, **data.draw(htmx))
     assert_safe(response, values.values())
     scene.vm.refresh_from_db()
     assert scene.vm.cluster_id in (None, scene.cluster.pk)
@@ -203,9 +213,11 @@ def test_project_switcher_and_language(scene, admin_client, data):
     values = {
         "project": data.draw(hostile(valid=[scene.world.demo.pk, scene.world.other.pk])),
         "language": data.draw(hostile(valid=["ko", "en"])),
-        "next": data.draw(st.one_of(
-            hostile(), st.sampled_from(["//evil.example", "https://evil.example", "/clusters/"])
-        )),
+        "next": data.draw(
+            st.one_of(
+                hostile(), st.sampled_from(["//evil.example", "https://evil.example", "/clusters/"])
+            )
+        ),
     }
     url = data.draw(st.sampled_from([reverse("switch_project"), reverse("set_language")]))
     response = admin_client.post(url, values)
@@ -255,18 +267,33 @@ def ingest_token(scene):
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 metric_value = st.one_of(
-    finite, st.floats(), st.integers(min_value=-(2**70), max_value=2**70), st.none(),
-    st.booleans(), st.text(max_size=12), st.sampled_from([1e308, -1e-308, 100.0000001, 1e12 + 1]),
+    finite,
+    st.floats(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=12),
+    st.sampled_from([1e308, -1e-308, 100.0000001, 1e12 + 1]),
     st.lists(st.integers(), max_size=2),
 )
 json_leaf = st.one_of(st.none(), st.booleans(), st.floats(), st.integers(), st.text(max_size=20))
 json_any = st.recursive(
     json_leaf,
-    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
     max_leaves=12,
 )
-METRICS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx",
-           "fabric_rx", "fabric_tx")
+METRICS = (
+    "cpu_util",
+    "mem_util",
+    "gpu_util",
+    "gpu_mem_util",
+    "net_rx",
+    "net_tx",
+    "fabric_rx",
+    "fabric_tx",
+)
 
 
 NOW = time.time()  # fixed for the run: a strategy must not depend on the clock
@@ -311,17 +338,25 @@ def test_ingest_api(scene, client, ingest_token, data):
     fresh_limits()
     body = data.draw(ingest_body())
     latin1 = st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=40)
-    auth = data.draw(st.one_of(
-        st.just(f"Bearer {ingest_token}"), st.just(f"Bearer {ingest_token}"),
-        st.just(f"bearer  {ingest_token} "), latin1, latin1.map(lambda t: f"Bearer vcm_{t}"),
-    ))
-    content_type = data.draw(st.sampled_from(
-        ["application/json", "text/plain", "application/x-www-form-urlencoded", ""]
-    ))
-    response = client.generic("POST", reverse("metrics:ingest"), body,
-                              content_type=content_type, HTTP_AUTHORIZATION=auth)
+    auth = data.draw(
+        st.one_of(
+            st.just(f"Bearer {ingest_token}"),
+            st.just(f"Bearer {ingest_token}"),
+            st.just(f"bearer  {ingest_token} "),
+            latin1,
+            latin1.map(lambda t: f"Bearer vcm_{t}"),
+        )
+    )
+    content_type = data.draw(
+        st.sampled_from(["application/json", "text/plain", "application/x-www-form-urlencoded", ""])
+    )
+    response = client.generic(
+        "POST", reverse("metrics:ingest"), body, content_type=content_type, HTTP_AUTHORIZATION=auth
+    )
     assert response.status_code in (200, 400, 401, 403, 409, 413, 429), (
-        response.status_code, response.content[:300])
+        response.status_code,
+        response.content[:300],
+    )
     assert response["Content-Type"].startswith("application/json")
     assert response["X-Content-Type-Options"] == "nosniff"
     answer = response.json()

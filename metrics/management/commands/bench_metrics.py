@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import services, storage
+from metrics.agent import FIELDS
 from metrics.storage import COPY_SQL, PG_TYPES
 from portal.models import Project
 from vms.models import BillingType, FabricType, InstanceType, VirtualMachine, VmStatus, Zone
@@ -50,6 +51,7 @@ VMS = 64
 DAYS = 7
 INTERVAL = 10
 BACKLOG = 1000
+ROUNDS = 6  # interleaved rounds per comparison
 TARGETS = {"agent": 0.7, "backlog": 0.5, "chart": 1.5, "size_kb": 150}
 
 
@@ -292,12 +294,11 @@ class Command(BaseCommand):
         CPU second spent by clients, server and database): the second does not depend on
         what else the machine runs, and on a dedicated N-core machine bounds the first by
         N x that rate."""
-        rounds = 6
         totals = {0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0]}
-        for _round in range(rounds):
+        for round_index in range(ROUNDS):
             for key, measure in ((0, first), (1, second)):
                 before = self.cpu_seconds()
-                done, elapsed = measure(self.opts["seconds"] / rounds)
+                done, elapsed = measure(round_index)
                 after = self.cpu_seconds()
                 totals[key][0] += done
                 totals[key][1] += elapsed
@@ -310,10 +311,10 @@ class Command(BaseCommand):
         return [(done / wall, done / cpu) for done, wall, cpu in (totals[0], totals[1])]
 
     @staticmethod
-    def agent_sample(ts):
-        return {"ts": ts, "cpu_util": 31.25, "mem_util": 42.5, "gpu_util": 96.5,
-                "gpu_mem_util": 78.25, "net_rx": 55012345.5, "net_tx": 6012345.5,
-                "fabric_rx": 20123456789.5, "fabric_tx": 21123456789.5}
+    def agent_row(ts):
+        """One interval of an 8-GPU VM, as metrics.agent sends it (values in FIELDS order)."""
+        return [ts, 31.25, 42.5, 96.5, 78.25, 55012345.5, 6012345.5, 20123456789.5,
+                21123456789.5]
 
     def bench_agent_sized(self, address, tokens):
         clients = self.opts["clients"]
@@ -328,7 +329,8 @@ class Command(BaseCommand):
         def ingest(index, n):
             # Each client is one VM sending one 8-GPU sample per request (distinct instants).
             sent[index] += 1
-            body = orjson.dumps({"samples": [self.agent_sample(base + sent[index] * 0.001)]})
+            row = self.agent_row(base + sent[index] * 0.001)
+            body = orjson.dumps({"fields": FIELDS, "rows": [row]})
             return "/api/metrics/ingest", body, tokens[index]
 
         self.say(f"agent-sized batches, {clients} clients, {self.opts['seconds']:g} s each, "
@@ -336,8 +338,8 @@ class Command(BaseCommand):
         self.hammer(address, check, 1.0)  # warm up workers and pools
         self.hammer(address, ingest, 1.0)
         (check_rate, check_cpu), (ingest_rate, ingest_cpu) = self.interleaved(
-            lambda seconds: self.hammer(address, check, seconds),
-            lambda seconds: self.hammer(address, ingest, seconds),
+            lambda _round: self.hammer(address, check, self.opts["seconds"] / ROUNDS),
+            lambda _round: self.hammer(address, ingest, self.opts["seconds"] / ROUNDS),
         )
         self.say(f"  minimal authenticated POST view : {check_rate:,.0f} POSTs/s, "
                  f"{check_cpu:,.0f} per CPU-second")
@@ -346,70 +348,66 @@ class Command(BaseCommand):
         return ingest_rate / check_rate, ingest_cpu / check_cpu
 
     def bench_backlog(self, address, tokens, vms):
+        """Both sides get the same batches, the same number per round and stream: the
+        endpoint as the agent sends them (compact JSON, gzipped), the raw COPY as the decoded
+        rows (what a loader holds before COPY), given their VM and a datetime and written
+        with psycopg's ``write_row``, committed as the endpoint commits."""
         clients = self.opts["clients"]
-        per_client = int(self.opts["seconds"] * 8) + 10  # more than one stream sends (~3/s)
+        per_round = 6  # batches per stream per round
+        rounds = ROUNDS
         start = time.time() - 6 * 86400
-
         rng = random.Random(5)
 
-        def batch(index, n, offset):
-            """Distinct instants for every batch and path; figures that vary like real ones,
-            rounded as the agent rounds them (so the gzip ratio is realistic)."""
+        def batch(n, offset):
+            """Rows in the agent's field order: distinct instants for every batch and side,
+            figures that vary like real ones, rounded as the agent rounds them (so the gzip
+            ratio is realistic)."""
             first = start + offset + n * 10.0
-            return [{"ts": round(first + j * 0.01, 4),
-                     "cpu_util": round(rng.uniform(20, 40), 2),
-                     "mem_util": round(rng.uniform(40, 45), 2),
-                     "gpu_util": round(rng.uniform(85, 99), 2),
-                     "gpu_mem_util": round(rng.uniform(75, 80), 2),
-                     "net_rx": round(rng.uniform(0, 6e7), 2),
-                     "net_tx": round(rng.uniform(0, 6e6), 2),
-                     "fabric_rx": round(rng.uniform(0, 2e10), 2),
-                     "fabric_tx": round(rng.uniform(0, 2e10), 2)} for j in range(BACKLOG)]
+            return [[round(first + j * 0.01, 4), round(rng.uniform(20, 40), 2),
+                     round(rng.uniform(40, 45), 2), round(rng.uniform(85, 99), 2),
+                     round(rng.uniform(75, 80), 2), round(rng.uniform(0, 6e7), 2),
+                     round(rng.uniform(0, 6e6), 2), round(rng.uniform(0, 2e10), 2),
+                     round(rng.uniform(0, 2e10), 2)] for j in range(BACKLOG)]
 
-        # Built ahead of the clock, so the client's own encoding does not count; gzipped as
-        # metrics.agent sends a batch this large.
-        bodies = [[gzip.compress(orjson.dumps({"samples": batch(i, n, 0.0003)}),
-                                 compresslevel=5, mtime=0) for n in range(per_client)]
-                  for i in range(clients)]
-        rows = [[[(vms[i].pk, datetime.fromtimestamp(s["ts"], tz=UTC), s["cpu_util"],
-                   s["mem_util"], s["gpu_util"], s["gpu_mem_util"], s["net_rx"], s["net_tx"],
-                   s["fabric_rx"], s["fabric_tx"]) for s in batch(i, n, 0.0007)]
-                 for n in range(per_client)] for i in range(clients)]
-        http_next, copy_next = [0] * clients, [0] * clients
+        total = per_round * rounds
+        # Built ahead of the clock, so the client's own encoding does not count.
+        bodies = [[gzip.compress(orjson.dumps({"fields": FIELDS, "rows": batch(n, 0.0003)}),
+                                 compresslevel=5, mtime=0) for n in range(total)]
+                  for _i in range(clients)]
+        decoded = [[batch(n, 0.0007) for n in range(total)] for _i in range(clients)]
+        self.say(f"backlog batches of {BACKLOG} samples ({len(bodies[0][0]) // 1024} KB gzipped), "
+                 f"{clients} concurrent streams, {per_round} batches each per round, interleaved:")
 
-        def ingest(index, n):
-            if http_next[index] >= per_client:
-                return None
-            http_next[index] += 1
-            return "/api/metrics/ingest", bodies[index][http_next[index] - 1], tokens[index]
+        def ingest_round(round_index):
+            def request(index, n):
+                if n >= per_round:
+                    return None
+                body = bodies[index][round_index * per_round + n]
+                return "/api/metrics/ingest", body, tokens[index]
+            return self.hammer(address, request, 3600)
 
         connections = [psycopg.connect(self.psycopg_dsn(), autocommit=True) for _ in range(clients)]
 
-        def raw_copy(seconds):
-            # The same batches, already rows, by binary COPY: what storage costs by itself.
-            counts = [0] * clients
-            stop = time.monotonic() + seconds
-
+        def copy_round(round_index):
             def copier(index):
-                conn = connections[index]
-                while time.monotonic() < stop and copy_next[index] < per_client:
-                    # Committed like the endpoint commits (asynchronously): same durability.
+                conn, vm_id = connections[index], vms[index].pk
+                for n in range(per_round):
+                    samples = decoded[index][round_index * per_round + n]
                     with conn.transaction(), conn.cursor() as cur:
                         cur.execute("SET LOCAL synchronous_commit = off")
                         with cur.copy(COPY_SQL) as copy:
                             copy.set_types(PG_TYPES)
-                            for row in rows[index][copy_next[index]]:
-                                copy.write_row(row)
-                    copy_next[index] += 1
+                            for ts, *metrics in samples:
+                                copy.write_row(
+                                    (vm_id, datetime.fromtimestamp(ts, tz=UTC), *metrics))
                     counts[index] += 1
 
+            counts = [0] * clients
             return self.in_threads(copier, counts)
 
-        self.say(f"backlog batches of {BACKLOG} samples, {clients} concurrent streams, "
-                 "interleaved:")
         try:
             (http_rate, http_cpu), (copy_rate, copy_cpu) = self.interleaved(
-                lambda seconds: self.hammer(address, ingest, seconds), raw_copy)
+                ingest_round, copy_round)
         finally:
             for conn in connections:
                 conn.close()

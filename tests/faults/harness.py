@@ -1,0 +1,174 @@
+"""Real processes for the fault suite: a private Redis, a Celery worker on the test database,
+and the means to kill them (SIGKILL, by the process group this suite started, nothing else)."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(settings.BASE_DIR)
+WORKER_APP_NAME = "vc-fault-worker"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate, timeout, interval=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def _kill_group(process):
+    if process is not None and process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+class RedisServer:
+    """A redis-server of our own on a free port: no persistence, so a restart loses the queue."""
+
+    def __init__(self, workdir):
+        self.port = free_port()
+        self.workdir = Path(workdir)
+        self.process = None
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self):
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        wait_until(self._answers, 10, what="redis-server")
+
+    def _answers(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self):
+        _kill_group(self.process)
+        self.process = None
+
+    def restart(self):
+        self.kill()
+        self.start()
+
+    def flush(self):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+            sock.sendall(b"FLUSHALL\r\n")
+            sock.recv(16)
+
+
+def test_database_url(**query):
+    db = settings.DATABASES["default"]
+    params = "&".join(f"{k}={v}" for k, v in query.items())
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}?{params}"
+
+
+class Worker:
+    """``celery -A portal worker`` on the test database and the private broker."""
+
+    def __init__(self, broker_url, logdir, step_seconds=1.0, concurrency=1):
+        self.broker_url = broker_url
+        self.log_path = Path(logdir) / f"worker-{time.monotonic_ns()}.log"
+        self.step_seconds = step_seconds
+        self.concurrency = concurrency
+        self.process = None
+
+    def start(self):
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+        env.update(
+            DJANGO_SETTINGS_MODULE="portal.settings",
+            DATABASE_URL=test_database_url(application_name=WORKER_APP_NAME, pool_max=4),
+            CELERY_BROKER_URL=self.broker_url,
+            CELERY_TASK_ALWAYS_EAGER="0",
+            SIMULATOR_STEP_SECONDS=str(self.step_seconds),
+            PORTAL_VAR_DIR=str(self.log_path.parent / "var"),
+            PYTHONPATH=str(BASE_DIR),
+        )
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in kill()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork",
+             f"--concurrency={self.concurrency}", "--without-mingle", "--without-gossip",
+             "--without-heartbeat", "-Q", "celery", "--loglevel=INFO",
+             f"--hostname=fault-{os.getpid()}-{time.monotonic_ns()}@%h"],
+            cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_until(lambda: " ready." in self.output() or self.process.poll() is not None,
+                   30, interval=0.05, what="the worker to be ready")
+        assert self.process.poll() is None, self.output()[-3000:]
+        return self
+
+    def output(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def received(self, task):
+        return len(re.findall(rf"Task {re.escape(task)}\[[^\]]+\] received", self.output()))
+
+    def wait_received(self, task, count=1, timeout=10):
+        wait_until(lambda: self.received(task) >= count, timeout, what=f"{task} #{count}")
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self):
+        """SIGKILL the worker's whole process group: the main process and its children."""
+        _kill_group(self.process)
+        if self.process is not None:
+            self.log.close()
+        self.process = None
+
+
+def terminate_worker_connections():
+    """Drop the worker's database connections under it (pg_terminate_backend)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            [WORKER_APP_NAME],
+        )
+        return cursor.fetchone()[0]
+
+
+@contextmanager
+def broker(app, url):
+    """Point this process's Celery app at ``url``, tasks really sent (not eager)."""
+    keys = ("broker_url", "task_always_eager", "broker_transport_options")
+    saved = {key: app.conf[key] for key in keys}
+
+    def use(**conf):
+        app.conf.update(conf)
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    use(broker_url=url, task_always_eager=False, broker_transport_options={})
+    try:
+        yield
+    finally:
+        use(**saved)
