@@ -1,6 +1,6 @@
 """The metrics agent: runs on a member VM and reports its usage to the portal (SPEC §7).
 
-    python -m metrics.agent --url https://portal.example/api/metrics/ingest --token vcm_… [--interval 10]
+    python -m metrics.agent --url https://portal/api/metrics/ingest --token vcm_… [--interval 10]
 
 One file, standard library plus ``psutil`` (and ``nvidia-ml-py`` where there are GPUs), so it
 can be copied onto a VM alone (``python3 agent.py …``). Every interval it takes one sample:
@@ -14,11 +14,11 @@ can be copied onto a VM alone (``python3 agent.py …``). Every interval it take
   (counted in 4-byte words), summed over the ports, when present.
 
 Samples go into a bounded buffer (oldest dropped first when full) and are posted in batches
-of up to 1,000 (gzipped when large). A failed post (portal down, 5xx, 429, bad token) is retried with exponential
-backoff and jitter while sampling continues; a batch the portal refuses as invalid (400) or
-already stored (409) is dropped so it cannot block the rest. A missing or failing device
-yields null fields, never a crash. The token may come from ``METRICS_AGENT_TOKEN`` instead
-of the command line (keeps it out of ``ps``).
+of up to 1,000 (compact form, gzipped when large). A failed post (portal down, 5xx, 429, bad
+token) is retried with exponential backoff and jitter while sampling continues; a batch the
+portal refuses as invalid (400) or already stored (409) is dropped so it cannot block the
+rest. A missing or failing device yields null fields, never a crash. The token may come
+from ``METRICS_AGENT_TOKEN`` instead of the command line (keeps it out of ``ps``).
 """
 
 import argparse
@@ -133,7 +133,7 @@ def _rate(now_pair, before_pair, seconds):
         return None, None
     return tuple(
         (after - before) / seconds if after >= before else None
-        for after, before in zip(now_pair, before_pair)
+        for after, before in zip(now_pair, before_pair, strict=True)
     )
 
 
@@ -312,7 +312,8 @@ def check(url, token, timeout=10.0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m metrics.agent", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m metrics.agent",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--url", required=True, help="the portal's /api/metrics/ingest URL")
     parser.add_argument("--token", default=os.environ.get("METRICS_AGENT_TOKEN"),
                         help="this VM's metrics token (or METRICS_AGENT_TOKEN)")

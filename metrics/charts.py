@@ -42,6 +42,7 @@ RANGES = {
     "7d": Window(7 * 86400, "hour", 3600),
 }
 DEFAULT_RANGE = "1h"
+TICK_FORMATS = {"1h": "%H:%M", "6h": "%H:%M", "24h": "%m-%d %H:%M", "7d": "%m-%d"}
 MAX_POINTS = 500
 # Per-member mode draws members x 8 series: coarser buckets keep the response small.
 PER_MEMBER_VALUE_BUDGET = 12000
@@ -127,12 +128,12 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
         data.series = {name: {vm_id: [None] * points for vm_id, _n in members}
                        for name in METRIC_NAMES}
         for bucket, vm_id, *values in rows:
-            for name, value in zip(METRIC_NAMES, values):
+            for name, value in zip(METRIC_NAMES, values, strict=True):
                 data.series[name][vm_id][bucket - data.first_bucket] = value
     else:
         data.series = {name: [None] * points for name, _how, _col in AGGREGATES}
         for bucket, *values in rows:
-            for (name, _how, _col), value in zip(AGGREGATES, values):
+            for (name, _how, _col), value in zip(AGGREGATES, values, strict=True):
                 data.series[name][bucket - data.first_bucket] = value
     return data
 
@@ -140,7 +141,8 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
 def _bucket_expr(column, step):
     if connection.vendor == "postgresql":
         return f"floor(extract(epoch FROM {column}) / {int(step)})::bigint"
-    return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"  # %% for the placeholder pass
+    # %% survives the placeholder pass as %.
+    return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"
 
 
 def _query(source, step, vm_ids, start, stop, per_member):
@@ -224,10 +226,14 @@ def figures(data):
                                      dash=series.endswith("_min")))
         layout = {
             "height": 240,
-            "margin": {"l": 56, "r": 12, "t": 8, "b": 36},
+            "margin": {"l": 56, "r": 12, "t": 24, "b": 40},
             "hovermode": "x unified",
-            "legend": {"orientation": "h", "y": -0.25},
-            "xaxis": {"type": "date", "title": {"text": _("시각")}},
+            "showlegend": True,
+            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+            # Numeric formats: plotly.js ships English month names only.
+            "xaxis": {"type": "date", "title": {"text": _("시각")},
+                      "tickformat": TICK_FORMATS[data.range_key],
+                      "hoverformat": "%Y-%m-%d %H:%M"},
             "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
         }
         if y_range:

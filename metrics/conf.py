@@ -5,9 +5,12 @@ same name (so an operator, or ``bench_metrics`` starting gunicorn, can set one w
 settings change); failing that the default here.
 """
 
+import functools
 import os
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 DEFAULTS = {
     # Ingest (SPEC §7): one batch is at most this many samples and this many bytes.
@@ -29,9 +32,18 @@ DEFAULTS = {
 }
 
 
+@functools.cache
 def get(name):
+    """Cached: the ingest path asks several times a request, and a missing Django setting
+    costs an exception each time. ``override_settings`` (tests) clears the cache."""
     if hasattr(settings, name):
         return getattr(settings, name)
     default = DEFAULTS[name]
     raw = os.environ.get(name)
     return default if raw is None else type(default)(raw)
+
+
+@receiver(setting_changed)
+def _forget(setting, **kwargs):
+    if setting.startswith("METRICS_"):
+        get.cache_clear()

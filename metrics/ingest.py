@@ -154,7 +154,9 @@ def parse(body):
         ) from None
     except ValueError:
         pass
-    raise IngestError(400, "malformed_json", _("JSON 형식이 아닙니다: %(reason)s") % {"reason": reason})
+    raise IngestError(
+        400, "malformed_json", _("JSON 형식이 아닙니다: %(reason)s") % {"reason": reason}
+    )
 
 
 class _NonFinite(ValueError):
@@ -223,7 +225,9 @@ def _columns_of_rows(fields, rows):
         raise IngestError(400, "invalid", _("fields는 필드 이름의 배열이어야 합니다."))
     unknown = [f for f in fields if f not in KNOWN_KEYS]
     if unknown:
-        raise IngestError(400, "unknown_field", _("알 수 없는 필드: %(name)s") % {"name": unknown[0]})
+        raise IngestError(
+            400, "unknown_field", _("알 수 없는 필드: %(name)s") % {"name": unknown[0]}
+        )
     if len(set(fields)) != len(fields):
         raise IngestError(400, "invalid", _("fields에 같은 이름이 두 번 있습니다."))
     missing = _missing_required(fields)
@@ -238,7 +242,7 @@ def _columns_of_rows(fields, rows):
             _("rows[%(i)d]: fields와 같은 길이(%(n)d)의 배열이어야 합니다.")
             % {"i": index, "n": len(fields)},
         )
-    by_name = dict(zip(fields, zip(*rows), strict=True))
+    by_name = dict(zip(fields, zip(*rows, strict=True), strict=True))
     absent = (None,) * len(rows)
     return [by_name.get(key, absent) for key in SAMPLE_KEYS]
 
@@ -261,13 +265,15 @@ def _columns_of_samples(samples):
         if extra:
             raise IngestError(
                 400, "unknown_field",
-                _("samples[%(i)d]: 알 수 없는 필드 %(name)s") % {"i": index, "name": sorted(extra)[0]},
+                _("samples[%(i)d]: 알 수 없는 필드 %(name)s")
+                % {"i": index, "name": sorted(extra)[0]},
             )
         missing = _missing_required(sample)
         if missing:
             raise IngestError(
                 400, "missing_field",
-                _("samples[%(i)d]: 필수 필드 %(name)s가 없습니다.") % {"i": index, "name": missing[0]},
+                _("samples[%(i)d]: 필수 필드 %(name)s가 없습니다.")
+                % {"i": index, "name": missing[0]},
             )
         rows.append(tuple(sample.get(key) for key in SAMPLE_KEYS))
     return list(zip(*rows, strict=True))
@@ -329,7 +335,8 @@ def _check_timestamps(column, now, where):
         index = _first_bad(column, lambda v: v <= newest)
         raise IngestError(
             400, "in_future",
-            _("%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. 시계를 확인하세요.")
+            _("%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. "
+              "시계를 확인하세요.")
             % {"where": where, "i": index, "seconds": conf.get("METRICS_MAX_FUTURE_SECONDS")},
         )
     if len(set(column)) != len(column):

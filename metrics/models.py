@@ -59,6 +59,9 @@ class Sample(models.Model):
         # order, so a few pages of summary answer "rows of the last minutes" for the rollups.
         indexes = [models.Index(fields=["ts"], name="metrics_sample_ts")]
 
+    def __str__(self):
+        return f"{self.vm_id} @ {self.ts:%Y-%m-%d %H:%M:%S}"
+
 
 class Rollup(models.Model):
     """Avg and max per metric of one VM over one bucket, and how many samples it summarises."""
@@ -90,6 +93,9 @@ class Rollup(models.Model):
     class Meta:
         abstract = True
 
+    def __str__(self):
+        return f"{self.vm_id} @ {self.bucket:%Y-%m-%d %H:%M}"
+
 
 class MinuteRollup(Rollup):
     class Meta:
@@ -107,6 +113,9 @@ class RollupCursor(models.Model):
     name = models.CharField(max_length=20, primary_key=True)
     upto = models.DateTimeField()
 
+    def __str__(self):
+        return f"{self.name}: {self.upto:%Y-%m-%d %H:%M}"
+
 
 class RollupBacklog(models.Model):
     """A late batch (an agent's backlog after an outage) landed in buckets already rolled up:
@@ -115,6 +124,9 @@ class RollupBacklog(models.Model):
     vm_id = models.BigIntegerField()
     start = models.DateTimeField()
     end = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.vm_id}: {self.start:%Y-%m-%d %H:%M} – {self.end:%Y-%m-%d %H:%M}"
 
 
 class MetricsToken(models.Model):

@@ -53,12 +53,12 @@ def simulated_metrics(vm_id, now, started, cluster_status, gpu_count):
     if checkpoint:
         gpu = 12.0 + rng.uniform(0, 10)
     else:
-        gpu = (95.0 - straggle + wave + rng.gauss(0, 1.5)) * warm
-    gpu = _clamp(gpu, 0, 100)
+        gpu = 95.0 - straggle + wave + rng.gauss(0, 1.5)
+    gpu = _clamp(gpu * warm, 0, 100)
     on_fabric = cluster_status == ClusterStatus.RUNNING
     fabric = FABRIC_PEAK * gpu / 100 * rng.uniform(0.9, 1.05) if on_fabric else None
     metrics = {
-        "cpu_util": _clamp((28.0 + rng.gauss(0, 3) + (15.0 if checkpoint else 0.0)) * warm + 2, 0, 100),
+        "cpu_util": _clamp((28.0 + rng.gauss(0, 3) + 15.0 * checkpoint) * warm + 2, 0, 100),
         "mem_util": _clamp(18.0 + 24.0 * warm + rng.gauss(0, 0.5), 0, 100),
         "net_rx": max(60e6 * warm * rng.uniform(0.7, 1.3), 0.0),
         "net_tx": max((900e6 if checkpoint else 6e6) * warm * rng.uniform(0.8, 1.2), 0.0),

@@ -11,6 +11,7 @@ from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
 
+import psycopg
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.utils import timezone
 
@@ -114,14 +115,16 @@ def _to_datetime(seconds):
 # acknowledged samples, never consistency; in exchange no ingest request waits for a WAL
 # flush, which otherwise dominates a one-sample request.
 SMALL_BATCH = 5  # rows; one INSERT of at most 50 parameters (psycopg caches its parse)
-_INSERT_ASYNC = (
-    f"INSERT INTO metrics_sample ({', '.join(COLUMNS)}) SELECT v.* "
-    # set_config(..., true) lasts until the end of this statement's own transaction, whose
-    # commit it makes asynchronous: one round trip, no BEGIN/SET/COMMIT.
-    "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit, (VALUES {}) AS v"
-)
 # Typed: in a VALUES list a NULL would otherwise be text.
 _ROW_PLACEHOLDERS = "(" + ", ".join(f"%s::{pg_type}" for pg_type in PG_TYPES) + ")"
+_INSERT_ASYNC = {
+    n: f"INSERT INTO metrics_sample ({', '.join(COLUMNS)}) SELECT v.* "
+    # set_config(..., true) lasts until the end of this statement's own transaction, whose
+    # commit it makes asynchronous: one round trip, no BEGIN/SET/COMMIT.
+    "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit, "
+    f"(VALUES {', '.join([_ROW_PLACEHOLDERS] * n)}) AS v"
+    for n in range(1, SMALL_BATCH + 1)
+}
 # COPY's binary format: signature, flags, header extension; then rows; then -1.
 _COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _COPY_TRAILER = struct.pack("!h", -1)
@@ -132,8 +135,9 @@ def _pack_binary(vm_id, columns):
     """COPY binary data for the batch, or None if a column mixes values and nulls (rare: a GPU
     lost mid-batch), which ``write_row`` then handles."""
     fields = ["!h", "iq", "iq"]  # field count; vm_id; ts (length-prefixed int64s)
-    args = [repeat(len(COLUMNS)), repeat(8), repeat(vm_id), repeat(8),
-            [round((t - _PG_EPOCH) * 1_000_000) for t in columns[0]]]
+    # Microseconds since 2000, by C-level bound methods rather than a Python loop.
+    micros = map(round, map((1e6).__mul__, map((-float(_PG_EPOCH)).__add__, columns[0])))
+    args = [repeat(len(COLUMNS)), repeat(8), repeat(vm_id), repeat(8), micros]
     for column in columns[1:]:
         nulls = column.count(None)
         if nulls == len(column):
@@ -150,36 +154,51 @@ def _pack_binary(vm_id, columns):
 
 def _copy(data, backlog):
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
+        _async_commit(cursor, backlog)
         with connection.wrap_database_errors, cursor.cursor.copy(COPY_SQL) as copy:
             copy.write(data)
-        if backlog is not None:
-            backlog.save()
+
+
+def _async_commit(cursor, backlog):
+    """Make this transaction's commit asynchronous, and note ``backlog`` if any, in one
+    statement (one round trip fewer than SET LOCAL and an INSERT)."""
+    if backlog is None:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        return
+    cursor.execute(
+        f"INSERT INTO {RollupBacklog._meta.db_table} (vm_id, start, \"end\") "
+        "SELECT %s, %s, %s FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s",
+        [backlog.vm_id, backlog.start, backlog.end],
+    )
 
 
 def _write(rows, backlog):
     if not is_postgresql():
         with transaction.atomic():
-            Sample.objects.bulk_create(Sample(**dict(zip(COLUMNS, row, strict=True))) for row in rows)
+            Sample.objects.bulk_create(
+                Sample(**dict(zip(COLUMNS, row, strict=True))) for row in rows
+            )
             if backlog is not None:
                 backlog.save()
         return
     if len(rows) <= SMALL_BATCH and backlog is None:
         # One statement is atomic by itself; inside a caller's transaction a savepoint keeps
         # that transaction usable if it fails.
-        sql = _INSERT_ASYNC.format(", ".join([_ROW_PLACEHOLDERS] * len(rows)))
+        sql = _INSERT_ASYNC[len(rows)]
         scope = transaction.atomic() if connection.in_atomic_block else nullcontext()
-        with scope, connection.cursor() as cursor:
-            cursor.execute(sql, [value for row in rows for value in row])
+        connection.ensure_connection()
+        with scope, connection.wrap_database_errors:
+            # Server-side binding and a statement prepared once per (pooled) connection:
+            # Django's own cursors bind client-side, re-parsed and re-planned on every call.
+            with psycopg.Cursor(connection.connection) as cursor:
+                cursor.execute(sql, [value for row in rows for value in row], prepare=True)
         return
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
+        _async_commit(cursor, backlog)
         with connection.wrap_database_errors, cursor.cursor.copy(COPY_SQL) as copy:
             copy.set_types(PG_TYPES)
             for row in rows:
                 copy.write_row(row)
-        if backlog is not None:
-            backlog.save()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,9 +387,10 @@ def rollup(now=None):
 
 def late_batch(vm_id, first_ts, last_ts, now):
     """A ``RollupBacklog`` (unsaved) for a batch old enough that the rollup's late window
-    may have passed it, to be written with the batch; None for a batch on time."""
-    if first_ts < now - LATE_WINDOW + timedelta(minutes=1):
-        return RollupBacklog(vm_id=vm_id, start=first_ts, end=last_ts)
+    may have passed it, to be written with the batch; None for a batch on time.
+    Times are Unix seconds."""
+    if first_ts < now - (LATE_WINDOW - timedelta(minutes=1)).total_seconds():
+        return RollupBacklog(vm_id=vm_id, start=_to_datetime(first_ts), end=_to_datetime(last_ts))
     return None
 
 

@@ -1,7 +1,6 @@
 """The metrics endpoints: the agents' ingest API, a VM's token, a cluster's 메트릭 tab."""
 
 import time
-from datetime import UTC, datetime
 
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
@@ -20,7 +19,9 @@ from vms.models import VirtualMachine
 
 
 def _refusal(error):
-    response = JsonResponse({"error": error.code, "detail": str(error.message)}, status=error.status)
+    response = JsonResponse(
+        {"error": error.code, "detail": str(error.message)}, status=error.status
+    )
     if error.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
     if error.status == 429:
@@ -41,19 +42,16 @@ def ingest_samples(request):
         token_id, vm_id = ingest.authenticate(request)
         ingest.check_rate(token_id, now)
         columns = ingest.validate(ingest.parse(ingest.read_body(request)), vm_id, now)
-        backlog = storage.late_batch(vm_id, *map(_utc, (min(columns[0]), max(columns[0]), now)))
+        backlog = storage.late_batch(vm_id, min(columns[0]), max(columns[0]), now)
         storage.write_batch(vm_id, columns, backlog)
     except ingest.IngestError as error:
         return _refusal(error)
     except storage.DuplicateSamples:
         return _refusal(ingest.IngestError(
-            409, "duplicate", _("이미 저장된 시각의 샘플이 있습니다. 이 배치는 저장되어 있습니다.")
+            409, "duplicate",
+            _("이미 저장된 시각의 샘플이 있어 이 배치는 저장하지 않았습니다 (다시 보낸 배치)."),
         ))
     return JsonResponse({"stored": len(columns[0])})
-
-
-def _utc(seconds):
-    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 @csrf_exempt
@@ -77,7 +75,8 @@ def agent_command(request, token="<TOKEN>"):
 @require_POST
 def vm_token_rotate(request, pk):
     """Issue or rotate VM ``pk``'s agent token and show it, once."""
-    vm = get_object_or_404(VirtualMachine.objects.restrict(request.user, Perm.VM_READ).alive(), pk=pk)
+    vms = VirtualMachine.objects.restrict(request.user, Perm.VM_READ).alive()
+    vm = get_object_or_404(vms, pk=pk)
     if not request.user.has_perm(Perm.VM_UPDATE, vm):
         raise PermissionRequired(Perm.VM_UPDATE)
     vm, token = services.rotate_token(vm.pk, actor=request.user)
@@ -91,7 +90,8 @@ def vm_token_rotate(request, pk):
 def cluster_charts(request, pk):
     """The 메트릭 tab of cluster ``pk``: the whole panel, or only its figures (``#body``) when
     the range controls or the 30-second refresh ask for them."""
-    cluster = get_object_or_404(VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ), pk=pk)
+    clusters = VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
+    cluster = get_object_or_404(clusters, pk=pk)
     range_key = request.GET.get("range", charts.DEFAULT_RANGE)
     if range_key not in charts.RANGES:
         range_key = charts.DEFAULT_RANGE
@@ -108,7 +108,8 @@ def cluster_charts(request, pk):
         "agent_command": agent_command(request),
     }
     partial = request.htmx and request.htmx.target == "metrics-body"
-    return render(request, "metrics/charts.html#body" if partial else "metrics/charts.html", context)
+    template = "metrics/charts.html#body" if partial else "metrics/charts.html"
+    return render(request, template, context)
 
 
 def range_labels():

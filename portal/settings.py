@@ -49,6 +49,9 @@ def database_from_url(url):
         "OPTIONS": {
             # Django's built-in psycopg pool keeps connections warm (FIELD-NOTES: ~3x req/s).
             "pool": {"min_size": 1, "max_size": pool_max, "timeout": 10},
+            # Prepare repeated statements (the metrics INSERT above all). Safe with Django's
+            # own pool; set prepare_threshold= in DATABASE_URL to override behind pgbouncer.
+            "prepare_threshold": 5,
             **options,
         },
     }
@@ -165,6 +168,12 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 if not PRODUCTION:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing folder
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.js straight from the installed plotly package: no copy, no CDN.
+    "metrics.finders.PlotlyFinder",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -257,7 +266,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
     "metrics-storage": {"task": "metrics.tasks.maintain_storage", "schedule": 3600.0},
-    "metrics-simulator": {"task": "metrics.tasks.emit_simulated_samples", "schedule": 10.0},
+    "metrics-simulator": {
+        "task": "metrics.tasks.emit_simulated_samples",
+        "schedule": 10.0,
+        "options": {"expires": 10},  # ticks don't pile up while no worker runs
+    },
 }
 
 # The compute backend (SPEC §8) and its simulator's pace.

@@ -19,7 +19,9 @@ from clusters.models import ClusterStatus
 from metrics import charts, storage
 from vms.models import VmStatus
 
-FIGURE = re.compile(r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>', re.S)
+FIGURE = re.compile(
+    r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>', re.S
+)
 # (figure id, trace index) -> (series, how members combine, scale, digits)
 EXPECTED = {
     ("gpu", 0): ("gpu_util", "avg", 1, 1),
@@ -84,7 +86,8 @@ def per_vm_buckets(rows, step, until=None):
         for name, value in zip(names, values, strict=True):
             if value is not None:
                 acc[bucket][vm_id][name].append(value)
-    return {b: {vm: {n: statistics.fmean(v) for n, v in series.items()} for vm, series in by_vm.items()}
+    return {b: {vm: {n: statistics.fmean(v) for n, v in series.items()}
+                for vm, series in by_vm.items()}
             for b, by_vm in acc.items()}
 
 
@@ -195,7 +198,8 @@ def test_refresh_returns_only_the_body_and_polls_only_for_1h(login, cluster, sam
 
 
 def test_no_data_says_so_and_explains_the_agent(login, cluster):
-    html = login("viewer").get(reverse("metrics:cluster_charts", args=[cluster.pk])).content.decode()
+    url = reverse("metrics:cluster_charts", args=[cluster.pk])
+    html = login("viewer").get(url).content.decode()
     assert "아직 수신된 메트릭이 없습니다" in html
     assert "python -m metrics.agent --url http://testserver/api/metrics/ingest" in html
     assert "application/json" not in html
@@ -203,7 +207,8 @@ def test_no_data_says_so_and_explains_the_agent(login, cluster):
 
 def test_no_members_says_so(login, world):
     cluster = world.cluster("empty")
-    html = login("viewer").get(reverse("metrics:cluster_charts", args=[cluster.pk])).content.decode()
+    url = reverse("metrics:cluster_charts", args=[cluster.pk])
+    html = login("viewer").get(url).content.decode()
     assert "연결된 가상머신이 없습니다" in html
 
 

@@ -82,7 +82,8 @@ def test_rollup_is_idempotent_and_catches_up_later(example, hour):
     assert list(MinuteRollup.objects.order_by("vm_id", "bucket").values()) == before
     # An hour later the next hour closes.
     storage.rollup(now=now + timedelta(hours=1))
-    assert HourRollup.objects.get(vm=example[0], bucket=hour + timedelta(hours=1)).cpu_util_avg == 99
+    next_hour = HourRollup.objects.get(vm=example[0], bucket=hour + timedelta(hours=1))
+    assert next_hour.cpu_util_avg == 99
 
 
 def test_a_few_seconds_late_sample_is_picked_up_by_the_next_run(example, hour):
@@ -98,7 +99,8 @@ def test_a_late_backlog_batch_is_rolled_up_again(example, hour):
     now = hour + timedelta(minutes=61, seconds=30)
     storage.rollup(now=now)
     late = hour + timedelta(seconds=45)
-    storage.write_samples([row(a, late, 100, gpu=90)], storage.late_batch(a.pk, late, late, now))
+    backlog = storage.late_batch(a.pk, late.timestamp(), late.timestamp(), now.timestamp())
+    storage.write_samples([row(a, late, 100, gpu=90)], backlog)
     assert RollupBacklog.objects.count() == 1
     storage.rollup(now=now + timedelta(minutes=1))
     assert RollupBacklog.objects.count() == 0
@@ -108,7 +110,8 @@ def test_a_late_backlog_batch_is_rolled_up_again(example, hour):
 
 def test_a_recent_batch_is_not_queued_as_backlog(world):
     now = timezone.now()
-    assert storage.late_batch(1, now - timedelta(seconds=30), now, now) is None
+    now = now.timestamp()
+    assert storage.late_batch(1, now - 30, now, now) is None
 
 
 def test_duplicate_sample_raises_and_stores_nothing(world):

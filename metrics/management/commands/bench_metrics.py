@@ -61,6 +61,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--seconds", type=float, default=6.0, help="per HTTP measurement")
         parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
+        parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+        parser.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker")
         parser.add_argument("--days", type=int, default=DAYS)
         parser.add_argument("--vms", type=int, default=VMS)
         parser.add_argument("--keep", action="store_true", help="keep the bench database")
@@ -116,7 +118,8 @@ class Command(BaseCommand):
                  f"CPU {agent_cpu_ratio:.2f}  (>= {TARGETS['agent']})")
         self.say(f"ingest backlog / raw COPY             : {backlog_ratio:.2f}, "
                  f"CPU {backlog_cpu_ratio:.2f}  (>= {TARGETS['backlog']})")
-        self.say(f"metrics tab 7d / 1h server time       : {chart_ratio:.2f}  (<= {TARGETS['chart']})")
+        self.say(f"metrics tab 7d / 1h server time       : {chart_ratio:.2f}  "
+                 f"(<= {TARGETS['chart']})")
         self.say(f"largest metrics tab response          : {max(sizes.values()) / 1024:.1f} KB"
                  f"  (<= {TARGETS['size_kb']} KB)")
 
@@ -208,8 +211,9 @@ class Command(BaseCommand):
             "METRICS_RATE_PER_MINUTE": str(10**9),
         }
         command = [sys.executable, "-m", "gunicorn", "portal.wsgi:application",
-                   "--bind", f"127.0.0.1:{port}", "--workers", "2", "--worker-class", "gthread",
-                   "--threads", "4", "--keep-alive", "30", "--log-level", "warning",
+                   "--bind", f"127.0.0.1:{port}", "--workers", str(self.opts["workers"]),
+                   "--worker-class", "gthread", "--threads", str(self.opts["threads"]),
+                   "--keep-alive", "30", "--log-level", "warning",
                    "--timeout", "60"]
         server = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
         deadline = time.monotonic() + 30
@@ -224,7 +228,8 @@ class Command(BaseCommand):
         else:
             server.kill()
             raise CommandError("gunicorn did not listen within 30 s")
-        self.say(f"gunicorn on 127.0.0.1:{port} (2 workers x 4 threads)")
+        self.say(f"gunicorn on 127.0.0.1:{port} ({self.opts['workers']} workers x "
+                 f"{self.opts['threads']} threads)")
         return ("127.0.0.1", port), server
 
     def hammer(self, address, make_request, seconds):
@@ -256,8 +261,18 @@ class Command(BaseCommand):
 
         return self.in_threads(client, counts, errors)
 
-    def in_threads(self, target, counts, errors=()):
-        threads = [threading.Thread(target=target, args=(i,)) for i in range(len(counts))]
+    def in_threads(self, target, counts, errors=None):
+        """Run ``target(index)`` in one thread per entry of ``counts``; an exception in any
+        fails the bench (rather than counting as zero work)."""
+        errors = [] if errors is None else errors
+
+        def guarded(index):
+            try:
+                target(index)
+            except (OSError, psycopg.Error) as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=guarded, args=(i,)) for i in range(len(counts))]
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -269,46 +284,54 @@ class Command(BaseCommand):
         return sum(counts), elapsed
 
     def cpu_seconds(self):
-        """{pid: CPU seconds} of everything a measurement runs on: this process (the
-        clients), gunicorn's workers and the bench database's PostgreSQL backends."""
-        pids = {os.getpid()}
-        pids.update(child.pid for child in psutil.Process(self.server.pid).children())
+        """{(role, pid): CPU seconds so far} of everything a measurement runs on: this
+        process (the clients), gunicorn's workers, the bench database's backends."""
+        roles = {"client": [os.getpid()],
+                 "gunicorn": [child.pid for child in psutil.Process(self.server.pid).children()]}
         with connection.cursor() as cursor:
             cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-            pids.update(pid for (pid,) in cursor.fetchall())
+            roles["database"] = [pid for (pid,) in cursor.fetchall()]
         seconds = {}
-        for pid in pids:
-            try:
-                times = psutil.Process(pid).cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            seconds[pid] = times.user + times.system
-        if os.environ.get("BENCH_DEBUG"):
-            self.last_split = {pid: seconds[pid] for pid in seconds}
-            self.gunicorn_pids = {c.pid for c in psutil.Process(self.server.pid).children()}
+        for role, pids in roles.items():
+            for pid in pids:
+                try:
+                    times = psutil.Process(pid).cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                seconds[role, pid] = times.user + times.system
         return seconds
 
     def interleaved(self, first, second):
-        """Alternate short rounds of two measurements, so that a change in the machine's
-        background load hits both alike. Returns, for each, (rate per wall second, rate per
-        CPU second spent by clients, server and database): the second does not depend on
-        what else the machine runs, and on a dedicated N-core machine bounds the first by
-        N x that rate."""
-        totals = {0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0]}
+        """Alternate short rounds of two measurements (``measure(round) -> (units, wall
+        seconds)``), so that a change in the machine's background load hits both alike.
+
+        Returns, for each, (units per wall second, units per CPU second, {role: CPU ms per
+        unit}). CPU is what clients, gunicorn and PostgreSQL spent, whatever else the machine
+        runs: on a dedicated machine of N cores, throughput approaches N x units per CPU
+        second, so the ratio of those is the robust one on a shared machine.
+        """
+        totals = [[0, 0.0, {}], [0, 0.0, {}]]
         for round_index in range(ROUNDS):
-            for key, measure in ((0, first), (1, second)):
+            for total, measure in zip(totals, (first, second), strict=True):
                 before = self.cpu_seconds()
                 done, elapsed = measure(round_index)
                 after = self.cpu_seconds()
-                totals[key][0] += done
-                totals[key][1] += elapsed
-                totals[key][2] += sum(t - before.get(pid, 0.0) for pid, t in after.items())
-                if os.environ.get("BENCH_DEBUG"):
-                    me = after.get(os.getpid(), 0) - before.get(os.getpid(), 0)
-                    gu = sum(after[p] - before.get(p, 0) for p in after if p in self.gunicorn_pids)
-                    rest = sum(t - before.get(pid, 0.0) for pid, t in after.items()) - me - gu
-                    self.say(f"    [{key}] n={done} client={me*1e3/max(done,1):.2f}ms gunicorn={gu*1e3/max(done,1):.2f}ms pg={rest*1e3/max(done,1):.2f}ms per unit")
-        return [(done / wall, done / cpu) for done, wall, cpu in (totals[0], totals[1])]
+                total[0] += done
+                total[1] += elapsed
+                for (role, pid), seconds in after.items():
+                    spent = seconds - before.get((role, pid), 0.0)
+                    total[2][role] = total[2].get(role, 0.0) + spent
+        results = []
+        for done, wall, by_role in totals:
+            cpu = sum(by_role.values())
+            split = {role: 1000 * seconds / done for role, seconds in by_role.items()}
+            results.append((done / wall, done / cpu, split))
+        return results
+
+    @staticmethod
+    def split(by_role):
+        return " + ".join(f"{by_role.get(role, 0.0):.2f} {role}"
+                          for role in ("client", "gunicorn", "database")) + " CPU ms"
 
     @staticmethod
     def agent_row(ts):
@@ -320,7 +343,7 @@ class Command(BaseCommand):
         clients = self.opts["clients"]
         # Current samples (a late one would also queue a rollup redo), off the generated
         # whole-second grid.
-        base = time.time() - 30 + 0.0005
+        base = int(time.time()) - 30 + 0.0005  # whole second + 0.5 ms: never on the grid
         sent = [0] * clients
 
         def check(index, n):
@@ -337,14 +360,15 @@ class Command(BaseCommand):
                  "interleaved:")
         self.hammer(address, check, 1.0)  # warm up workers and pools
         self.hammer(address, ingest, 1.0)
-        (check_rate, check_cpu), (ingest_rate, ingest_cpu) = self.interleaved(
+        (check_rate, check_cpu, check_split), (ingest_rate, ingest_cpu, ingest_split) = \
+            self.interleaved(
             lambda _round: self.hammer(address, check, self.opts["seconds"] / ROUNDS),
             lambda _round: self.hammer(address, ingest, self.opts["seconds"] / ROUNDS),
         )
         self.say(f"  minimal authenticated POST view : {check_rate:,.0f} POSTs/s, "
-                 f"{check_cpu:,.0f} per CPU-second")
+                 f"{check_cpu:,.0f} per CPU-second ({self.split(check_split)} per POST)")
         self.say(f"  ingest endpoint (1 sample)      : {ingest_rate:,.0f} POSTs/s, "
-                 f"{ingest_cpu:,.0f} per CPU-second")
+                 f"{ingest_cpu:,.0f} per CPU-second ({self.split(ingest_split)} per POST)")
         return ingest_rate / check_rate, ingest_cpu / check_cpu
 
     def bench_backlog(self, address, tokens, vms):
@@ -353,9 +377,9 @@ class Command(BaseCommand):
         rows (what a loader holds before COPY), given their VM and a datetime and written
         with psycopg's ``write_row``, committed as the endpoint commits."""
         clients = self.opts["clients"]
-        per_round = 6  # batches per stream per round
+        per_round = 12  # batches per stream per round
         rounds = ROUNDS
-        start = time.time() - 6 * 86400
+        start = int(time.time()) - 6 * 86400  # whole; offsets below keep off the grid
         rng = random.Random(5)
 
         def batch(n, offset):
@@ -406,15 +430,15 @@ class Command(BaseCommand):
             return self.in_threads(copier, counts)
 
         try:
-            (http_rate, http_cpu), (copy_rate, copy_cpu) = self.interleaved(
+            (http_rate, http_cpu, http_split), (copy_rate, copy_cpu, copy_split) = self.interleaved(
                 ingest_round, copy_round)
         finally:
             for conn in connections:
                 conn.close()
         self.say(f"  ingest endpoint : {http_rate * BACKLOG:,.0f} samples/s, "
-                 f"{http_cpu * BACKLOG:,.0f} per CPU-second")
+                 f"{http_cpu * BACKLOG:,.0f} per CPU-second ({self.split(http_split)} per batch)")
         self.say(f"  raw psycopg COPY: {copy_rate * BACKLOG:,.0f} samples/s, "
-                 f"{copy_cpu * BACKLOG:,.0f} per CPU-second")
+                 f"{copy_cpu * BACKLOG:,.0f} per CPU-second ({self.split(copy_split)} per batch)")
         return http_rate / copy_rate, http_cpu / copy_cpu
 
     def psycopg_dsn(self):
@@ -445,5 +469,6 @@ class Command(BaseCommand):
                 label = f"{key}{' per member' if per_member == '1' else ''}"
                 times[label] = statistics.median(samples)
                 sizes[label] = len(response.content)
-                self.say(f"  {label:<15} {times[label] * 1000:7.1f} ms  {sizes[label] / 1024:6.1f} KB")
+                self.say(f"  {label:<15} {times[label] * 1000:7.1f} ms  "
+                         f"{sizes[label] / 1024:6.1f} KB")
         return times["7d"] / times["1h"], sizes
