@@ -297,7 +297,9 @@ def _bucket_sql(column, unit):
     if is_postgresql():
         return f"date_trunc('{unit}', {column})"
     # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC.
-    pattern = {"minute": "%Y-%m-%d %H:%M:00", "hour": "%Y-%m-%d %H:00:00"}[unit]
+    # %% because the statement goes through Django's %s-parameter formatting (and, under
+    # DEBUG, through ``sql % params`` for the query log).
+    pattern = {"minute": "%%Y-%%m-%%d %%H:%%M:00", "hour": "%%Y-%%m-%%d %%H:00:00"}[unit]
     return f"strftime('{pattern}', {column})"
 
 

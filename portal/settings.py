@@ -124,7 +124,7 @@ TEMPLATES = [
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": database_from_url(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}"
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -234,7 +234,7 @@ CACHES = {
 }
 
 # Celery. The filesystem transport needs no server: the embedded default.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "celery" / "queue"
     _queue_dir.mkdir(parents=True, exist_ok=True)
