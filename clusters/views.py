@@ -34,6 +34,7 @@ from portal.errors import (
 )
 from portal.models import AuditEvent
 from portal.permissions import Perm
+from portal.rendering import render_form
 from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType
 
 PAGE_SIZE = 50
@@ -143,12 +144,7 @@ def cluster_create(request):
 
 
 def _render_create(request, form, status=200):
-    template = "clusters/create.html#create-form" if request.htmx else "clusters/create.html"
-    response = render(request, template, {"form": form}, status=status)
-    if status == 422 and request.htmx:
-        response["HX-Retarget"] = "#create-form"
-        response["HX-Reswap"] = "outerHTML"
-    return response
+    return render_form(request, "clusters/create.html", "create-form", {"form": form}, status)
 
 
 @login_required

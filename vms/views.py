@@ -13,6 +13,7 @@ from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, VirtualCluster
 from portal.errors import InvalidInput, RuleViolation, SpotOrDrVm, VmNotEligible
 from portal.permissions import Perm
+from portal.rendering import render_form
 from vms import services
 from vms.forms import VmClusterForm, VmCreateForm, VmRenameForm
 from vms.models import VM_TRANSITIONAL, BillingType, VirtualMachine, VmStatus
@@ -96,12 +97,7 @@ def vm_create(request):
 
 
 def _render_create(request, form, status=200):
-    template = "vms/create.html#create-form" if request.htmx else "vms/create.html"
-    response = render(request, template, {"form": form}, status=status)
-    if status == 422 and request.htmx:
-        response["HX-Retarget"] = "#create-form"
-        response["HX-Reswap"] = "outerHTML"
-    return response
+    return render_form(request, "vms/create.html", "create-form", {"form": form}, status)
 
 
 def eligible_clusters(user, vm):
