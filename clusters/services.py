@@ -510,25 +510,34 @@ def reconcile(now=None):
 
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.TRANSITION_TIMEOUT_SECONDS)
-    repaired = []
     stuck = VirtualCluster.objects.filter(status__in=TRANSITIONAL, status_changed_at__lt=cutoff)
-    for cluster_id, generation in stuck.values_list("pk", "generation"):
-        _record_system(
-            VirtualCluster.objects.get(pk=cluster_id),
-            "cluster.reconcile",
-            AuditEvent.Outcome.SUCCEEDED,
-            _("시간 초과된 전환을 복구합니다."),
-        )
-        try:
-            for _step in range(5):
-                if not advance_cluster(cluster_id, generation):
-                    break
-        except RuleViolation as exc:
-            _roll_back_start(cluster_id, generation, exc.message)
-        cluster = VirtualCluster.objects.get(pk=cluster_id)
-        if cluster.status in TRANSITIONAL:
-            _roll_back_start(
-                cluster_id, generation, _("전환이 시간 내에 끝나지 않아 되돌렸습니다.")
-            )
-        repaired.append(cluster_id)
+    repaired = [cluster_id for cluster_id in stuck.values_list("pk", flat=True)]
+    for cluster_id in repaired:
+        repair_cluster(cluster_id)
     return repaired + reconcile_vms(cutoff)
+
+
+def repair_cluster(cluster_id, *, actor=None):
+    """Drive one transitional cluster to a stable status now: finish what the backend can,
+    roll back the rest. The reconciler calls it for stuck clusters; admins may force it."""
+    cluster = VirtualCluster.objects.filter(pk=cluster_id).first()
+    if cluster is None or cluster.status not in TRANSITIONAL:
+        return False
+    if actor is not None:
+        check_perm(actor, Perm.CLUSTER_UPDATE, cluster)
+    generation = cluster.generation
+    _record_system(
+        cluster,
+        "cluster.reconcile",
+        AuditEvent.Outcome.SUCCEEDED,
+        _("시간 초과된 전환을 복구합니다."),
+    )
+    try:
+        for _step in range(5):
+            if not advance_cluster(cluster_id, generation):
+                break
+    except RuleViolation as exc:
+        _roll_back_start(cluster_id, generation, exc.message)
+    if VirtualCluster.objects.get(pk=cluster_id).status in TRANSITIONAL:
+        _roll_back_start(cluster_id, generation, _("전환이 시간 내에 끝나지 않아 되돌렸습니다."))
+    return True

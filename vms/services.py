@@ -217,6 +217,17 @@ def advance_vm(vm_id):
         record(att, outcome, locked.last_error)
 
 
+def repair_vm(vm_id, *, actor=None):
+    """Finish a VM's transition now (admins' force-reconcile); a stable VM is left alone."""
+    vm = VirtualMachine.objects.filter(pk=vm_id).first()
+    if vm is None or vm.status not in VM_TRANSITIONAL:
+        return False
+    if actor is not None:
+        check_perm(actor, Perm.VM_UPDATE, vm)
+    advance_vm(vm_id)
+    return True
+
+
 def reconcile_vms(cutoff):
     """VMs stuck in 시작중/중지중 since before ``cutoff``: finish the step through the backend."""
     stuck = list(

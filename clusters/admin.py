@@ -1,0 +1,125 @@
+"""Operators' view of clusters. Status is never edited here: the actions call the services,
+so the admin obeys every rule the console does (and is audited the same way)."""
+
+from django.contrib import admin, messages
+from django.db.models import Count
+from django.utils.translation import gettext_lazy as _
+
+from clusters import services
+from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from portal.errors import RuleViolation
+from vms.models import VirtualMachine
+
+
+def run_service(modeladmin, request, queryset, service, done):
+    ok = 0
+    for obj in queryset:
+        try:
+            service(obj.pk, actor=request.user)
+            ok += 1
+        except RuleViolation as exc:
+            modeladmin.message_user(request, f"{obj}: {exc.message}", messages.ERROR)
+    if ok:
+        modeladmin.message_user(request, done % {"count": ok}, messages.SUCCESS)
+
+
+class MemberInline(admin.TabularInline):
+    model = VirtualMachine
+    fk_name = "cluster"
+    fields = ["name", "status", "private_ip", "fabric_guid", "fabric_lid", "fabric_ip"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(VirtualCluster)
+class VirtualClusterAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "project",
+        "status",
+        "fabric_type",
+        "instance_type",
+        "zone",
+        "member_count",
+        "created_at",
+        "last_error",
+    ]
+    list_filter = ["status", "fabric_type", "zone", "instance_type", "project"]
+    search_fields = ["name", "project__name", "last_error"]
+    list_select_related = ["project", "zone", "instance_type"]
+    readonly_fields = [
+        "project",
+        "name",
+        "zone",
+        "instance_type",
+        "fabric_type",
+        "status",
+        "status_changed_at",
+        "operation",
+        "previous_status",
+        "generation",
+        "last_error",
+        "created_by",
+        "created_at",
+    ]
+    inlines = [MemberInline]
+    actions = ["start", "stop", "force_reconcile"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_members=Count("members"))
+
+    @admin.display(description=_("멤버"), ordering="n_members")
+    def member_count(self, cluster):
+        return cluster.n_members
+
+    # Created in the console (empty, through create_cluster); never edited or deleted here.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description=_("클러스터 시작"))
+    def start(self, request, queryset):
+        run_service(
+            self, request, queryset, services.start_cluster, _("%(count)d개 시작을 요청했습니다.")
+        )
+
+    @admin.action(description=_("클러스터 중지"))
+    def stop(self, request, queryset):
+        run_service(
+            self, request, queryset, services.stop_cluster, _("%(count)d개를 중지했습니다.")
+        )
+
+    @admin.action(description=_("지금 복구 (강제 조정)"))
+    def force_reconcile(self, request, queryset):
+        run_service(
+            self, request, queryset, services.repair_cluster, _("%(count)d개를 조정했습니다.")
+        )
+
+
+@admin.register(SimulatorCapacity)
+class SimulatorCapacityAdmin(admin.ModelAdmin):
+    list_display = ["zone", "instance_type", "fabric", "total_nodes"]
+    list_editable = ["total_nodes"]
+    list_filter = ["zone", "instance_type", "fabric"]
+
+
+@admin.register(SimulatorAllocation)
+class SimulatorAllocationAdmin(admin.ModelAdmin):
+    list_display = ["cluster", "capacity", "nodes", "configured", "created_at"]
+    list_select_related = ["cluster", "capacity__zone", "capacity__instance_type"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,102 @@
+"""The catalog (edited here) and VMs (status changes only through the services' actions)."""
+
+from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
+
+from clusters.admin import run_service
+from vms import services
+from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
+
+
+@admin.register(Zone)
+class ZoneAdmin(admin.ModelAdmin):
+    list_display = ["code", "name"]
+    search_fields = ["code", "name"]
+
+
+class FabricOfferingInline(admin.TabularInline):
+    model = FabricOffering
+    extra = 1
+
+
+@admin.register(InstanceType)
+class InstanceTypeAdmin(admin.ModelAdmin):
+    list_display = ["code", "gpu_model", "gpu_count", "gpu_memory_gib", "vcpu", "memory_gib"]
+    search_fields = ["code", "gpu_model"]
+    inlines = [FabricOfferingInline]
+
+
+@admin.register(FabricOffering)
+class FabricOfferingAdmin(admin.ModelAdmin):
+    list_display = ["instance_type", "zone", "fabric"]
+    list_filter = ["zone", "fabric", "instance_type"]
+
+
+@admin.register(VirtualMachine)
+class VirtualMachineAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "project",
+        "status",
+        "zone",
+        "instance_type",
+        "billing_type",
+        "disaster_recovery",
+        "cluster",
+        "private_ip",
+    ]
+    list_filter = [
+        "status",
+        "billing_type",
+        "disaster_recovery",
+        "zone",
+        "instance_type",
+        "project",
+    ]
+    search_fields = ["name", "private_ip", "cluster__name", "project__name"]
+    list_select_related = ["project", "zone", "instance_type", "cluster"]
+    readonly_fields = [
+        "project",
+        "name",
+        "zone",
+        "instance_type",
+        "billing_type",
+        "disaster_recovery",
+        "status",
+        "status_changed_at",
+        "cluster",
+        "private_ip",
+        "fabric_guid",
+        "fabric_lid",
+        "fabric_ip",
+        "fabric_gid_index",
+        "last_error",
+        "created_by",
+        "created_at",
+    ]
+    actions = ["start", "stop", "force_reconcile"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description=_("시작"))
+    def start(self, request, queryset):
+        run_service(
+            self, request, queryset, services.start_vm, _("%(count)d대 시작을 요청했습니다.")
+        )
+
+    @admin.action(description=_("중지"))
+    def stop(self, request, queryset):
+        run_service(
+            self, request, queryset, services.stop_vm, _("%(count)d대 중지를 요청했습니다.")
+        )
+
+    @admin.action(description=_("지금 복구 (강제 조정)"))
+    def force_reconcile(self, request, queryset):
+        run_service(self, request, queryset, services.repair_vm, _("%(count)d대를 조정했습니다."))
