@@ -98,3 +98,16 @@ def healthz(request):
     healthy = all(v == "ok" for v in checks.values())
     status = 200 if healthy else 503
     return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=status)
+
+
+def csrf_failure(request, reason=""):
+    """A missing or stale CSRF token: say so in the user's language, change nothing."""
+    from portal.errors import RuleViolation
+    from portal.middleware import render_refusal
+
+    refusal = RuleViolation(
+        _("보안 토큰이 없거나 만료되었습니다. 페이지를 새로 고친 뒤 다시 시도하세요.")
+    )
+    refusal.status = 403
+    refusal.code = "csrf_failed"
+    return render_refusal(request, refusal)

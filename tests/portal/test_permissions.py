@@ -135,6 +135,7 @@ def test_wrong_password_and_missing_csrf(world, client):
         },
     )
     assert response.status_code == 403
+    assert "보안 토큰이 없거나 만료되었습니다" in response.content.decode()
     assert not VirtualCluster.objects.exists()
 
 
