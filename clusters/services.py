@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from clusters.backends import get_backend
 from clusters.models import (
@@ -198,18 +199,34 @@ def save_cluster(cluster):
     )
 
 
+def queue_after_commit(task, *args):
+    """Send ``task`` once the transaction commits.
+
+    The change is made whatever the broker says: if it cannot take the message (down,
+    restarting), the step is left to the reconciler (SPEC §4) instead of turning a change
+    that happened into a 500. Only the broker's connection error is caught.
+    """
+
+    def send():
+        try:
+            task.delay(*args)
+        except KombuOperationalError:
+            log.warning("broker unavailable: %s%r left to the reconciler", task.name, args,
+                        exc_info=True)
+
+    transaction.on_commit(send)
+
+
 def _queue_advance(cluster):
     from clusters.tasks import advance_cluster
 
-    cluster_id, generation = cluster.pk, cluster.generation
-    transaction.on_commit(lambda: advance_cluster.delay(cluster_id, generation))
+    queue_after_commit(advance_cluster, cluster.pk, cluster.generation)
 
 
 def _queue_release(cluster):
     from clusters.tasks import release_cluster
 
-    cluster_id = cluster.pk
-    transaction.on_commit(lambda: release_cluster.delay(cluster_id))
+    queue_after_commit(release_cluster, cluster.pk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ call ``clusters.services``; a refusal (``RuleViolation``) is shown in place by
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -35,9 +36,22 @@ from portal.errors import (
 from portal.models import AuditEvent
 from portal.permissions import Perm
 from portal.rendering import render_form
-from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType
+from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType, VirtualMachine
 
 PAGE_SIZE = 50
+# Members per cluster as a correlated subquery: it runs for the 50 rows shown, where
+# Count("members") made PostgreSQL aggregate every cluster of the project (GROUP BY), in the
+# page query and again in the paginator's COUNT, which cannot drop an aggregate annotation.
+MEMBER_COUNT = Coalesce(
+    Subquery(
+        VirtualMachine.objects.filter(cluster=OuterRef("pk"))
+        .order_by()
+        .values("cluster")
+        .annotate(n=Count("pk"))
+        .values("n")
+    ),
+    0,
+)
 TABS = ("info", "members", "metrics", "activity")
 
 
@@ -63,7 +77,7 @@ def cluster_list(request):
             .filter(project=project)
             .alive()
             .select_related("zone", "instance_type")
-            .annotate(member_count=Count("members"))
+            .annotate(member_count=MEMBER_COUNT)
             .order_by("-created_at", "-id")
         )
         if filters.is_valid():
@@ -160,7 +174,7 @@ def cluster_form_options(request):
 
 def _detail_context(request, cluster, tab):
     members = list(
-        cluster.members.select_related("zone", "instance_type").order_by("pk")
+        cluster.members.order_by("pk")
         if tab in ("info", "members")
         else []
     )

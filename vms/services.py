@@ -13,6 +13,7 @@ from clusters.services import (
     apply_fabric,
     check_perm,
     lock_vm_with_cluster,
+    queue_after_commit,
     save_vm,
     set_status,
     validate_name,
@@ -53,8 +54,7 @@ ALLOWED = {
 def _queue_advance(vm):
     from vms.tasks import advance_vm
 
-    vm_id = vm.pk
-    transaction.on_commit(lambda: advance_vm.delay(vm_id))
+    queue_after_commit(advance_vm, vm.pk)
 
 
 def create_vm(

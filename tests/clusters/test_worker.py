@@ -25,7 +25,9 @@ def use_broker(**conf):
 
 
 @pytest.fixture
-def worker():
+def worker(monkeypatch):
+    # Celery reads CELERY_BROKER_URL from the environment before its configuration.
+    monkeypatch.setenv("CELERY_BROKER_URL", BROKER)
     saved = {
         k: app.conf[k] for k in ("broker_url", "task_always_eager", "broker_transport_options")
     }

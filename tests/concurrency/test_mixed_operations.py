@@ -6,6 +6,7 @@ the thread that asked for it, after its commit — interleaved with the other th
 Eager task errors are made to propagate so a failing step cannot hide.
 """
 
+import logging
 import random
 import threading
 import time
@@ -67,12 +68,28 @@ class Op:
         raise AssertionError(self.kind)
 
 
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
 @pytest.fixture
 def eager_errors_propagate():
+    """Eager task errors surface in the calling thread; and if a commit hook is ever made
+    robust (on_commit(..., robust=True) logs instead of raising), its errors still fail."""
     saved = app.conf.task_eager_propagates
     app.conf.task_eager_propagates = True
+    hooks = _Collect()
+    logger = logging.getLogger("django.db.backends.base")
+    logger.addHandler(hooks)
     yield
+    logger.removeHandler(hooks)
     app.conf.task_eager_propagates = saved
+    assert not hooks.records, [r.getMessage() for r in hooks.records[:3]]
 
 
 @pytest.fixture

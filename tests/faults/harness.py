@@ -55,9 +55,22 @@ class RedisServer:
 
     def start(self):
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         wait_until(self._answers, 10, what="redis-server")
 
@@ -83,7 +96,7 @@ class RedisServer:
             sock.recv(16)
 
 
-def test_database_url(**query):
+def worker_database_url(**query):
     db = settings.DATABASES["default"]
     params = "&".join(f"{k}={v}" for k, v in query.items())
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
@@ -104,7 +117,7 @@ class Worker:
         env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
         env.update(
             DJANGO_SETTINGS_MODULE="portal.settings",
-            DATABASE_URL=test_database_url(application_name=WORKER_APP_NAME, pool_max=4),
+            DATABASE_URL=worker_database_url(application_name=WORKER_APP_NAME, pool_max=4),
             CELERY_BROKER_URL=self.broker_url,
             CELERY_TASK_ALWAYS_EAGER="0",
             SIMULATOR_STEP_SECONDS=str(self.step_seconds),
@@ -113,15 +126,35 @@ class Worker:
         )
         self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in kill()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork",
-             f"--concurrency={self.concurrency}", "--without-mingle", "--without-gossip",
-             "--without-heartbeat", "-Q", "celery", "--loglevel=INFO",
-             f"--hostname=fault-{os.getpid()}-{time.monotonic_ns()}@%h"],
-            cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--pool=prefork",
+                f"--concurrency={self.concurrency}",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+                "-Q",
+                "celery",
+                "--loglevel=INFO",
+                f"--hostname=fault-{os.getpid()}-{time.monotonic_ns()}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_until(lambda: " ready." in self.output() or self.process.poll() is not None,
-                   30, interval=0.05, what="the worker to be ready")
+        wait_until(
+            lambda: " ready." in self.output() or self.process.poll() is not None,
+            30,
+            interval=0.05,
+            what="the worker to be ready",
+        )
         assert self.process.poll() is None, self.output()[-3000:]
         return self
 
@@ -158,17 +191,34 @@ def terminate_worker_connections():
 
 @contextmanager
 def broker(app, url):
-    """Point this process's Celery app at ``url``, tasks really sent (not eager)."""
+    """Point this process's Celery app at ``url``, tasks really sent (not eager).
+
+    Celery reads CELERY_BROKER_URL from the environment before its own configuration
+    (``app.conf.broker_url`` is a property that looks there first), so that is set too:
+    otherwise a run with CELERY_BROKER_URL exported (.ci/run) would publish elsewhere.
+    """
     keys = ("broker_url", "task_always_eager", "broker_transport_options")
     saved = {key: app.conf[key] for key in keys}
+    saved_env = {key: os.environ.get(key) for key in ENV_BROKER_KEYS}
 
     def use(**conf):
         app.conf.update(conf)
         app._pool = None
         app.amqp._producer_pool = None
 
+    for key in ENV_BROKER_KEYS:
+        os.environ.pop(key, None)
+    os.environ["CELERY_BROKER_URL"] = url
     use(broker_url=url, task_always_eager=False, broker_transport_options={})
     try:
         yield
     finally:
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         use(**saved)
+
+
+ENV_BROKER_KEYS = ("CELERY_BROKER_URL", "CELERY_BROKER_READ_URL", "CELERY_BROKER_WRITE_URL")

@@ -1,0 +1,344 @@
+"""Faults (issue 6 item 3): a real ``celery -A portal worker`` process on the test database
+and a private Redis, SIGKILLed in the middle of each transitional step; its database
+connections dropped mid-task; the broker restarted (empty) mid-task and down during a user's
+action. Afterwards ``clusters.services.reconcile()`` runs with a short timeout and every
+object must be stable and consistent, with the audit trail complete.
+
+The worker runs the simulator at one second a step (SIMULATOR_STEP_SECONDS=1), one task at a
+time (prefork, concurrency 1, prefetch 1, acks late), so "mid-step" is a known moment.
+"""
+
+import time
+
+import pytest
+
+from clusters import services as cluster_services
+from clusters.models import (
+    STABLE,
+    ClusterStatus,
+    SimulatorAllocation,
+    SimulatorCapacity,
+    VirtualCluster,
+)
+from portal.celery import app
+from portal.errors import RuleViolation
+from portal.models import AuditEvent
+from tests.concurrency.invariants import structural_problems
+from tests.faults.harness import (
+    RedisServer,
+    Worker,
+    broker,
+    terminate_worker_connections,
+    wait_until,
+)
+from vms import services as vm_services
+from vms.models import FabricType, VmStatus
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+S = ClusterStatus
+ADVANCE_CLUSTER = "clusters.tasks.advance_cluster"
+ADVANCE_VM = "vms.tasks.advance_vm"
+MID_STEP = 0.4  # seconds into a one-second step
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def lab(world, redis_server, tmp_path, settings):
+    """The world, this process sending real tasks to the private Redis, a worker factory."""
+    redis_server.flush()
+    world.capacity(64)
+    workers = []
+
+    def start_worker():
+        worker = Worker(redis_server.url, tmp_path).start()
+        workers.append(worker)
+        return worker
+
+    with broker(app, redis_server.url):
+        yield world, start_worker, redis_server
+        for worker in workers:
+            worker.kill()
+    if not redis_server._answers():
+        redis_server.start()
+
+
+def status(obj):
+    return type(obj).objects.values_list("status", flat=True).get(pk=obj.pk)
+
+
+def reconcile_after_timeout(settings):
+    """What the beat's reconciler does once the transition is older than its timeout."""
+    settings.TRANSITION_TIMEOUT_SECONDS = 0.3
+    time.sleep(0.35)
+    return cluster_services.reconcile()
+
+
+def events(action, outcome=AuditEvent.Outcome.SUCCEEDED, **filters):
+    return AuditEvent.objects.filter(action=action, outcome=outcome, **filters)
+
+
+def two_member_cluster(world, name="fault"):
+    cluster = world.cluster(name)
+    members = world.members(cluster, 2)
+    return cluster, members
+
+
+def running_cluster(world, name="fault-run", member_status=VmStatus.STOPPED):
+    """A RUNNING cluster as the tasks leave it: its fabric allocated and configured."""
+    cluster = world.cluster(name, status=S.RUNNING)
+    members = world.members(cluster, 2, status=member_status)
+    capacity = SimulatorCapacity.objects.get(
+        zone=world.zone_a, instance_type=world.h100, fabric=FabricType.INFINIBAND
+    )
+    SimulatorAllocation.objects.create(cluster=cluster, capacity=capacity, nodes=2, configured=True)
+    if member_status == VmStatus.RUNNING:
+        for index, vm in enumerate(members):
+            vm.fabric_guid, vm.fabric_lid = f"0x248a0703{vm.pk:08x}", index + 1
+            vm.save(update_fields=["fabric_guid", "fabric_lid"])
+    return cluster, members
+
+
+def assert_consistent():
+    assert structural_problems() == []
+
+
+def assert_started_to_running(cluster, admin):
+    cluster.refresh_from_db()
+    assert cluster.status == S.RUNNING, cluster.last_error
+    assert events("cluster.start", actor=admin, target_id=cluster.pk).exists()
+    for step in ("cluster.allocated", "cluster.waiting", "cluster.running"):
+        assert events(step, target_id=cluster.pk).exists(), step
+    assert all(vm.fabric_guid for vm in cluster.members.all())
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGKILL during each transitional step
+
+
+def test_killed_while_provisioning_a_new_cluster(lab, settings):
+    world, start_worker, _redis = lab
+    worker = start_worker()
+    cluster = cluster_services.create_cluster(
+        actor=world.admin,
+        project=world.demo,
+        name="fault-new",
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
+        fabric_type=FabricType.INFINIBAND,
+    )
+    worker.wait_received(ADVANCE_CLUSTER)
+    time.sleep(MID_STEP)
+    worker.kill()
+    assert status(cluster) == S.PROVISIONING  # killed inside register_cluster
+
+    assert cluster.pk in reconcile_after_timeout(settings)
+    assert status(cluster) == S.UNALLOCATED
+    assert events("cluster.create", actor=world.admin, target_id=cluster.pk).exists()
+    assert events("cluster.reconcile", target_id=cluster.pk).exists()
+    assert events("cluster.provisioned", target_id=cluster.pk).exists()
+    assert_consistent()
+
+
+def test_killed_while_allocating(lab, settings):
+    world, start_worker, _redis = lab
+    cluster, _members = two_member_cluster(world)
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    worker.wait_received(ADVANCE_CLUSTER)
+    time.sleep(MID_STEP)
+    worker.kill()
+    assert status(cluster) == S.PROVISIONING  # killed inside allocate
+    assert not SimulatorAllocation.objects.filter(cluster=cluster).exists()
+
+    reconcile_after_timeout(settings)
+    assert_started_to_running(cluster, world.admin)
+    assert events("cluster.reconcile", target_id=cluster.pk).exists()
+    assert_consistent()
+
+
+def test_killed_while_allocated(lab, settings):
+    """Allocated has no backend call of its own: the worker dies with the next step queued.
+
+    A VM start queued right behind the first step keeps the (one-task) worker busy for a
+    step, so the cluster sits in 할당됨 with its next task waiting when the worker dies.
+    """
+    world, start_worker, _redis = lab
+    cluster, _members = two_member_cluster(world)
+    blocker = world.vm("blocker")
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    vm_services.start_vm(blocker.pk, actor=world.admin)
+    wait_until(lambda: status(cluster) == S.ALLOCATED, 10, what="할당됨")
+    worker.wait_received(ADVANCE_VM)
+    time.sleep(MID_STEP)
+    worker.kill()
+    assert status(cluster) == S.ALLOCATED
+    assert status(blocker) == VmStatus.STARTING
+
+    reconcile_after_timeout(settings)
+    assert_started_to_running(cluster, world.admin)
+    assert status(blocker) == VmStatus.RUNNING
+    assert events("vm.running", target_id=blocker.pk).exists()
+    assert_consistent()
+
+
+def test_killed_while_configuring_the_fabric(lab, settings):
+    world, start_worker, _redis = lab
+    cluster, _members = two_member_cluster(world)
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    wait_until(lambda: status(cluster) == S.WAITING, 10, what="대기중")
+    time.sleep(MID_STEP)
+    worker.kill()
+    assert status(cluster) == S.WAITING  # killed inside configure_fabric
+    assert SimulatorAllocation.objects.filter(cluster=cluster, configured=False).exists()
+
+    reconcile_after_timeout(settings)
+    assert_started_to_running(cluster, world.admin)
+    assert_consistent()
+
+
+def test_killed_while_a_member_starts(lab, settings):
+    world, start_worker, _redis = lab
+    cluster, (member, _other) = running_cluster(world)
+    worker = start_worker()
+    vm_services.start_vm(member.pk, actor=world.admin)
+    worker.wait_received(ADVANCE_VM)
+    time.sleep(MID_STEP)
+    worker.kill()
+    assert status(member) == VmStatus.STARTING
+
+    reconcile_after_timeout(settings)
+    member.refresh_from_db()
+    assert member.status == VmStatus.RUNNING and member.fabric_guid
+    assert events("vm.start", actor=world.admin, target_id=member.pk).exists()
+    assert events("vm.running", target_id=member.pk).exists()
+    assert_consistent()
+
+
+def test_killed_while_a_member_stops(lab, settings):
+    world, start_worker, _redis = lab
+    cluster, (member, _other) = running_cluster(world, member_status=VmStatus.RUNNING)
+    worker = start_worker()
+    vm_services.stop_vm(member.pk, actor=world.admin)
+    worker.wait_received(ADVANCE_VM)
+    time.sleep(MID_STEP)
+    worker.kill()
+    assert status(member) == VmStatus.STOPPING
+
+    reconcile_after_timeout(settings)
+    assert status(member) == VmStatus.STOPPED
+    assert events("vm.stop", actor=world.admin, target_id=member.pk).exists()
+    assert events("vm.stopped", target_id=member.pk).exists()
+    assert_consistent()
+
+
+# ---------------------------------------------------------------------------------------------
+# The database connection dropped mid-task
+
+
+def test_database_connection_dropped_mid_task(lab, settings):
+    world, start_worker, _redis = lab
+    cluster, _members = two_member_cluster(world)
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    worker.wait_received(ADVANCE_CLUSTER)
+    time.sleep(MID_STEP)
+    assert terminate_worker_connections() >= 1
+    # The task's next query fails; the task retries (autoretry_for OperationalError) on a
+    # fresh connection and the worker finishes the start by itself.
+    wait_until(lambda: status(cluster) in STABLE, 25, interval=0.1, what="a stable status")
+    assert worker.alive()
+    assert "Retry in" in worker.output()  # the fault really hit the task
+    worker.kill()
+
+    reconcile_after_timeout(settings)
+    assert_started_to_running(cluster, world.admin)
+    assert_consistent()
+
+
+# ---------------------------------------------------------------------------------------------
+# The broker restarted (empty) mid-task, and down during a user's action
+
+
+def test_broker_restarted_mid_task(lab, settings):
+    world, start_worker, redis_server = lab
+    cluster, _members = two_member_cluster(world)
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    worker.wait_received(ADVANCE_CLUSTER)
+    time.sleep(MID_STEP)
+    redis_server.restart()  # no persistence: every queued message is gone
+    # Whatever the worker managed to queue may be lost; the reconciler finishes the job.
+    wait_until(
+        lambda: worker.output().count("Connected to redis") >= 2,
+        20,
+        interval=0.1,
+        what="the worker to reconnect",
+    )
+    time.sleep(1.5)
+    reconcile_after_timeout(settings)
+    assert_started_to_running(cluster, world.admin)
+
+    # The worker and this process both came back: new work flows end to end again.
+    fresh = cluster_services.create_cluster(
+        actor=world.admin,
+        project=world.demo,
+        name="after-restart",
+        zone_id=world.zone_a.pk,
+        instance_type_id=world.h100.pk,
+        fabric_type=FabricType.INFINIBAND,
+    )
+    wait_until(
+        lambda: status(fresh) == S.UNALLOCATED,
+        15,
+        interval=0.1,
+        what="the restarted broker to deliver",
+    )
+    assert worker.alive()
+    assert_consistent()
+
+
+def test_user_action_while_the_broker_is_down(lab, settings):
+    world, _start_worker, redis_server = lab
+    cluster, _members = two_member_cluster(world)
+    redis_server.kill()
+    try:
+        cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    except RuleViolation:
+        pytest.fail("start refused: the broker being down is not the user's problem")
+    finally:
+        redis_server.start()
+    assert status(cluster) == S.PROVISIONING
+    # The reconciler repairs what no task will: the start completes.
+    reconcile_after_timeout(settings)
+    assert_started_to_running(cluster, world.admin)
+    assert_consistent()
+
+
+def test_reconcile_rolls_back_a_start_the_backend_can_no_longer_serve(lab, settings):
+    """A worker dies in 준비중 and, meanwhile, the capacity is gone: the reconciler must not
+    leave the cluster half-started; it returns to its previous stable status, fabric freed."""
+    world, start_worker, _redis = lab
+    cluster, _members = two_member_cluster(world)
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    worker.wait_received(ADVANCE_CLUSTER)
+    time.sleep(MID_STEP)
+    worker.kill()
+    world.capacity(1)  # fewer nodes than the two members
+
+    reconcile_after_timeout(settings)
+    cluster.refresh_from_db()
+    assert cluster.status == S.UNALLOCATED and cluster.last_error
+    assert events("cluster.start", AuditEvent.Outcome.FAILED, target_id=cluster.pk).exists()
+    assert not VirtualCluster.objects.filter(status__in=[S.PROVISIONING, S.ALLOCATED]).exists()
+    assert_consistent()
