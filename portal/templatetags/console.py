@@ -1,9 +1,10 @@
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from clusters.models import TRANSITIONAL, ClusterStatus
-from vms.models import VM_TRANSITIONAL, BillingType, VmStatus
+from vms.models import VM_TRANSITIONAL, BillingType, FabricType, VmStatus
 
 register = template.Library()
 
@@ -17,6 +18,7 @@ STATUS_LABELS = {
     "virtualmachine": dict(VmStatus.choices),
 }
 BILLING_LABELS = dict(BillingType.choices)
+FABRIC_LABELS = dict(FabricType.choices)
 
 
 @register.simple_tag
@@ -39,3 +41,14 @@ def status_badge(obj):
 @register.simple_tag
 def billing_label(vm):
     return BILLING_LABELS.get(vm.billing_type, vm.billing_type)
+
+
+@register.simple_tag
+def fabric_label(cluster):
+    return FABRIC_LABELS.get(cluster.fabric_type, cluster.fabric_type)
+
+
+@register.simple_tag
+def short_time(moment):
+    """``YYYY-MM-DD HH:MM`` in the portal's time zone: the |date filter costs ~4x per row."""
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else "-"
