@@ -97,7 +97,7 @@ def test_attach_refuses_spot_and_dr(world, kw):
     assert event.outcome == "REFUSED" and event.message == RULE2
 
 
-# -- Rule 3: one cluster at most; membership only in 미할당/실행중/종료됨 ---------------------------
+# -- Rule 3: one cluster at most; membership only in 미할당/실행중/종료됨 ----------------
 
 RULE3 = "클러스터 상태가 변경되는 중에는 가상머신을 연결하거나 분리할 수 없습니다"
 

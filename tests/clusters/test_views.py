@@ -7,6 +7,8 @@ from clusters.models import ClusterStatus, VirtualCluster
 from vms.models import BillingType, FabricType, VmStatus
 
 S = ClusterStatus
+SPOT_OR_DR = "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"
+SAME_TYPE_STOPPED = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
@@ -164,9 +166,9 @@ def test_vm_page_offers_only_eligible_clusters_and_guidance(world, login):
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"billing_type": BillingType.SPOT}, "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"),
-        ({"disaster_recovery": True}, "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"),
-        ({"status": VmStatus.RUNNING}, "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"),
+        ({"billing_type": BillingType.SPOT}, SPOT_OR_DR),
+        ({"disaster_recovery": True}, SPOT_OR_DR),
+        ({"status": VmStatus.RUNNING}, SAME_TYPE_STOPPED),
     ],
     ids=["spot", "dr", "running"],
 )
