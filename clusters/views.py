@@ -7,7 +7,7 @@ call ``clusters.services``; a refusal (``RuleViolation``) is shown in place by
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -39,6 +39,20 @@ from portal.rendering import render_form
 from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType, VirtualMachine
 
 PAGE_SIZE = 50
+# What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
+MEMBER_FIELDS = (
+    "id",
+    "project_id",
+    "cluster_id",
+    "name",
+    "status",
+    "billing_type",
+    "private_ip",
+    "fabric_guid",
+    "fabric_lid",
+    "fabric_ip",
+    "fabric_gid_index",
+)
 # Members per cluster as a correlated subquery: it runs for the 50 rows shown, where
 # Count("members") made PostgreSQL aggregate every cluster of the project (GROUP BY), in the
 # page query and again in the paginator's COUNT, which cannot drop an aggregate annotation.
@@ -76,9 +90,6 @@ def cluster_list(request):
             VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
             .filter(project=project)
             .alive()
-            .select_related("zone", "instance_type")
-            .annotate(member_count=MEMBER_COUNT)
-            .order_by("-created_at", "-id")
         )
         if filters.is_valid():
             if filters.cleaned_data["status"]:
@@ -87,7 +98,20 @@ def cluster_list(request):
                 clusters = clusters.filter(zone=filters.cleaned_data["zone"])
             if filters.cleaned_data["q"]:
                 clusters = clusters.filter(name__icontains=filters.cleaned_data["q"])
-    page = Paginator(clusters, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = (
+        # The row shows two codes, not the catalog objects: fetch the codes, not models.
+        clusters.only("id", "name", "status", "fabric_type", "created_at", "project_id")
+        .annotate(
+            member_count=MEMBER_COUNT,
+            zone_code=F("zone__code"),
+            type_code=F("instance_type__code"),
+        )
+        .order_by("-created_at", "-id")
+    )
+    paginator = Paginator(rows, PAGE_SIZE)
+    # Count the filtered rows without the joins and subqueries the shown rows need.
+    paginator.count = clusters.count()
+    page = paginator.get_page(request.GET.get("page"))
     context = {
         "page": page,
         "filters": filters,
@@ -174,9 +198,7 @@ def cluster_form_options(request):
 
 def _detail_context(request, cluster, tab):
     members = list(
-        cluster.members.order_by("pk")
-        if tab in ("info", "members")
-        else []
+        cluster.members.only(*MEMBER_FIELDS).order_by("pk") if tab in ("info", "members") else []
     )
     member_count = len(members) if tab in ("info", "members") else cluster.members.count()
     user = request.user

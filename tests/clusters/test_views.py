@@ -244,3 +244,18 @@ def test_members_tab_queries_do_not_grow(world, login, django_assert_num_queries
         page = body(client.get(f"/clusters/{big.pk}/vms/"))
     assert len(many) == len(few)
     assert page.count("data-vm=") == 64
+
+
+def test_member_rows_escape_and_offer_the_right_buttons(world, login):
+    cluster = world.cluster(status=S.RUNNING)
+    a, b = world.members(cluster, 2)
+    b.status = VmStatus.RUNNING
+    b.save()
+    a.name = '<img src=x onerror=alert(1)>'  # not possible through the services; escape anyway
+    a.save()
+    page = body(login("operator").get(f"/clusters/{cluster.pk}/vms/"))
+    assert "<img src=x" not in page and "&lt;img src=x" in page
+    assert f'action="/vms/{a.pk}/start/"' in page and f'action="/vms/{b.pk}/stop/"' in page
+    assert 'name="csrfmiddlewaretoken"' in page
+    viewer_page = body(login("viewer").get(f"/clusters/{cluster.pk}/vms/"))
+    assert "/start/" not in viewer_page.split('data-tab="members"')[1]
