@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from clusters import services
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
 from portal.errors import RuleViolation
+from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 
@@ -71,7 +72,12 @@ class VirtualClusterAdmin(admin.ModelAdmin):
     actions = ["start", "stop", "force_reconcile"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(n_members=Count("members"))
+        return (
+            super()
+            .get_queryset(request)
+            .restrict(request.user, Perm.CLUSTER_READ)
+            .annotate(n_members=Count("members"))
+        )
 
     @admin.display(description=_("멤버"), ordering="n_members")
     def member_count(self, cluster):

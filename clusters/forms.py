@@ -45,7 +45,7 @@ class ClusterCreateForm(forms.Form):
 
 def _clean_id(value):
     value = str(value or "").strip()
-    return int(value) if value.isdigit() and len(value) < 18 else None
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 18 else None
 
 
 class ClusterFilterForm(forms.Form):

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -98,6 +98,12 @@ def to_id(value):
     if number <= 0 or number > 2**62:
         raise NotFound()
     return number
+
+
+def source_text(message):
+    """A message as stored (``last_error``): in the source language, translated on display."""
+    with translation.override(settings.LANGUAGE_CODE):
+        return str(message)
 
 
 def check_perm(actor, permission, obj):
@@ -211,8 +217,9 @@ def queue_after_commit(task, *args):
         try:
             task.delay(*args)
         except KombuOperationalError:
-            log.warning("broker unavailable: %s%r left to the reconciler", task.name, args,
-                        exc_info=True)
+            log.warning(
+                "broker unavailable: %s%r left to the reconciler", task.name, args, exc_info=True
+            )
 
     transaction.on_commit(send)
 
@@ -378,6 +385,9 @@ def attach_vm(vm_id, cluster_id, *, actor):
             or vm.instance_type_id != cluster.instance_type_id
         ):
             raise VmNotEligible()
+        if cluster.status == S.RUNNING:
+            # A running cluster's fabric grows with it: reserve the node (or refuse) now.
+            get_backend().allocate(cluster, len(lock_members(cluster)) + 1)
         vm.cluster = cluster
         save_vm(vm)
     return vm
@@ -393,7 +403,7 @@ def detach_vm(vm_id, *, actor):
         att.cluster_id = cluster.pk
         if cluster.status not in MEMBERSHIP_OPEN:
             raise ClusterChanging()
-        if vm.status != VmStatus.STOPPED and vm.status != VmStatus.ERROR:
+        if vm.status != VmStatus.STOPPED:
             raise VmNotStopped()
         if cluster.status == S.RUNNING:
             remaining = VirtualMachine.objects.filter(cluster=cluster).exclude(pk=vm.pk).count()
@@ -501,7 +511,7 @@ def _roll_back_start(cluster_id, generation, message):
         set_status(cluster, fallback)
         cluster.operation = Operation.NONE
         cluster.previous_status = ""
-        cluster.last_error = str(message)
+        cluster.last_error = source_text(message)
         save_cluster(cluster)
         _record_system(cluster, "cluster.start", AuditEvent.Outcome.FAILED, message)
         _queue_release(cluster)
@@ -531,6 +541,12 @@ def reconcile(now=None):
     repaired = [cluster_id for cluster_id in stuck.values_list("pk", flat=True)]
     for cluster_id in repaired:
         repair_cluster(cluster_id)
+    # A release whose task never reached the broker (queue_after_commit) is done here.
+    idle = VirtualCluster.objects.filter(pk__in=get_backend().allocated_cluster_ids()).exclude(
+        status__in=HOLDS_RESOURCES
+    )
+    for cluster_id in idle.values_list("pk", flat=True):
+        release_cluster(cluster_id)
     return repaired + reconcile_vms(cutoff)
 
 
@@ -543,12 +559,9 @@ def repair_cluster(cluster_id, *, actor=None):
     if actor is not None:
         check_perm(actor, Perm.CLUSTER_UPDATE, cluster)
     generation = cluster.generation
-    _record_system(
-        cluster,
-        "cluster.reconcile",
-        AuditEvent.Outcome.SUCCEEDED,
-        _("시간 초과된 전환을 복구합니다."),
-    )
+    att = Attempt(action="cluster.reconcile", actor=actor, target_type="cluster")
+    att.about(cluster)
+    record(att, AuditEvent.Outcome.SUCCEEDED, _("시간 초과된 전환을 복구합니다."))
     try:
         for _step in range(5):
             if not advance_cluster(cluster_id, generation):

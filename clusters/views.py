@@ -86,11 +86,11 @@ def cluster_list(request):
     clusters = VirtualCluster.objects.none()
     filters = ClusterFilterForm(request.GET or None)
     if project is not None:
-        clusters = (
-            VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
-            .filter(project=project)
-            .alive()
+        clusters = VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).filter(
+            project=project
         )
+        if not (filters.is_valid() and filters.cleaned_data["status"]):
+            clusters = clusters.alive()  # 삭제됨 is hidden unless asked for
         if filters.is_valid():
             if filters.cleaned_data["status"]:
                 clusters = clusters.filter(status=filters.cleaned_data["status"])
@@ -196,12 +196,18 @@ def cluster_form_options(request):
     return render(request, "clusters/create.html#create-fields", {"form": form})
 
 
+def _visible_members(user, cluster):
+    return VirtualMachine.objects.restrict(user, Perm.VM_READ).filter(cluster=cluster)
+
+
 def _detail_context(request, cluster, tab):
-    members = list(
-        cluster.members.only(*MEMBER_FIELDS).order_by("pk") if tab in ("info", "members") else []
-    )
-    member_count = len(members) if tab in ("info", "members") else cluster.members.count()
     user = request.user
+    members = list(
+        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by("pk")
+        if tab in ("info", "members")
+        else []
+    )
+    member_count = cluster.members.count()
     return {
         "cluster": cluster,
         "tab": tab,
@@ -365,7 +371,7 @@ def _fingerprint(cluster):
 @require_GET
 def cluster_hostfile(request, pk):
     cluster = _cluster(request, pk)
-    members = list(cluster.members.order_by("pk"))
+    members = list(_visible_members(request.user, cluster).order_by("pk"))
     response = HttpResponse(
         hostfile_text(cluster, members), content_type="text/plain; charset=utf-8"
     )

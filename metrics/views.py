@@ -92,7 +92,10 @@ def cluster_charts(request, pk):
     range_key = request.GET.get("range", charts.DEFAULT_RANGE)
     if range_key not in charts.RANGES:
         range_key = charts.DEFAULT_RANGE
-    per_member = request.GET.get("per_member") == "1"
+    # Member names are VM data: the per-member breakdown needs VM READ too.
+    per_member = request.GET.get("per_member") == "1" and request.user.has_perm(
+        Perm.VM_READ, cluster
+    )
     data = charts.chart_data(cluster, range_key, per_member)
     context = {
         "cluster": cluster,

@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.utils.translation import gettext_lazy as _
 
-from portal.models import AuditEvent, Project, Role, RoleBinding
+from portal.models import AuditEvent, Project, Role, RoleBinding, project_permissions
 from portal.permissions import Perm
 
 
@@ -60,6 +60,13 @@ class AuditEventAdmin(admin.ModelAdmin):
     search_fields = ["target_name", "message", "actor__username", "request_id"]
     date_hierarchy = "at"
     list_select_related = ["project", "actor"]
+
+    def get_queryset(self, request):
+        """Staff see the events of the projects they hold a role in (superusers: all)."""
+        events = super().get_queryset(request)
+        if request.user.is_superuser:
+            return events
+        return events.filter(project_id__in=list(project_permissions(request.user)))
 
     def has_add_permission(self, request):
         return False

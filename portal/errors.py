@@ -99,6 +99,13 @@ class NameTaken(RuleViolation):
     default_message = _("이 프로젝트에 같은 이름의 클러스터가 이미 있습니다")
 
 
+class VmNameTaken(InvalidInput):
+    code = "vm_name_taken"
+
+    def __init__(self):
+        super().__init__(_("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name")
+
+
 class CapacityUnavailable(RuleViolation):
     code = "capacity_unavailable"
     default_message = _("가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요")

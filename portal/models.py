@@ -17,14 +17,6 @@ def validate_permissions(value):
 
 
 class ProjectQuerySet(models.QuerySet):
-    def restrict(self, user, permission):
-        if not user.is_authenticated or not user.is_active:
-            return self.none()
-        if user.is_superuser:
-            return self
-        allowed = [pid for pid, perms in project_permissions(user).items() if permission in perms]
-        return self.filter(pk__in=allowed)
-
     def visible_to(self, user):
         """Projects where the user holds any role (superusers: all)."""
         if not user.is_authenticated or not user.is_active:
@@ -94,11 +86,6 @@ def project_permissions(user):
         }
         user._project_permissions = cached
     return cached
-
-
-def forget_permissions(user):
-    if hasattr(user, "_project_permissions"):
-        del user._project_permissions
 
 
 class ProjectScopedQuerySet(models.QuerySet):

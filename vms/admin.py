@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from clusters.admin import run_service
+from portal.permissions import Perm
 from vms import services
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
 
@@ -75,6 +76,9 @@ class VirtualMachineAdmin(admin.ModelAdmin):
         "created_at",
     ]
     actions = ["start", "stop", "force_reconcile"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).restrict(request.user, Perm.VM_READ)
 
     def has_add_permission(self, request):
         return False

@@ -1,6 +1,7 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from clusters.forms import _clean_id
 from clusters.services import NAME_MAX
 from vms.models import BillingType, FabricOffering, InstanceType, Zone
 
@@ -22,10 +23,10 @@ class VmCreateForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        zone = str((self.data if self.is_bound else self.initial).get("zone") or "")
-        if zone.isdigit() and len(zone) < 18:
+        zone_id = _clean_id((self.data if self.is_bound else self.initial).get("zone"))
+        if zone_id:
             self.fields["instance_type"].queryset = InstanceType.objects.filter(
-                pk__in=FabricOffering.objects.filter(zone_id=int(zone)).values("instance_type_id")
+                pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
             )
 
 

@@ -80,8 +80,9 @@ class VmStatus(models.TextChoices):
 
 
 VM_TRANSITIONAL = frozenset({VmStatus.STARTING, VmStatus.STOPPING})
-# A VM in these statuses is "running or in transition" for SPEC §5.5.
-VM_ACTIVE = frozenset({VmStatus.STARTING, VmStatus.RUNNING, VmStatus.STOPPING})
+# A VM in these statuses is "running or in transition" for SPEC §5.5. ERROR counts: it is
+# set when the backend failed to stop the VM, so it may well still be running.
+VM_ACTIVE = frozenset({VmStatus.STARTING, VmStatus.RUNNING, VmStatus.STOPPING, VmStatus.ERROR})
 
 
 class BillingType(models.TextChoices):

@@ -16,6 +16,7 @@ from clusters.services import (
     queue_after_commit,
     save_vm,
     set_status,
+    source_text,
     validate_name,
 )
 from portal.audit import Attempt, attempt, record
@@ -26,6 +27,7 @@ from portal.errors import (
     InvalidInput,
     InvalidTransition,
     VmIsMember,
+    VmNameTaken,
     VmNotStopped,
 )
 from portal.models import AuditEvent
@@ -46,7 +48,8 @@ ALLOWED = {
     V.STARTING: {V.RUNNING, V.STOPPED, V.ERROR},
     V.RUNNING: {V.STOPPING},
     V.STOPPING: {V.STOPPED, V.ERROR},
-    V.ERROR: {V.STARTING, V.STOPPING, V.DELETED},
+    # ERROR: the backend failed to stop it; stopping again is the way out.
+    V.ERROR: {V.STOPPING},
     V.DELETED: set(),
 }
 
@@ -80,9 +83,7 @@ def create_vm(
         if billing_type not in BillingType.values:
             raise InvalidInput(_("과금 유형을 선택하세요."), field="billing_type")
         if VirtualMachine.objects.alive().filter(project=project, name=name).exists():
-            raise InvalidInput(
-                _("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name"
-            )
+            raise VmNameTaken()
         vm = VirtualMachine(
             project=project,
             name=name,
@@ -96,9 +97,7 @@ def create_vm(
             with transaction.atomic():
                 vm.save()
         except IntegrityError:
-            raise InvalidInput(
-                _("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name"
-            ) from None
+            raise VmNameTaken() from None
         vm.private_ip = get_backend().create_vm(vm)
         vm.save(update_fields=["private_ip"])
         att.about(vm)
@@ -120,21 +119,23 @@ def rename_vm(vm_id, *, actor, name):
         if name == vm.name:
             return vm
         if VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name).exists():
-            raise InvalidInput(
-                _("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name"
-            )
+            raise VmNameTaken()
         att.message = f"{vm.name} → {name}"
         vm.name = name
-        vm.save(update_fields=["name"])
+        try:
+            with transaction.atomic():
+                vm.save(update_fields=["name"])
+        except IntegrityError:  # a concurrent rename or create took the name
+            raise VmNameTaken() from None
         att.target_name = name
     return vm
 
 
 def start_vm(vm_id, *, actor):
-    """중지됨/오류 → 시작중 (→ 실행중 by a task). A member starts only in a running cluster."""
+    """중지됨 → 시작중 (→ 실행중 by a task). A member starts only in a running cluster."""
     with attempt("vm.start", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
-        if vm.status not in (V.STOPPED, V.ERROR):
+        if vm.status != V.STOPPED:
             raise InvalidTransition()
         if cluster is not None and cluster.status != ClusterStatus.RUNNING:
             raise ClusterNotRunning()
@@ -162,7 +163,7 @@ def delete_vm(vm_id, *, actor):
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
         if cluster is not None:
             raise VmIsMember()
-        if vm.status not in (V.STOPPED, V.ERROR):
+        if vm.status != V.STOPPED:
             raise VmNotStopped()
         set_status(vm, V.DELETED, ALLOWED)
         save_vm(vm)
@@ -184,7 +185,7 @@ def advance_vm(vm_id):
         else:
             backend.stop_vm(vm)
     except (CapacityUnavailable, BackendError) as exc:
-        error = str(exc.message)
+        error = source_text(exc.message)
     with transaction.atomic():
         cluster, locked = lock_vm_with_cluster(vm_id, None, Perm.VM_UPDATE)
         if locked.status != expected:
@@ -192,12 +193,6 @@ def advance_vm(vm_id):
         if error:
             set_status(locked, V.ERROR if expected == V.STOPPING else V.STOPPED, ALLOWED)
             locked.last_error = error
-            outcome = AuditEvent.Outcome.FAILED
-        elif expected == V.STARTING and cluster is not None and cluster.status != "RUNNING":
-            # The cluster stopped while this member was booting: it may not run outside it.
-            backend.stop_vm(locked)
-            set_status(locked, V.STOPPED, ALLOWED)
-            locked.last_error = str(ClusterNotRunning().message)
             outcome = AuditEvent.Outcome.FAILED
         elif expected == V.STARTING:
             set_status(locked, V.RUNNING, ALLOWED)

@@ -48,7 +48,8 @@ class ComputeBackend:
         """Give back everything allocated for ``cluster`` (no-op if nothing is)."""
         raise NotImplementedError
 
-    def is_allocated(self, cluster) -> bool:
+    def allocated_cluster_ids(self) -> list[int]:
+        """Clusters holding fabric capacity now (the reconciler frees those that should not)."""
         raise NotImplementedError
 
     def start_vm(self, vm, cluster=None) -> FabricAddress | None:

@@ -6,6 +6,7 @@ admin or by ``seed_demo``) and allocations in ``SimulatorAllocation``, so every 
 ``settings.SIMULATOR_STEP_SECONDS``. Tests inject faults through ``SimulatorBackend.faults``.
 """
 
+import itertools
 import time
 
 from django.conf import settings
@@ -90,14 +91,23 @@ class SimulatorBackend(ComputeBackend):
     def release(self, cluster):
         SimulatorAllocation.objects.filter(cluster_id=cluster.pk).delete()
 
-    def is_allocated(self, cluster):
-        return SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
+    def allocated_cluster_ids(self):
+        return list(SimulatorAllocation.objects.values_list("cluster_id", flat=True))
 
     def start_vm(self, vm, cluster=None):
         self._step("start_vm")
         if cluster is None:
             return None
-        index = cluster.members.filter(pk__lt=vm.pk).count()
+        if vm.fabric_guid or vm.fabric_ip:  # joined when the cluster started: keep it
+            return FabricAddress(vm.fabric_guid, vm.fabric_lid, vm.fabric_ip, vm.fabric_gid_index)
+        others = cluster.members.exclude(pk=vm.pk)
+        used = {lid - 1 for lid in others.values_list("fabric_lid", flat=True) if lid}
+        used |= {
+            int(ip.rsplit(".", 1)[1]) - 10
+            for ip in others.values_list("fabric_ip", flat=True)
+            if ip
+        }
+        index = next(i for i in itertools.count() if i not in used)
         return self.fabric_address(cluster, vm, index)
 
     def stop_vm(self, vm):

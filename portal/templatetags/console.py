@@ -93,13 +93,13 @@ def member_rows(context, members, cluster, can_update):
     for vm in members:
         url = f"{vms_url}{vm.pk}/"
         action = ""
-        if can_update and vm.status in (VmStatus.STOPPED, VmStatus.ERROR):
+        if can_update and vm.status == VmStatus.STOPPED:
             action = (
                 f'<form method="post" action="{url}start/" hx-post="{url}start/" hx-swap="none">'
                 f'{csrf_input}<button type="submit" class="btn btn-small"{disabled}>'
                 f"{start_label}</button></form>"
             )
-        elif can_update and vm.status == VmStatus.RUNNING:
+        elif can_update and vm.status in (VmStatus.RUNNING, VmStatus.ERROR):
             action = (
                 f'<form method="post" action="{url}stop/" hx-post="{url}stop/" hx-swap="none" '
                 f'hx-confirm="{stop_confirm}">{csrf_input}'

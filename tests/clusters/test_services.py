@@ -255,7 +255,9 @@ def test_double_start_is_refused(world):
 RULE5 = "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 종료해야 합니다"
 
 
-@pytest.mark.parametrize("vm_status", [VmStatus.RUNNING, VmStatus.STARTING, VmStatus.STOPPING])
+@pytest.mark.parametrize(
+    "vm_status", [VmStatus.RUNNING, VmStatus.STARTING, VmStatus.STOPPING, VmStatus.ERROR]
+)
 def test_stop_refused_while_member_running_or_changing(world, vm_status):
     cluster = world.cluster(status=S.RUNNING)
     a, _b = world.members(cluster, 2)

@@ -259,3 +259,19 @@ def test_member_rows_escape_and_offer_the_right_buttons(world, login):
     assert 'name="csrfmiddlewaretoken"' in page
     viewer_page = body(login("viewer").get(f"/clusters/{cluster.pk}/vms/"))
     assert "/start/" not in viewer_page.split('data-tab="members"')[1]
+
+
+def test_last_error_is_stored_once_and_shown_in_the_users_language(
+    world, login, django_capture_on_commit_callbacks
+):
+    world.capacity(1)
+    cluster = world.cluster()
+    world.members(cluster, 2)
+    client = login("admin")
+    client.post("/i18n/setlang/", {"language": "en", "next": "/clusters/"})
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/clusters/{cluster.pk}/start/")
+    cluster.refresh_from_db()
+    assert cluster.last_error.startswith("가용 영역의 자원이 부족하여")  # stored in the source
+    page = body(client.get(f"/clusters/{cluster.pk}/"))
+    assert "Not enough capacity in the zone to start" in page

@@ -15,7 +15,7 @@ from metrics import agent, charts, services
 from metrics.models import Sample
 from vms.models import VmStatus
 
-live = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+live = pytest.mark.django_db(transaction=True)
 
 
 def write_port(root, device, port, rcv_words, xmit_words):
