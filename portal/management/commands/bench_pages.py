@@ -40,6 +40,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from django.urls import include, path
 
 from clusters.models import ClusterStatus, SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from portal.management.scratch import scratch_database
 from portal.models import AuditEvent, Project, Role, RoleBinding
 from portal.permissions import BUILTIN_ROLES
 from portal.projects import SESSION_KEY
@@ -83,23 +84,12 @@ class Command(BaseCommand):
         if settings.DEBUG:
             raise CommandError("run with DEBUG=0: DEBUG keeps every query in memory")
         self.opts = opts
-        creation = connection.creation
-        original_name = connection.settings_dict["NAME"]
-        connection.settings_dict["TEST"] = {
-            **connection.settings_dict.get("TEST", {}),
-            "NAME": opts["database"],
-        }
         started = time.perf_counter()
-        self.say(f"creating and migrating database {opts['database']} …")
-        creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-        try:
-            with override_settings(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["127.0.0.1"]):
-                self.run_bench()
-        finally:
-            if opts["keep"]:
-                self.say(f"kept database {connection.settings_dict['NAME']}")
-            else:
-                creation.destroy_test_db(original_name, verbosity=0)
+        with (
+            scratch_database(opts["database"], keep=opts["keep"], say=self.say),
+            override_settings(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["127.0.0.1"]),
+        ):
+            self.run_bench()
         self.say(f"total {time.perf_counter() - started:.0f} s")
 
     def say(self, text=""):

@@ -46,6 +46,7 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster
+from portal.management.scratch import scratch_database
 from portal.models import AuditEvent, Project, Role, RoleBinding
 from portal.permissions import BUILTIN_ROLES
 from portal.projects import SESSION_KEY as PROJECT_KEY
@@ -95,29 +96,18 @@ class Command(BaseCommand):
         self.opts = opts
         self.secret_key = secrets.token_urlsafe(50)
         self.children = []
-        creation = connection.creation
-        original_name = connection.settings_dict["NAME"]
-        connection.settings_dict["TEST"] = {
-            **connection.settings_dict.get("TEST", {}),
-            "NAME": opts["database"],
-        }
         started = time.perf_counter()
-        self.say(f"creating and migrating database {opts['database']} …")
-        creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-        try:
-            with (
-                override_settings(SECRET_KEY=self.secret_key),
-                tempfile.TemporaryDirectory(prefix="loadtest-") as workdir,
-            ):
-                self.workdir = Path(workdir)
-                self.run_test()
-        finally:
-            self.stop_children()
-            self.flush_redis()
-            if opts["keep"]:
-                self.say(f"kept database {connection.settings_dict['NAME']}")
-            else:
-                creation.destroy_test_db(original_name, verbosity=0)
+        with scratch_database(opts["database"], keep=opts["keep"], say=self.say):
+            try:
+                with (
+                    override_settings(SECRET_KEY=self.secret_key),
+                    tempfile.TemporaryDirectory(prefix="loadtest-") as workdir,
+                ):
+                    self.workdir = Path(workdir)
+                    self.run_test()
+            finally:
+                self.stop_children()
+                self.flush_redis()
         self.say(f"total {time.perf_counter() - started:.0f} s")
 
     def say(self, text=""):
