@@ -52,27 +52,37 @@ def hash_token(token):
 # Who is writing
 
 
-def authenticate(request):
-    """The (token id, VM id) of the request's bearer token, or ``IngestError`` 401.
-
-    One indexed query; the token of a deleted VM no longer writes.
-    """
+def bearer_hash(request):
+    """The SHA-256 of the request's bearer token, or ``IngestError`` 401 if there is none."""
     header = request.headers.get("Authorization", "")
     scheme, _sep, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token.startswith(TOKEN_PREFIX) or len(token) > 100:
         raise IngestError(401, "unauthorized", _("Bearer 토큰이 필요합니다."))
+    return hash_token(token)
+
+
+def lookup(token_hash):
+    """The (token id, VM id) of a token hash, or ``IngestError`` 401.
+
+    One indexed query; the token of a deleted VM no longer writes.
+    """
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT t.id, t.vm_id FROM metrics_metricstoken t "
             "JOIN vms_virtualmachine v ON v.id = t.vm_id "
             "WHERE t.token_hash = %s AND v.status <> %s",
-            [hash_token(token), VmStatus.DELETED],
+            [token_hash, VmStatus.DELETED],
         )
         row = cursor.fetchone()
     if row is None:
         raise IngestError(401, "unauthorized", _("유효하지 않은 토큰입니다."))
     return row
+
+
+def authenticate(request):
+    """The (token id, VM id) of the request's bearer token, or ``IngestError`` 401."""
+    return lookup(bearer_hash(request))
 
 
 def check_rate(token_id, now):
