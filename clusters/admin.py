@@ -24,6 +24,19 @@ def run_service(modeladmin, request, queryset, service, done):
         modeladmin.message_user(request, done % {"count": ok}, messages.SUCCESS)
 
 
+class StatusByServicesAdmin(admin.ModelAdmin):
+    """Created in the console, changed only by the services' actions, never edited here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class MemberInline(admin.TabularInline):
     model = VirtualMachine
     fk_name = "cluster"
@@ -38,7 +51,7 @@ class MemberInline(admin.TabularInline):
 
 
 @admin.register(VirtualCluster)
-class VirtualClusterAdmin(admin.ModelAdmin):
+class VirtualClusterAdmin(StatusByServicesAdmin):
     list_display = [
         "name",
         "project",
@@ -82,16 +95,6 @@ class VirtualClusterAdmin(admin.ModelAdmin):
     @admin.display(description=_("멤버"), ordering="n_members")
     def member_count(self, cluster):
         return cluster.n_members
-
-    # Created in the console (empty, through create_cluster); never edited or deleted here.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description=_("클러스터 시작"))
     def start(self, request, queryset):

@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from clusters.admin import run_service
+from clusters.admin import StatusByServicesAdmin, run_service
 from portal.permissions import Perm
 from vms import services
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
@@ -34,7 +34,7 @@ class FabricOfferingAdmin(admin.ModelAdmin):
 
 
 @admin.register(VirtualMachine)
-class VirtualMachineAdmin(admin.ModelAdmin):
+class VirtualMachineAdmin(StatusByServicesAdmin):
     list_display = [
         "name",
         "project",
@@ -79,15 +79,6 @@ class VirtualMachineAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).restrict(request.user, Perm.VM_READ)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description=_("시작"))
     def start(self, request, queryset):
