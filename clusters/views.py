@@ -66,7 +66,6 @@ MEMBER_COUNT = Coalesce(
     ),
     0,
 )
-TABS = ("info", "members", "metrics", "activity")
 
 
 def _cluster(request, pk):
@@ -299,11 +298,10 @@ def _render_tab(request, pk, tab):
     cluster = _cluster(request, pk)
     context = _detail_context(request, cluster, tab)
     if tab == "activity":
-        context["events"] = list(
-            AuditEvent.objects.filter(cluster_id=cluster.pk)
-            .select_related("actor")
-            .order_by("-at", "-id")[:100]
-        )
+        events = AuditEvent.objects.filter(cluster_id=cluster.pk)
+        if not request.user.has_perm(Perm.VM_READ, cluster):
+            events = events.filter(target_type="cluster")  # member events name VMs
+        context["events"] = list(events.select_related("actor").order_by("-at", "-id")[:100])
     if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
         return render(request, f"clusters/detail.html#tab-{tab}", context)
     return render(request, "clusters/detail.html", context)
@@ -312,29 +310,9 @@ def _render_tab(request, pk, tab):
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def cluster_detail(request, pk):
-    return _render_tab(request, pk, "info")
-
-
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def cluster_members(request, pk):
-    return _render_tab(request, pk, "members")
-
-
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def cluster_metrics(request, pk):
-    return _render_tab(request, pk, "metrics")
-
-
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def cluster_activity(request, pk):
-    return _render_tab(request, pk, "activity")
+def cluster_tab(request, pk, tab):
+    """정보 / 연결된 가상머신 / 메트릭 / 활동: each tab its own URL (``tab`` comes from urls.py)."""
+    return _render_tab(request, pk, tab)
 
 
 @login_required

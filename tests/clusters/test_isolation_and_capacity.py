@@ -37,13 +37,14 @@ def test_staff_see_only_their_projects_in_the_admin(world, client, django_user_m
 
 def test_cluster_pages_show_members_only_with_vm_read(world, client, django_user_model):
     cluster = world.cluster(status=S.RUNNING)
-    world.members(cluster, 2, prefix="hidden-node-")
+    world.members(cluster, 3, prefix="hidden-node-")
     user = django_user_model.objects.create_user("clusters-only")
     role = Role.objects.create(name="clusters-only", permissions=["Resource.VirtualCluster.READ"])
     RoleBinding.objects.create(user=user, project=world.demo, role=role)
     client.force_login(user)
-    for url in (f"/clusters/{cluster.pk}/vms/", f"/clusters/{cluster.pk}/hostfile/"):
-        assert "hidden-node-" not in client.get(url).content.decode()
+    services.detach_vm(cluster.members.first().pk, actor=world.admin)  # an event naming a VM
+    for url in ("vms/", "hostfile/", "activity/"):
+        assert "hidden-node-" not in client.get(f"/clusters/{cluster.pk}/{url}").content.decode()
 
 
 def test_a_release_that_never_reached_the_broker_is_done_by_the_reconciler(

@@ -39,19 +39,15 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.urls import include, path
 
-from clusters.models import ClusterStatus, SimulatorAllocation, SimulatorCapacity, VirtualCluster
-from portal.management.scratch import scratch_database
+from clusters.models import ClusterStatus, SimulatorAllocation, VirtualCluster
+from portal.management.scratch import bench_catalog, scratch_database
 from portal.models import AuditEvent, Project, Role, RoleBinding
-from portal.permissions import BUILTIN_ROLES
 from portal.projects import SESSION_KEY
 from vms.models import (
     BillingType,
-    FabricOffering,
     FabricType,
-    InstanceType,
     VirtualMachine,
     VmStatus,
-    Zone,
 )
 
 # Targets of issue 6 item 7: page median (and p95) over the floor's median.
@@ -101,21 +97,8 @@ class Command(BaseCommand):
 
     def make_world(self):
         started = time.perf_counter()
-        zone = Zone.objects.create(code="kr-central-1a", name="Korea Central 1a")
-        h100 = InstanceType.objects.create(
-            code="gpu.h100x8",
-            gpu_model="NVIDIA H100 SXM",
-            gpu_count=8,
-            vcpu=192,
-            memory_gib=2048,
-        )
-        for fabric in FabricType.values:
-            FabricOffering.objects.create(zone=zone, instance_type=h100, fabric=fabric)
-        capacity = SimulatorCapacity.objects.create(
-            zone=zone, instance_type=h100, fabric=FabricType.INFINIBAND, total_nodes=100_000
-        )
-        for name, perms in BUILTIN_ROLES.items():
-            Role.objects.get_or_create(name=name, defaults={"permissions": sorted(perms)})
+        zone, h100, capacities = bench_catalog()
+        capacity = capacities[FabricType.INFINIBAND]
         user = get_user_model().objects.create_user("bench", password="bench-pass-1234")
         admin = Role.objects.get(name="admin")
         projects = {}

@@ -45,12 +45,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.test.utils import override_settings
 
-from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster
-from portal.management.scratch import scratch_database
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.management.scratch import bench_catalog, scratch_database
 from portal.models import AuditEvent, Project, Role, RoleBinding
-from portal.permissions import BUILTIN_ROLES
 from portal.projects import SESSION_KEY as PROJECT_KEY
-from vms.models import BillingType, FabricOffering, FabricType, InstanceType, VirtualMachine, Zone
+from vms.models import BillingType, FabricType, VirtualMachine
 
 PROJECTS = 5
 CLUSTERS_PER_PROJECT = 120
@@ -118,21 +117,7 @@ class Command(BaseCommand):
     # Data and sessions
 
     def make_world(self):
-        zone = Zone.objects.create(code="kr-central-1a", name="Korea Central 1a")
-        h100 = InstanceType.objects.create(
-            code="gpu.h100x8",
-            gpu_model="NVIDIA H100 SXM",
-            gpu_count=8,
-            vcpu=192,
-            memory_gib=2048,
-        )
-        for fabric in FabricType.values:
-            FabricOffering.objects.create(zone=zone, instance_type=h100, fabric=fabric)
-            SimulatorCapacity.objects.create(
-                zone=zone, instance_type=h100, fabric=fabric, total_nodes=100_000
-            )
-        for name, perms in BUILTIN_ROLES.items():
-            Role.objects.get_or_create(name=name, defaults={"permissions": sorted(perms)})
+        zone, h100, _capacity = bench_catalog()
         operator = Role.objects.get(name="operator")
         User = get_user_model()
         users = []
