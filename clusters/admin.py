@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
-from clusters import services
+from clusters import progress, services
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
 from portal.errors import RuleViolation
 from portal.permissions import Perm
@@ -64,7 +64,7 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
         "last_error",
     ]
     list_filter = ["status", "fabric_type", "zone", "instance_type", "project"]
-    search_fields = ["name", "project__name", "last_error"]
+    search_fields = ["name", "project__name", "error_code"]
     list_select_related = ["project", "zone", "instance_type"]
     readonly_fields = [
         "project",
@@ -111,7 +111,7 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
     @admin.action(description=_("지금 복구 (강제 조정)"))
     def force_reconcile(self, request, queryset):
         run_service(
-            self, request, queryset, services.repair_cluster, _("%(count)d개를 조정했습니다.")
+            self, request, queryset, progress.repair_cluster, _("%(count)d개를 조정했습니다.")
         )
 
 

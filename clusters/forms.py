@@ -2,7 +2,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import ClusterStatus
-from clusters.services import NAME_MAX, offered_fabrics
+from clusters.services import offered_fabrics
+from portal.kernel import NAME_MAX, parse_id
 from vms.models import FabricOffering, FabricType, InstanceType, Zone
 
 
@@ -30,8 +31,8 @@ class ClusterCreateForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         data = self.data if self.is_bound else self.initial
-        zone_id = _clean_id(data.get("zone"))
-        type_id = _clean_id(data.get("instance_type"))
+        zone_id = parse_id(data.get("zone"))
+        type_id = parse_id(data.get("instance_type"))
         if zone_id:
             self.fields["instance_type"].queryset = InstanceType.objects.filter(
                 pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
@@ -41,11 +42,6 @@ class ClusterCreateForm(forms.Form):
         self.fields["fabric_type"].choices = [("", _("패브릭 타입 선택"))] + [
             (value, labels[value]) for value in fabrics
         ]
-
-
-def _clean_id(value):
-    value = str(value or "").strip()
-    return int(value) if value.isascii() and value.isdigit() and len(value) < 18 else None
 
 
 class ClusterFilterForm(forms.Form):

@@ -5,7 +5,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from portal.models import Project, ProjectScopedQuerySet
+from portal.kernel import Lifecycle, step
+from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
 from vms.models import FabricType, InstanceType, Zone
 
 
@@ -20,23 +21,36 @@ class ClusterStatus(models.TextChoices):
 
 
 S = ClusterStatus
-# SPEC §4 as one table: from -> the statuses it may move to.
-ALLOWED = {
-    S.PROVISIONING: {S.UNALLOCATED, S.ALLOCATED, S.TERMINATED},
-    S.UNALLOCATED: {S.PROVISIONING, S.DELETED},
-    S.ALLOCATED: {S.WAITING, S.TERMINATED, S.UNALLOCATED},
-    S.WAITING: {S.RUNNING, S.TERMINATED, S.UNALLOCATED},
-    S.RUNNING: {S.TERMINATED},
-    S.TERMINATED: {S.PROVISIONING, S.DELETED},
-    S.DELETED: set(),
-}
-TRANSITIONAL = frozenset({S.PROVISIONING, S.ALLOCATED, S.WAITING})
-STABLE = frozenset({S.UNALLOCATED, S.RUNNING, S.TERMINATED, S.DELETED})
-# SPEC §5.3: membership may change only in these.
-MEMBERSHIP_OPEN = frozenset({S.UNALLOCATED, S.RUNNING, S.TERMINATED})
-STARTABLE = frozenset({S.UNALLOCATED, S.TERMINATED})
-STOPPABLE = frozenset({S.RUNNING, S.ALLOCATED, S.WAITING})
-DELETABLE = frozenset({S.UNALLOCATED, S.TERMINATED})
+# SPEC §4 as one table; every status set below is read from it.
+LIFECYCLE = Lifecycle(
+    ClusterStatus.values,
+    step("start", {S.UNALLOCATED, S.TERMINATED}, S.PROVISIONING),
+    step("stop", {S.RUNNING, S.ALLOCATED, S.WAITING}, S.TERMINATED),
+    step("delete", {S.UNALLOCATED, S.TERMINATED}, S.DELETED),
+    step("provisioned", {S.PROVISIONING}, S.UNALLOCATED, system=True),
+    step("allocated", {S.PROVISIONING}, S.ALLOCATED, system=True),
+    step("configuring", {S.ALLOCATED}, S.WAITING, system=True),
+    step("running", {S.WAITING}, S.RUNNING, system=True),
+    # A start that cannot finish goes back to where it came from (SPEC §4).
+    step(
+        "roll_back",
+        {S.PROVISIONING, S.ALLOCATED, S.WAITING},
+        {S.UNALLOCATED, S.TERMINATED},
+        system=True,
+    ),
+)
+ALLOWED = LIFECYCLE.allowed
+TRANSITIONAL = LIFECYCLE.transitional
+STABLE = LIFECYCLE.stable
+STARTABLE = LIFECYCLE.sources("start")
+STOPPABLE = LIFECYCLE.sources("stop")
+DELETABLE = LIFECYCLE.sources("delete")
+# SPEC §5.3: membership may change only while the cluster is stable and not gone.
+MEMBERSHIP_OPEN = STABLE - LIFECYCLE.terminal
+# A stop would release these; a start is acquiring in the transitional ones.
+HOLDS_RESOURCES = TRANSITIONAL | STOPPABLE
+# SPEC §5.3-4: a running cluster never has fewer.
+MIN_MEMBERS = 2
 
 
 class Operation(models.TextChoices):
@@ -50,7 +64,7 @@ class VirtualClusterQuerySet(ProjectScopedQuerySet):
         return self.exclude(status=S.DELETED)
 
 
-class VirtualCluster(models.Model):
+class VirtualCluster(LastErrorMixin, models.Model):
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="clusters")
     name = models.CharField(_("클러스터 이름"), max_length=63)
     zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
@@ -61,19 +75,28 @@ class VirtualCluster(models.Model):
     status = models.CharField(
         _("상태"), max_length=14, choices=ClusterStatus.choices, default=S.PROVISIONING
     )
-    status_changed_at = models.DateTimeField(default=timezone.now)
+    status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     # What the current transitional status is doing, and where to fall back if it fails.
-    operation = models.CharField(max_length=10, choices=Operation.choices, blank=True)
-    previous_status = models.CharField(max_length=14, choices=ClusterStatus.choices, blank=True)
+    operation = models.CharField(
+        _("진행 중인 작업"), max_length=10, choices=Operation.choices, blank=True
+    )
+    previous_status = models.CharField(
+        _("이전 상태"), max_length=14, choices=ClusterStatus.choices, blank=True
+    )
     # Bumped by every start: a task of an older start finds a newer generation and stands down.
-    generation = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(_("마지막 오류"), blank=True)
+    generation = models.PositiveIntegerField(_("세대"), default=0)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("생성자"),
     )
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     objects = VirtualClusterQuerySet.as_manager()
+    lifecycle = LIFECYCLE
 
     class Meta:
         ordering = ["-created_at", "-id"]

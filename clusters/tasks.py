@@ -1,4 +1,4 @@
-"""Celery tasks for SPEC §4: thin wrappers; the logic is in ``clusters.services``.
+"""Celery tasks for SPEC §4: thin wrappers; the logic is in ``clusters.progress``.
 
 Tasks take primary keys and are idempotent, so they are acked late and requeued if a worker
 dies; the reconciler (beat) repairs whatever is left past its timeout.
@@ -7,7 +7,8 @@ dies; the reconciler (beat) repairs whatever is left past its timeout.
 from celery import shared_task
 from django.db import OperationalError
 
-from clusters import services
+from clusters import progress
+from portal.broker import publish
 
 IDEMPOTENT = {
     "acks_late": True,
@@ -21,14 +22,16 @@ IDEMPOTENT = {
 
 @shared_task(**IDEMPOTENT)
 def advance_cluster(cluster_id, generation=None):
-    services.advance_cluster(cluster_id, generation)
+    """One step; the next one is its own task, so a dead worker loses at most one step."""
+    if progress.advance_cluster(cluster_id, generation):
+        publish(advance_cluster, cluster_id, generation)
 
 
 @shared_task(**IDEMPOTENT)
 def release_cluster(cluster_id):
-    services.release_cluster(cluster_id)
+    progress.release_cluster(cluster_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def reconcile():
-    return services.reconcile()
+    return progress.reconcile()

@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
@@ -25,18 +26,19 @@ from clusters.models import (
     ClusterStatus,
     VirtualCluster,
 )
-from clusters.services import check_perm
+from clusters.services import MemberStates
 from portal.errors import (
     FabricNotOffered,
     InvalidInput,
-    MembersStillRunning,
+    InvalidTransition,
     NameTaken,
-    NotEnoughMembers,
+    PermissionRequired,
 )
+from portal.kernel import check_perm
 from portal.models import AuditEvent
 from portal.permissions import Perm
 from portal.rendering import render_form
-from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType, VirtualMachine
+from vms.models import FabricType, VirtualMachine
 
 PAGE_SIZE = 50
 # What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
@@ -206,48 +208,56 @@ def _detail_context(request, cluster, tab):
         if tab in ("info", "members")
         else []
     )
-    member_count = cluster.members.count()
+    context = _header_context(user, cluster)
+    context.update(
+        tab=tab,
+        members=members,
+        fabric=_fabric_usage(cluster, members) if cluster.status == ClusterStatus.RUNNING else None,
+        can_update_vm=user.has_perm(Perm.VM_UPDATE, cluster),
+    )
+    return context
+
+
+def _reason(refusal):
+    """What a disabled button says: the rule's message. A missing permission or a status
+    the action does not start from hides the button instead, so neither is a reason."""
+    if refusal is None or isinstance(refusal, PermissionRequired | InvalidTransition):
+        return ""
+    return refusal.message
+
+
+def _header_context(user, cluster):
+    """The header: status, member count, and what its buttons may do and why not, all
+    asked of the services' preflights on one read of the members' statuses."""
+    members = MemberStates.read(cluster)
     return {
         "cluster": cluster,
-        "tab": tab,
-        "members": members,
-        "member_count": member_count,
-        "header": _header_state(user, cluster, member_count),
-        "fingerprint": _fingerprint(cluster),
-        "fabric": _fabric_usage(cluster, members)
-        if cluster.status == ClusterStatus.RUNNING
-        else None,
-        "can_update_vm": user.has_perm(Perm.VM_UPDATE, cluster),
+        "member_count": members.count,
+        "fingerprint": _fingerprint(user, cluster, members),
+        "header": {
+            "can_update": user.has_perm(Perm.CLUSTER_UPDATE, cluster),
+            "can_delete": user.has_perm(Perm.CLUSTER_DELETE, cluster),
+            "show_start": cluster.status in STARTABLE,
+            "show_stop": cluster.status in STOPPABLE,
+            "show_delete": cluster.status in DELETABLE,
+            "start_reason": _reason(services.preflight_start(user, cluster, members)),
+            "stop_reason": _reason(services.preflight_stop(user, cluster, members)),
+            "delete_reason": _reason(services.preflight_delete(user, cluster, members)),
+            "polling": cluster.is_transitional or members.transitional > 0,
+        },
     }
 
 
-def _header_state(user, cluster, member_count):
-    """What the header's buttons may do, and why not (the rule's own message)."""
-    can_update = user.has_perm(Perm.CLUSTER_UPDATE, cluster)
-    running_members = (
-        cluster.members.filter(status__in=VM_ACTIVE).exists()
-        if (cluster.status in STOPPABLE or cluster.status in DELETABLE)
-        else False
-    )
-    start_reason = stop_reason = ""
-    if cluster.status in STARTABLE and member_count < services.MIN_MEMBERS:
-        start_reason = NotEnoughMembers().message
-    if cluster.status in STOPPABLE and running_members:
-        stop_reason = MembersStillRunning().message
-    members_changing = cluster.members.filter(status__in=VM_TRANSITIONAL).exists()
-    return {
-        "can_update": can_update,
-        "can_delete": user.has_perm(Perm.CLUSTER_DELETE, cluster),
-        "show_start": cluster.status in STARTABLE,
-        "show_stop": cluster.status in STOPPABLE,
-        "show_delete": cluster.status in DELETABLE,
-        "start_reason": start_reason,
-        "stop_reason": stop_reason,
-        "delete_reason": MembersStillRunning().message
-        if running_members and cluster.status in DELETABLE
-        else "",
-        "polling": cluster.is_transitional or members_changing,
-    }
+def _fingerprint(user, cluster, members):
+    """An opaque token of what the page shows, sent back by the header poll (``?seen=``).
+
+    Member statuses count only for a user who may read the VMs; and it is a keyed hash, so
+    not even they can read statuses out of it.
+    """
+    shown = [cluster.status, str(members.count)]
+    if user.has_perm(Perm.VM_READ, cluster):
+        shown.append(members.digest)
+    return salted_hmac("cluster-fingerprint", ":".join(shown)).hexdigest()[:20]
 
 
 NCCL_ENV = {
@@ -326,23 +336,11 @@ def cluster_header(request, pk):
 
 
 def _render_header(request, cluster, changed):
-    member_count = cluster.members.count()
-    fingerprint = _fingerprint(cluster)
-    context = {
-        "cluster": cluster,
-        "header": _header_state(request.user, cluster, member_count),
-        "member_count": member_count,
-        "fingerprint": fingerprint,
-    }
+    context = _header_context(request.user, cluster)
     response = render(request, "clusters/detail.html#header", context)
-    if changed or request.GET.get("seen") != fingerprint:
+    if changed or request.GET.get("seen") != context["fingerprint"]:
         trigger_client_event(response, "cluster-changed")
     return response
-
-
-def _fingerprint(cluster):
-    states = cluster.members.order_by("pk").values_list("status", flat=True)
-    return f"{cluster.status}:{'.'.join(states)}"
 
 
 @login_required

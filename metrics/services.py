@@ -4,11 +4,11 @@ import secrets
 
 from django.utils import timezone
 
-from clusters.services import check_perm
 from metrics.ingest import TOKEN_PREFIX, hash_token
 from metrics.models import MetricsToken
 from portal.audit import attempt
 from portal.errors import NotFound
+from portal.kernel import check_perm
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 

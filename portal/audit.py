@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from portal.errors import RuleViolation
-from portal.middleware import current_request_id
+from portal.middleware import request_ids
 from portal.models import AuditEvent
 
 log = logging.getLogger("portal.audit")
@@ -25,7 +25,8 @@ class Attempt:
     project_id: int | None = None
     cluster_id: int | None = None
     message: str = ""
-    extra: dict = field(default_factory=dict)
+    code: str = ""
+    params: dict = field(default_factory=dict)
 
     def about(self, obj):
         self.target_id = obj.pk
@@ -33,6 +34,10 @@ class Attempt:
         self.project_id = obj.project_id
         self.cluster_id = obj.pk if self.target_type == "cluster" else obj.cluster_id
         return obj
+
+    def notice(self, code, **params):
+        """What the event will say, as a notice code of ``portal.messages`` and its params."""
+        self.code, self.params = code, params
 
 
 _CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
@@ -43,8 +48,17 @@ def printable(text, limit):
     return str(text).translate(_CONTROL)[:limit]
 
 
-def record(attempt, outcome, message=""):
+def record(attempt, outcome, error: RuleViolation | None = None):
+    """Write the audit event of ``attempt``; a refusal or failure stores ``error``'s code."""
     actor = attempt.actor if getattr(attempt.actor, "pk", None) else None
+    if error is not None:
+        stored = error.stored()
+        code, params = stored["code"], stored["params"]
+        # An error whose words cannot be named by its code keeps them as plain text.
+        text = error.message if error._override is not None else ""
+    else:
+        code, params, text = attempt.code, attempt.params, attempt.message
+    ids = request_ids()
     event = AuditEvent.objects.create(
         project_id=attempt.project_id,
         actor=actor,
@@ -54,17 +68,21 @@ def record(attempt, outcome, message=""):
         target_name=printable(attempt.target_name, 100),
         cluster_id=attempt.cluster_id,
         outcome=outcome,
-        message=printable(message or attempt.message, 2000),
-        request_id=current_request_id(),
+        code=code,
+        params=params,
+        message=printable(text, 2000),
+        request_id=ids.server,
+        client_request_id=printable(ids.client, 64),
     )
     log.info(
-        "action=%s outcome=%s target=%s:%s project=%s actor=%s message=%r",
+        "action=%s outcome=%s target=%s:%s project=%s actor=%s code=%s message=%r",
         attempt.action,
         outcome,
         attempt.target_type,
         attempt.target_id,
         attempt.project_id,
         getattr(actor, "username", "system"),
+        code,
         event.message,
     )
     return event
@@ -83,5 +101,5 @@ def attempt(action, *, actor, target_type, target_id=None):
             yield att
             record(att, AuditEvent.Outcome.SUCCEEDED)
     except RuleViolation as exc:
-        record(att, AuditEvent.Outcome.REFUSED, exc.message)
+        record(att, AuditEvent.Outcome.REFUSED, exc)
         raise

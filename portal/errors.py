@@ -1,28 +1,82 @@
 """Typed errors: every refusal a user can meet, each with its message from SPEC §5.
 
+An error is a stable ``code`` plus its ``params`` (Zulip's ``JsonableError``): that pair is
+what gets stored (a cluster's ``last_error``, an audit event), and ``message`` renders it in
+the reader's language when it is shown. Each message text lives in exactly one class here.
+
 Views catch ``RuleViolation`` (and only it) and show ``message``; anything else is a bug.
 """
+
+from typing import Any, ClassVar
 
 from django.utils.translation import gettext_lazy as _
 
 
 class RuleViolation(Exception):
-    code = "rule_violation"
-    status = 409
-    default_message = _("요청을 처리할 수 없습니다.")
+    """A refusal with a stable code, an HTTP status and a translatable message.
 
-    def __init__(self, message=None):
-        self.message = message if message is not None else self.default_message
-        super().__init__(str(self.message))
+    ``params`` fill the message's ``%(name)s`` placeholders and are stored with the code.
+    ``message=`` overrides the class's text for the rare error whose words cannot be named
+    by a code (it is then shown as given and cannot be re-rendered in another language).
+    """
+
+    code: ClassVar[str] = "rule_violation"
+    status: ClassVar[int] = 409
+    default_message: ClassVar[Any] = _("요청을 처리할 수 없습니다.")
+    registry: ClassVar[dict[str, type["RuleViolation"]]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # The first class to name a code owns it (a subclass may inherit its parent's).
+        RuleViolation.registry.setdefault(cls.code, cls)
+
+    def __init__(self, message=None, **params):
+        self.params = params
+        self._override = message
+        super().__init__(self.code)
+
+    def msg_format(self):
+        """The untranslated (lazy) text of this error; ``params`` go into its placeholders."""
+        return self.default_message
+
+    @property
+    def message(self) -> str:
+        """The message in the active language."""
+        if self._override is not None:
+            return str(self._override)
+        text = str(self.msg_format())
+        return text % self.params if self.params else text
+
+    def __str__(self):
+        return self.message
+
+    def stored(self) -> dict:
+        """What a model keeps of this error: its code and params, never its words."""
+        return {"code": self.code, "params": self.params}
+
+    @classmethod
+    def from_stored(cls, code: str, params: dict | None = None) -> "RuleViolation":
+        """The error a stored code names (an unknown code gives the generic refusal)."""
+        error_class = cls.registry.get(code, RuleViolation)
+        error = error_class.__new__(error_class)
+        RuleViolation.__init__(error, **(params or {}))
+        return error
+
+
+RuleViolation.registry[RuleViolation.code] = RuleViolation
 
 
 class PermissionRequired(RuleViolation):
     code = "permission_required"
     status = 403
+    default_message = _("%(permission)s 권한이 필요합니다.")
 
     def __init__(self, permission):
-        self.permission = str(permission)
-        super().__init__(_("%(permission)s 권한이 필요합니다.") % {"permission": self.permission})
+        super().__init__(permission=str(permission))
+
+    @property
+    def permission(self) -> str:
+        return self.params["permission"]
 
 
 class NotFound(RuleViolation):
@@ -31,15 +85,84 @@ class NotFound(RuleViolation):
     default_message = _("대상을 찾을 수 없습니다.")
 
 
+class ClusterNotFound(NotFound):
+    code = "cluster_not_found"
+    default_message = _("클러스터를 찾을 수 없습니다.")
+
+
+class VmNotFound(NotFound):
+    code = "vm_not_found"
+    default_message = _("가상머신을 찾을 수 없습니다.")
+
+
 class InvalidInput(RuleViolation):
-    """A value that can never be right (a name too long, a zone that does not exist)."""
+    """A value that can never be right (a name too long, a zone that does not exist).
+
+    ``field`` names the form field the message belongs to.
+    """
 
     code = "invalid_input"
     status = 422
+    field: ClassVar[str | None] = None
 
-    def __init__(self, message, field=None):
-        self.field = field
-        super().__init__(message)
+    def __init__(self, message=None, field=None, **params):
+        super().__init__(message, **params)
+        if field is not None:
+            self.field = field
+
+
+class NameRequired(InvalidInput):
+    code = "name_required"
+    field = "name"
+    default_message = _("이름을 입력하세요.")
+
+
+class NameTooLong(InvalidInput):
+    code = "name_too_long"
+    field = "name"
+    default_message = _("이름은 %(max)d자 이하로 입력하세요.")
+
+
+class NameInvalid(InvalidInput):
+    code = "name_invalid"
+    field = "name"
+    default_message = _("이름에는 영문, 숫자, 한글과 하이픈(-)만 쓸 수 있습니다.")
+
+
+class ZoneRequired(InvalidInput):
+    code = "zone_required"
+    field = "zone"
+    default_message = _("가용 영역을 선택하세요.")
+
+
+class InstanceTypeRequired(InvalidInput):
+    code = "instance_type_required"
+    field = "instance_type"
+    default_message = _("인스턴스 유형을 선택하세요.")
+
+
+class InstanceTypeNotOffered(InvalidInput):
+    code = "instance_type_not_offered"
+    field = "instance_type"
+    default_message = _("이 가용 영역에서 제공하지 않는 인스턴스 유형입니다.")
+
+
+class FabricRequired(InvalidInput):
+    code = "fabric_type_required"
+    field = "fabric_type"
+    default_message = _("패브릭 타입을 선택하세요.")
+
+
+class BillingTypeRequired(InvalidInput):
+    code = "billing_type_required"
+    field = "billing_type"
+    default_message = _("과금 유형을 선택하세요.")
+
+
+class VmNameTaken(InvalidInput):
+    code = "vm_name_taken"
+    field = "name"
+    default_message = _("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다")
 
 
 class VmNotEligible(RuleViolation):
@@ -90,20 +213,15 @@ class InvalidTransition(RuleViolation):
 class FabricNotOffered(RuleViolation):
     code = "fabric_not_offered"
     status = 422
+    field = "fabric_type"
     default_message = _("선택한 인스턴스 유형은 이 가용 영역에서 해당 패브릭을 지원하지 않습니다")
 
 
 class NameTaken(RuleViolation):
     code = "name_taken"
     status = 422
+    field = "name"
     default_message = _("이 프로젝트에 같은 이름의 클러스터가 이미 있습니다")
-
-
-class VmNameTaken(InvalidInput):
-    code = "vm_name_taken"
-
-    def __init__(self):
-        super().__init__(_("이 프로젝트에 같은 이름의 가상머신이 이미 있습니다"), field="name")
 
 
 class CapacityUnavailable(RuleViolation):
@@ -116,6 +234,13 @@ class BackendError(RuleViolation):
     default_message = _("컴퓨트 백엔드 오류로 작업을 완료하지 못했습니다")
 
 
+class TransitionTimedOut(RuleViolation):
+    """Stored by the reconciler on a cluster whose step it had to roll back."""
+
+    code = "transition_timed_out"
+    default_message = _("전환이 시간 내에 끝나지 않아 되돌렸습니다.")
+
+
 class VmNotStopped(RuleViolation):
     code = "vm_not_stopped"
     default_message = _("중지된 가상머신만 분리하거나 삭제할 수 있습니다")
@@ -124,3 +249,26 @@ class VmNotStopped(RuleViolation):
 class VmIsMember(RuleViolation):
     code = "vm_is_member"
     default_message = _("클러스터에 연결된 가상머신은 먼저 클러스터에서 분리해야 합니다")
+
+
+def code_of_text(text: str) -> str:
+    """The code whose Korean message is ``text`` (for rows stored before codes), else the
+    generic refusal's."""
+    from django.utils import translation
+
+    with translation.override("ko"):
+        by_text = {str(cls.default_message): code for code, cls in RuleViolation.registry.items()}
+    return by_text.get(text.strip(), RuleViolation.code)
+
+
+def last_error_to_code(app_label: str, model_name: str):
+    """A migration step: rows stored before codes kept ``last_error`` as Korean text; name it
+    by its code instead (``error_code``)."""
+
+    def forwards(apps, schema_editor):
+        rows = apps.get_model(app_label, model_name).objects.exclude(last_error="")
+        for row in rows:
+            row.error_code = code_of_text(row.last_error)
+            row.save(update_fields=["error_code"])
+
+    return forwards

@@ -4,6 +4,7 @@
 import contextvars
 import logging
 import uuid
+from typing import NamedTuple
 
 from django.conf import settings
 from django.shortcuts import render
@@ -11,16 +12,27 @@ from django.utils import translation
 
 from portal.errors import RuleViolation
 
-_request_id = contextvars.ContextVar("request_id", default="")
+
+class RequestIds(NamedTuple):
+    server: str  # made here for every request: what logs and audit events are keyed on
+    client: str  # what the client sent as X-Request-ID, kept for correlation, never trusted
 
 
-def current_request_id():
-    return _request_id.get()
+_request_ids = contextvars.ContextVar("request_ids", default=RequestIds("", ""))  # noqa: B039 - immutable
+CLIENT_ID_MAX = 64
+
+
+def request_ids() -> RequestIds:
+    return _request_ids.get()
+
+
+def current_request_id() -> str:
+    return _request_ids.get().server
 
 
 class RequestIdFilter(logging.Filter):
     def filter(self, record):
-        record.request_id = _request_id.get() or "-"
+        record.request_id = _request_ids.get().server or "-"
         return True
 
 
@@ -29,14 +41,16 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        # A client's id may be anything (forged, reused, another tenant's): never our key.
         incoming = request.headers.get("X-Request-ID", "")
-        rid = incoming if incoming.isalnum() and len(incoming) <= 32 else uuid.uuid4().hex
+        client = incoming if incoming.isascii() and incoming.isprintable() else ""
+        rid = uuid.uuid4().hex
         request.request_id = rid
-        token = _request_id.set(rid)
+        token = _request_ids.set(RequestIds(rid, client[:CLIENT_ID_MAX]))
         try:
             response = self.get_response(request)
         finally:
-            _request_id.reset(token)
+            _request_ids.reset(token)
         response["X-Request-ID"] = rid
         return response
 

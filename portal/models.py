@@ -5,6 +5,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from portal.errors import RuleViolation
+from portal.messages import action_label, render_message
 from portal.permissions import Perm
 
 
@@ -99,6 +101,28 @@ class ProjectScopedQuerySet(models.QuerySet):
         return self.filter(project_id__in=allowed)
 
 
+class LastErrorMixin(models.Model):
+    """Why the last background step failed, kept as a code and its params (never as words):
+    ``last_error`` gives it back as the typed error, rendered in the reader's language."""
+
+    error_code = models.CharField(_("마지막 오류 코드"), max_length=40, blank=True)
+    error_params = models.JSONField(_("마지막 오류 인자"), default=dict, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def last_error(self) -> RuleViolation | None:
+        if not self.error_code:
+            return None
+        return RuleViolation.from_stored(self.error_code, self.error_params)
+
+    def set_error(self, error: RuleViolation | None) -> None:
+        stored = error.stored() if error is not None else {"code": "", "params": {}}
+        self.error_code = stored["code"]
+        self.error_params = stored["params"]
+
+
 class AuditEvent(models.Model):
     class Outcome(models.TextChoices):
         SUCCEEDED = "SUCCEEDED", _("성공")
@@ -118,8 +142,14 @@ class AuditEvent(models.Model):
     # The cluster the event concerns (the cluster itself, or a member VM's): its activity tab.
     cluster_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     outcome = models.CharField(_("결과"), max_length=10, choices=Outcome.choices)
+    # What the event says: a code (an error's or a notice's) with its params, rendered in the
+    # reader's language, and ``message`` for plain data (a name, "old → new").
+    code = models.CharField(_("메시지 코드"), max_length=40, blank=True)
+    params = models.JSONField(_("메시지 인자"), default=dict, blank=True)
     message = models.TextField(_("메시지"), blank=True)
-    request_id = models.CharField(max_length=32, blank=True)
+    # Made by the server; what a client sent as X-Request-ID is kept apart, never trusted.
+    request_id = models.CharField(_("요청 ID"), max_length=32, blank=True)
+    client_request_id = models.CharField(_("클라이언트 요청 ID"), max_length=64, blank=True)
     at = models.DateTimeField(_("시각"), auto_now_add=True, db_index=True)
 
     objects = ProjectScopedQuerySet.as_manager()
@@ -132,3 +162,12 @@ class AuditEvent(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_name} {self.outcome}"
+
+    @property
+    def text(self) -> str:
+        """The event's message in the active language."""
+        return render_message(self.code, self.params, self.message)
+
+    @property
+    def action_label(self) -> str:
+        return action_label(self.action)

@@ -29,6 +29,11 @@ def env_list(name, default=""):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def _test_name(path):
+    name = unquote(path.lstrip("/")) or "postgres"
+    return "test_vcportal" if name == "postgres" else f"test_{name}"
+
+
 def database_from_url(url):
     """Turn ``postgres://user:pass@host:port/name?opt=v`` or ``sqlite:///path`` into a dict."""
     parts = urlsplit(url)
@@ -45,7 +50,8 @@ def database_from_url(url):
         "PASSWORD": unquote(parts.password or ""),
         "HOST": parts.hostname or "",
         "PORT": str(parts.port or ""),
-        "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME", "test_vcportal")},
+        # Each database its own test database: parallel checkouts on one server don't collide.
+        "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME") or _test_name(parts.path)},
         "OPTIONS": {
             # Django's built-in psycopg pool keeps connections warm (FIELD-NOTES: ~3x req/s).
             "pool": {"min_size": 1, "max_size": pool_max, "timeout": 10},

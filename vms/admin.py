@@ -5,7 +5,7 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.admin import StatusByServicesAdmin, run_service
 from portal.permissions import Perm
-from vms import services
+from vms import progress, services
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
 
 
@@ -94,4 +94,4 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
 
     @admin.action(description=_("지금 복구 (강제 조정)"))
     def force_reconcile(self, request, queryset):
-        run_service(self, request, queryset, services.repair_vm, _("%(count)d대를 조정했습니다."))
+        run_service(self, request, queryset, progress.repair_vm, _("%(count)d대를 조정했습니다."))

@@ -1,8 +1,7 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from clusters.forms import _clean_id
-from clusters.services import NAME_MAX
+from portal.kernel import NAME_MAX, parse_id
 from vms.models import BillingType, FabricOffering, InstanceType, Zone
 
 
@@ -23,7 +22,7 @@ class VmCreateForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        zone_id = _clean_id((self.data if self.is_bound else self.initial).get("zone"))
+        zone_id = parse_id((self.data if self.is_bound else self.initial).get("zone"))
         if zone_id:
             self.fields["instance_type"].queryset = InstanceType.objects.filter(
                 pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")

@@ -5,7 +5,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from portal.models import Project, ProjectScopedQuerySet
+from portal.kernel import Lifecycle, step
+from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
 
 
 class FabricType(models.TextChoices):
@@ -79,10 +80,23 @@ class VmStatus(models.TextChoices):
     DELETED = "DELETED", _("삭제됨")
 
 
-VM_TRANSITIONAL = frozenset({VmStatus.STARTING, VmStatus.STOPPING})
-# A VM in these statuses is "running or in transition" for SPEC §5.5. ERROR counts: it is
-# set when the backend failed to stop the VM, so it may well still be running.
-VM_ACTIVE = frozenset({VmStatus.STARTING, VmStatus.RUNNING, VmStatus.STOPPING, VmStatus.ERROR})
+V = VmStatus
+# A VM's lifecycle as one table; every status set below is read from it.
+VM_LIFECYCLE = Lifecycle(
+    VmStatus.values,
+    step("start", {V.STOPPED}, V.STARTING),
+    # ERROR: the backend failed to stop it; stopping again is the way out.
+    step("stop", {V.RUNNING, V.ERROR}, V.STOPPING),
+    step("delete", {V.STOPPED}, V.DELETED),
+    step("started", {V.STARTING}, {V.RUNNING, V.STOPPED}, system=True),
+    step("stopped", {V.STOPPING}, {V.STOPPED, V.ERROR}, system=True),
+)
+VM_TRANSITIONAL = VM_LIFECYCLE.transitional
+VM_STARTABLE = VM_LIFECYCLE.sources("start")
+VM_STOPPABLE = VM_LIFECYCLE.sources("stop")
+# "Running or in transition" for SPEC §5.5: what a stop could act on, or a worker is moving.
+# ERROR counts: it is set when the backend failed to stop the VM, so it may well still run.
+VM_ACTIVE = VM_STOPPABLE | VM_TRANSITIONAL
 
 
 class BillingType(models.TextChoices):
@@ -96,7 +110,7 @@ class VirtualMachineQuerySet(ProjectScopedQuerySet):
         return self.exclude(status=VmStatus.DELETED)
 
 
-class VirtualMachine(models.Model):
+class VirtualMachine(LastErrorMixin, models.Model):
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="vms")
     name = models.CharField(_("이름"), max_length=63)
     zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
@@ -110,7 +124,7 @@ class VirtualMachine(models.Model):
     status = models.CharField(
         _("상태"), max_length=10, choices=VmStatus.choices, default=VmStatus.STOPPED
     )
-    status_changed_at = models.DateTimeField(default=timezone.now)
+    status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     cluster = models.ForeignKey(
         "clusters.VirtualCluster",
         null=True,
@@ -125,13 +139,18 @@ class VirtualMachine(models.Model):
     fabric_lid = models.PositiveIntegerField(_("LID"), null=True, blank=True)
     fabric_ip = models.GenericIPAddressField(_("패브릭 IP"), null=True, blank=True)
     fabric_gid_index = models.PositiveSmallIntegerField(_("GID 인덱스"), null=True, blank=True)
-    last_error = models.TextField(_("마지막 오류"), blank=True)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("생성자"),
     )
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     objects = VirtualMachineQuerySet.as_manager()
+    lifecycle = VM_LIFECYCLE
 
     class Meta:
         ordering = ["name", "id"]

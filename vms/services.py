@@ -1,39 +1,43 @@
-"""Every change to a VM's status (SPEC §5.6). Membership lives in ``clusters.services``.
+"""What a user can do to a VM (SPEC §5.6). Membership lives in ``clusters.services``.
 
-Same discipline as there: one transaction, the VM's cluster locked before the VM, a typed
-error with the user's message, an audit event, the slow part queued on commit.
+Same discipline as there: one transaction, the VM's cluster locked before the VM
+(``clusters.locking``), a typed error with the user's message, an audit event, the slow part
+queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` function; its
+``preflight_*`` twin answers "would this be refused?" for the pages.
 """
 
 from django.db import IntegrityError, transaction
-from django.utils.translation import gettext as _
 
 from clusters.backends import get_backend
+from clusters.locking import lock_vm_with_cluster, save_vm
 from clusters.models import ClusterStatus
-from clusters.services import (
-    apply_fabric,
-    check_perm,
-    lock_vm_with_cluster,
-    queue_after_commit,
-    save_vm,
-    set_status,
-    source_text,
-    validate_name,
-)
-from portal.audit import Attempt, attempt, record
+from portal.audit import attempt
 from portal.errors import (
-    BackendError,
-    CapacityUnavailable,
+    BillingTypeRequired,
     ClusterNotRunning,
-    InvalidInput,
+    InstanceTypeNotOffered,
     InvalidTransition,
+    RuleViolation,
     VmIsMember,
     VmNameTaken,
     VmNotStopped,
+    ZoneRequired,
 )
-from portal.models import AuditEvent
+from portal.kernel import (
+    check_perm,
+    parse_id,
+    permission_refusal,
+    queue_after_commit,
+    raise_if,
+    set_status,
+    validate_name,
+)
 from portal.permissions import Perm
+from vms import tasks
 from vms.models import (
-    VM_TRANSITIONAL,
+    VM_LIFECYCLE,
+    VM_STARTABLE,
+    VM_STOPPABLE,
     BillingType,
     FabricOffering,
     InstanceType,
@@ -43,45 +47,77 @@ from vms.models import (
 )
 
 V = VmStatus
-ALLOWED = {
-    V.STOPPED: {V.STARTING, V.DELETED},
-    V.STARTING: {V.RUNNING, V.STOPPED, V.ERROR},
-    V.RUNNING: {V.STOPPING},
-    V.STOPPING: {V.STOPPED, V.ERROR},
-    # ERROR: the backend failed to stop it; stopping again is the way out.
-    V.ERROR: {V.STOPPING},
-    V.DELETED: set(),
-}
 
 
-def _queue_advance(vm):
-    from vms.tasks import advance_vm
+def _queue_advance(vm) -> None:
+    queue_after_commit(tasks.advance_vm, vm.pk)
 
-    queue_after_commit(advance_vm, vm.pk)
+
+# ---------------------------------------------------------------------------------------------
+# The rules, each once, and their preflights
+
+
+def start_refusal(vm, cluster) -> RuleViolation | None:
+    """A stopped VM starts; a member only while its cluster is 실행중 (SPEC §5.6)."""
+    if vm.status not in VM_STARTABLE:
+        return InvalidTransition()
+    if cluster is not None and cluster.status != ClusterStatus.RUNNING:
+        return ClusterNotRunning()
+    return None
+
+
+def stop_refusal(vm) -> RuleViolation | None:
+    if vm.status not in VM_STOPPABLE:
+        return InvalidTransition()
+    return None
+
+
+def delete_refusal(vm) -> RuleViolation | None:
+    """A member is detached first; only a stopped VM is deleted."""
+    if vm.cluster_id is not None:
+        return VmIsMember()
+    if vm.status != V.STOPPED:
+        return VmNotStopped()
+    return None
+
+
+def preflight_start(actor, vm, cluster) -> RuleViolation | None:
+    """``cluster`` is the VM's cluster as read (or None)."""
+    return permission_refusal(actor, Perm.VM_UPDATE, vm) or start_refusal(vm, cluster)
+
+
+def preflight_stop(actor, vm) -> RuleViolation | None:
+    return permission_refusal(actor, Perm.VM_UPDATE, vm) or stop_refusal(vm)
+
+
+def preflight_delete(actor, vm) -> RuleViolation | None:
+    return permission_refusal(actor, Perm.VM_DELETE, vm) or delete_refusal(vm)
+
+
+# ---------------------------------------------------------------------------------------------
+# User actions
 
 
 def create_vm(
     *, actor, project, name, zone_id, instance_type_id, billing_type, disaster_recovery=False
-):
+) -> VirtualMachine:
     """Create a stopped VM (중지됨) with a private IP from the backend."""
     with attempt("vm.create", actor=actor, target_type="vm") as att:
         att.project_id = project.pk
         att.target_name = str(name or "")[:100]
         check_perm(actor, Perm.VM_CREATE, project)
         name = validate_name(name)
-        zone = Zone.objects.filter(pk=_int_or_none(zone_id)).first()
+        zone = Zone.objects.filter(pk=parse_id(zone_id)).first()
         if zone is None:
-            raise InvalidInput(_("가용 영역을 선택하세요."), field="zone")
-        instance_type = InstanceType.objects.filter(pk=_int_or_none(instance_type_id)).first()
+            raise ZoneRequired()
+        instance_type = InstanceType.objects.filter(pk=parse_id(instance_type_id)).first()
         if (
             instance_type is None
             or not FabricOffering.objects.filter(zone=zone, instance_type=instance_type).exists()
         ):
-            raise InvalidInput(
-                _("이 가용 영역에서 제공하지 않는 인스턴스 유형입니다."), field="instance_type"
-            )
+            raise InstanceTypeNotOffered()
         if billing_type not in BillingType.values:
-            raise InvalidInput(_("과금 유형을 선택하세요."), field="billing_type")
+            raise BillingTypeRequired()
         if VirtualMachine.objects.alive().filter(project=project, name=name).exists():
             raise VmNameTaken()
         vm = VirtualMachine(
@@ -104,15 +140,7 @@ def create_vm(
     return vm
 
 
-def _int_or_none(value):
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-    return number if 0 < number < 2**62 else None
-
-
-def rename_vm(vm_id, *, actor, name):
+def rename_vm(vm_id, *, actor, name) -> VirtualMachine:
     with attempt("vm.update", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
         name = validate_name(name)
@@ -131,105 +159,33 @@ def rename_vm(vm_id, *, actor, name):
     return vm
 
 
-def start_vm(vm_id, *, actor):
+def start_vm(vm_id, *, actor) -> VirtualMachine:
     """중지됨 → 시작중 (→ 실행중 by a task). A member starts only in a running cluster."""
     with attempt("vm.start", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
-        if vm.status != V.STOPPED:
-            raise InvalidTransition()
-        if cluster is not None and cluster.status != ClusterStatus.RUNNING:
-            raise ClusterNotRunning()
-        set_status(vm, V.STARTING, ALLOWED)
-        vm.last_error = ""
+        raise_if(start_refusal(vm, cluster))
+        set_status(vm, V.STARTING, VM_LIFECYCLE)
+        vm.set_error(None)
         save_vm(vm)
         _queue_advance(vm)
     return vm
 
 
-def stop_vm(vm_id, *, actor):
+def stop_vm(vm_id, *, actor) -> VirtualMachine:
     """실행중/오류 → 중지중 (→ 중지됨 by a task)."""
     with attempt("vm.stop", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
-        if vm.status not in (V.RUNNING, V.ERROR):
-            raise InvalidTransition()
-        set_status(vm, V.STOPPING, ALLOWED)
+        raise_if(stop_refusal(vm))
+        set_status(vm, V.STOPPING, VM_LIFECYCLE)
         save_vm(vm)
         _queue_advance(vm)
     return vm
 
 
-def delete_vm(vm_id, *, actor):
+def delete_vm(vm_id, *, actor) -> VirtualMachine:
     with attempt("vm.delete", actor=actor, target_type="vm") as att:
-        cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
-        if cluster is not None:
-            raise VmIsMember()
-        if vm.status != V.STOPPED:
-            raise VmNotStopped()
-        set_status(vm, V.DELETED, ALLOWED)
+        _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
+        raise_if(delete_refusal(vm))
+        set_status(vm, V.DELETED, VM_LIFECYCLE)
         save_vm(vm)
     return vm
-
-
-def advance_vm(vm_id):
-    """Finish a VM's 시작중/중지중 through the backend. Idempotent; returns nothing."""
-    vm = VirtualMachine.objects.filter(pk=vm_id).select_related("cluster").first()
-    if vm is None or vm.status not in VM_TRANSITIONAL:
-        return
-    backend = get_backend()
-    expected = vm.status
-    address = None
-    error = ""
-    try:
-        if expected == V.STARTING:
-            address = backend.start_vm(vm, vm.cluster)
-        else:
-            backend.stop_vm(vm)
-    except (CapacityUnavailable, BackendError) as exc:
-        error = source_text(exc.message)
-    with transaction.atomic():
-        cluster, locked = lock_vm_with_cluster(vm_id, None, Perm.VM_UPDATE)
-        if locked.status != expected:
-            return
-        if error:
-            set_status(locked, V.ERROR if expected == V.STOPPING else V.STOPPED, ALLOWED)
-            locked.last_error = error
-            outcome = AuditEvent.Outcome.FAILED
-        elif expected == V.STARTING:
-            set_status(locked, V.RUNNING, ALLOWED)
-            if address is not None:
-                apply_fabric(locked, address)
-            outcome = AuditEvent.Outcome.SUCCEEDED
-        else:
-            set_status(locked, V.STOPPED, ALLOWED)
-            outcome = AuditEvent.Outcome.SUCCEEDED
-        save_vm(locked)
-        att = Attempt(
-            action="vm.running" if expected == V.STARTING else "vm.stopped",
-            actor=None,
-            target_type="vm",
-        )
-        att.about(locked)
-        record(att, outcome, locked.last_error)
-
-
-def repair_vm(vm_id, *, actor=None):
-    """Finish a VM's transition now (admins' force-reconcile); a stable VM is left alone."""
-    vm = VirtualMachine.objects.filter(pk=vm_id).first()
-    if vm is None or vm.status not in VM_TRANSITIONAL:
-        return False
-    if actor is not None:
-        check_perm(actor, Perm.VM_UPDATE, vm)
-    advance_vm(vm_id)
-    return True
-
-
-def reconcile_vms(cutoff):
-    """VMs stuck in 시작중/중지중 since before ``cutoff``: finish the step through the backend."""
-    stuck = list(
-        VirtualMachine.objects.filter(
-            status__in=VM_TRANSITIONAL, status_changed_at__lt=cutoff
-        ).values_list("pk", flat=True)
-    )
-    for vm_id in stuck:
-        advance_vm(vm_id)
-    return stuck

@@ -11,12 +11,13 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, VirtualCluster
-from portal.errors import InvalidInput, RuleViolation, SpotOrDrVm, VmNotEligible
+from portal.errors import InvalidInput, RuleViolation, VmNotEligible
+from portal.kernel import check_perm
 from portal.permissions import Perm
 from portal.rendering import render_form
 from vms import services
 from vms.forms import VmClusterForm, VmCreateForm, VmRenameForm
-from vms.models import VM_TRANSITIONAL, BillingType, VirtualMachine, VmStatus
+from vms.models import VM_TRANSITIONAL, VirtualMachine
 
 PAGE_SIZE = 50
 
@@ -45,6 +46,9 @@ def vm_list(request):
             .order_by("name", "pk")
         )
     page = Paginator(vms, PAGE_SIZE).get_page(request.GET.get("page"))
+    for vm in page.object_list:
+        # The cluster's name is the cluster's: shown only to who may read clusters.
+        vm.cluster_visible = request.user.has_perm(Perm.CLUSTER_READ, vm)
     context = {
         "page": page,
         "can_create": project is not None and request.user.has_perm(Perm.VM_CREATE, project),
@@ -63,7 +67,7 @@ def vm_create(request):
     if project is None:
         return redirect("vms:vm_list")
     if request.method == "GET":
-        cluster_services.check_perm(request.user, Perm.VM_CREATE, project)
+        check_perm(request.user, Perm.VM_CREATE, project)
         return _render_create(request, VmCreateForm(initial=request.GET.dict() or None))
     form = VmCreateForm(request.POST)
     if not request.user.has_perm(Perm.VM_CREATE, project):
@@ -114,15 +118,6 @@ def eligible_clusters(user, vm):
     )
 
 
-def attach_obstacle(vm):
-    """Why this VM can't be attached, shown before the user tries (the server checks anyway)."""
-    if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
-        return SpotOrDrVm().message
-    if vm.status != VmStatus.STOPPED:
-        return VmNotEligible().message
-    return ""
-
-
 def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
     can_update = request.user.has_perm(Perm.VM_UPDATE, vm)
     return {
@@ -135,7 +130,10 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
             initial={"action": VmClusterForm.DETACH if vm.cluster_id else VmClusterForm.ATTACH},
         ),
         "rename_form": rename_form or VmRenameForm(initial={"name": vm.name}),
-        "obstacle": attach_obstacle(vm) if not vm.cluster_id else "",
+        # Why this VM can't be attached, shown before the user tries (the server checks too).
+        "obstacle": cluster_services.vm_attach_refusal(vm) if not vm.cluster_id else None,
+        "guidance": VmNotEligible().message,
+        "can_read_cluster": request.user.has_perm(Perm.CLUSTER_READ, vm),
         **extra,
     }
 
@@ -234,5 +232,9 @@ def vm_status(request, pk):
 
 def _render_status(request, pk):
     vm = _vm(request, pk)
-    context = {"vm": vm, "can_update": request.user.has_perm(Perm.VM_UPDATE, vm)}
+    context = {
+        "vm": vm,
+        "can_update": request.user.has_perm(Perm.VM_UPDATE, vm),
+        "can_read_cluster": request.user.has_perm(Perm.CLUSTER_READ, vm),
+    }
     return render(request, "vms/edit.html#vm-status", context)

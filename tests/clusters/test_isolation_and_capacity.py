@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from clusters import services
+from clusters import progress, services
 from clusters.models import ClusterStatus, SimulatorAllocation
 from portal import errors
 from portal.models import Role, RoleBinding
@@ -65,7 +65,7 @@ def test_a_release_that_never_reached_the_broker_is_done_by_the_reconciler(
     with django_capture_on_commit_callbacks(execute=True):
         services.stop_cluster(cluster.pk, actor=world.admin)
     assert SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
-    services.reconcile()
+    progress.reconcile()
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
 
 

@@ -3,7 +3,7 @@
 import pytest
 from django.utils import translation
 
-from clusters import services
+from clusters import progress, services
 from clusters.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, SimulatorAllocation, VirtualCluster
 from portal import errors
@@ -94,7 +94,7 @@ def test_attach_refuses_spot_and_dr(world, kw):
     vm = world.vm("special", **kw)
     refused(errors.SpotOrDrVm, RULE2, services.attach_vm, vm.pk, cluster.pk, actor=world.admin)
     event = AuditEvent.objects.get(action="vm.attach")
-    assert event.outcome == "REFUSED" and event.message == RULE2
+    assert event.outcome == "REFUSED" and event.code == "spot_or_dr_vm" and event.text == RULE2
 
 
 # -- Rule 3: one cluster at most; membership only in 미할당/실행중/종료됨 ----------------
@@ -288,15 +288,15 @@ def test_stop_during_waiting_stands_the_start_down(world, django_capture_on_comm
     cluster = world.cluster()
     world.members(cluster, 2)
     services.start_cluster(cluster.pk, actor=world.admin)  # queued task not run: still 준비중
-    services.advance_cluster(cluster.pk)  # -> ALLOCATED
-    services.advance_cluster(cluster.pk)  # -> WAITING
+    progress.advance_cluster(cluster.pk)  # -> ALLOCATED
+    progress.advance_cluster(cluster.pk)  # -> WAITING
     cluster.refresh_from_db()
     assert cluster.status == S.WAITING
     run_tasks(
         django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin
     )
     # The start's next step finds the cluster stopped and does nothing but make sure of release.
-    assert services.advance_cluster(cluster.pk) is False
+    assert progress.advance_cluster(cluster.pk) is False
     cluster.refresh_from_db()
     assert cluster.status == S.TERMINATED
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
@@ -518,7 +518,7 @@ def test_capacity_exhausted_keeps_previous_status(world, django_capture_on_commi
     cluster.refresh_from_db()
     assert cluster.status == S.TERMINATED
     assert (
-        cluster.last_error
+        cluster.last_error.message
         == "가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요"
     )
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
@@ -569,7 +569,7 @@ def test_reconciler_finishes_a_start_whose_task_was_lost(world, settings):
     cluster = world.cluster()
     world.members(cluster, 2)
     services.start_cluster(cluster.pk, actor=world.admin)  # the queued task never runs
-    assert services.reconcile() == [cluster.pk]
+    assert progress.reconcile() == [cluster.pk]
     cluster.refresh_from_db()
     assert cluster.status == S.RUNNING
     assert AuditEvent.objects.filter(action="cluster.reconcile", cluster_id=cluster.pk).exists()
@@ -581,7 +581,7 @@ def test_reconciler_rolls_back_when_the_backend_cannot_finish(world, settings):
     cluster = world.cluster()
     world.members(cluster, 2)
     services.start_cluster(cluster.pk, actor=world.admin)
-    services.reconcile()
+    progress.reconcile()
     cluster.refresh_from_db()
     assert cluster.status == S.UNALLOCATED and cluster.last_error
 
@@ -591,7 +591,7 @@ def test_reconciler_leaves_fresh_transitions_alone(world, settings):
     cluster = world.cluster()
     world.members(cluster, 2)
     services.start_cluster(cluster.pk, actor=world.admin)
-    assert services.reconcile() == []
+    assert progress.reconcile() == []
     cluster.refresh_from_db()
     assert cluster.status == S.PROVISIONING
 
@@ -600,7 +600,7 @@ def test_reconciler_finishes_stuck_vms(world, settings):
     settings.TRANSITION_TIMEOUT_SECONDS = 0
     vm = world.vm("free")
     vm_services.start_vm(vm.pk, actor=world.admin)
-    services.reconcile()
+    progress.reconcile()
     vm.refresh_from_db()
     assert vm.status == VmStatus.RUNNING
 
@@ -611,8 +611,8 @@ def test_duplicate_task_delivery_is_harmless(world, django_capture_on_commit_cal
     services.start_cluster(cluster.pk, actor=world.admin)
     generation = VirtualCluster.objects.get(pk=cluster.pk).generation
     for _ in range(6):  # the same message delivered many times
-        services.advance_cluster(cluster.pk, generation)
-    services.advance_cluster(cluster.pk, generation - 1)  # a stale one from an older start
+        progress.advance_cluster(cluster.pk, generation)
+    progress.advance_cluster(cluster.pk, generation - 1)  # a stale one from an older start
     cluster.refresh_from_db()
     assert cluster.status == S.RUNNING
     assert AuditEvent.objects.filter(action="cluster.running").count() == 1

@@ -272,6 +272,7 @@ def test_last_error_is_stored_once_and_shown_in_the_users_language(
     with django_capture_on_commit_callbacks(execute=True):
         client.post(f"/clusters/{cluster.pk}/start/")
     cluster.refresh_from_db()
-    assert cluster.last_error.startswith("가용 영역의 자원이 부족하여")  # stored in the source
+    # Stored as a code, in no language; rendered in the reader's.
+    assert (cluster.error_code, cluster.error_params) == ("capacity_unavailable", {})
     page = body(client.get(f"/clusters/{cluster.pk}/"))
     assert "Not enough capacity in the zone to start" in page

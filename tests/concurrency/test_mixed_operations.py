@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
+from clusters import progress as cluster_progress
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.celery import app
@@ -256,7 +257,7 @@ def test_reconcile_running_concurrently_with_users(arena, eager_errors_propagate
         try:
             while not stop.is_set():
                 try:
-                    cluster_services.reconcile()
+                    cluster_progress.reconcile()
                 except RuleViolation:
                     pass
                 except Exception:  # noqa: BLE001

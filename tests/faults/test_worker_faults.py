@@ -1,7 +1,7 @@
 """Faults (issue 6 item 3): a real ``celery -A portal worker`` process on the test database
 and a private Redis, SIGKILLed in the middle of each transitional step; its database
 connections dropped mid-task; the broker restarted (empty) mid-task and down during a user's
-action. Afterwards ``clusters.services.reconcile()`` runs with a short timeout and every
+action. Afterwards ``clusters.progress.reconcile()`` runs with a short timeout and every
 object must be stable and consistent, with the audit trail complete.
 
 The worker runs the simulator at one second a step (SIMULATOR_STEP_SECONDS=1), one task at a
@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from clusters import progress as cluster_progress
 from clusters import services as cluster_services
 from clusters.models import (
     STABLE,
@@ -78,7 +79,7 @@ def reconcile_after_timeout(settings):
     """What the beat's reconciler does once the transition is older than its timeout."""
     settings.TRANSITION_TIMEOUT_SECONDS = 0.3
     time.sleep(0.35)
-    return cluster_services.reconcile()
+    return cluster_progress.reconcile()
 
 
 def events(action, outcome=AuditEvent.Outcome.SUCCEEDED, **filters):

@@ -409,9 +409,12 @@ def test_healthz_fails_when_the_database_is_down(client, db, monkeypatch):
 # Request ids: on the response, in the audit event and in the structured log line
 
 
-def test_request_id_is_echoed_or_generated(client, db):
+def test_request_id_is_made_by_the_server_whatever_the_client_sends(client, db):
+    """Failed before the fix: a client's X-Request-ID became the id of its audit events, so
+    a client could forge or reuse another request's id."""
     response = client.get(reverse("healthz"), HTTP_X_REQUEST_ID="abc123DEF")
-    assert response["X-Request-ID"] == "abc123DEF"
+    assert response["X-Request-ID"] != "abc123DEF"
+    assert re.fullmatch(r"[0-9a-f]{32}", response["X-Request-ID"])
     generated = client.get(reverse("healthz"))["X-Request-ID"]
     assert re.fullmatch(r"[0-9a-f]{32}", generated)
 
@@ -429,13 +432,15 @@ def test_state_change_is_logged_and_audited_with_the_request_id(scene, client, c
             reverse("clusters:cluster_delete", args=[scene.cluster.pk]),
             HTTP_X_REQUEST_ID="req43delete",
         )
-    assert response.status_code == 302 and response["X-Request-ID"] == "req42start"
-    assert refused.status_code == 403 and refused["X-Request-ID"] == "req43delete"
+    assert response.status_code == 302 and refused.status_code == 403
+    started, deleted = response["X-Request-ID"], refused["X-Request-ID"]
     event = AuditEvent.objects.get(action="cluster.start")
-    assert event.request_id == "req42start"
-    assert AuditEvent.objects.get(action="cluster.delete").request_id == "req43delete"
+    # The server's id is the key; what the client sent is kept apart, for correlation.
+    assert (event.request_id, event.client_request_id) == (started, "req42start")
+    refusal = AuditEvent.objects.get(action="cluster.delete")
+    assert (refusal.request_id, refusal.client_request_id) == (deleted, "req43delete")
     lines = [formatter.format(r) for r in caplog.records if r.name == "portal.audit"]
     start = [line for line in lines if "action=cluster.start" in line]
-    assert start and "request_id=req42start" in start[0] and "outcome=SUCCEEDED" in start[0]
+    assert start and f"request_id={started}" in start[0] and "outcome=SUCCEEDED" in start[0]
     delete = [line for line in lines if "action=cluster.delete" in line]
-    assert delete and "request_id=req43delete" in delete[0] and "outcome=REFUSED" in delete[0]
+    assert delete and f"request_id={deleted}" in delete[0] and "outcome=REFUSED" in delete[0]

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from clusters.models import SimulatorCapacity
 from portal.models import Project, Role, RoleBinding
+from vms import progress as vm_progress
 from vms import services as vm_services
 from vms.models import BillingType, FabricOffering, FabricType, InstanceType, VirtualMachine, Zone
 
@@ -133,4 +134,4 @@ class Command(BaseCommand):
             )
             if running:
                 vm_services.start_vm(vm.pk, actor=None)
-                vm_services.advance_vm(vm.pk)
+                vm_progress.advance_vm(vm.pk)

@@ -1,0 +1,107 @@
+"""Row locks in the one fixed order (cluster before VM, members by id) and the writes that
+follow them. Every service of ``clusters`` and ``vms`` takes its locks here, so two
+transitions can never wait on each other in opposite orders.
+"""
+
+from clusters.models import VirtualCluster
+from portal.errors import ClusterChanging, ClusterNotFound, VmNotFound
+from portal.kernel import check_perm, require_id
+from portal.permissions import Perm
+from vms.models import VirtualMachine, VmStatus
+
+VM_STATE_FIELDS = [
+    "status",
+    "status_changed_at",
+    "cluster",
+    "fabric_guid",
+    "fabric_lid",
+    "fabric_ip",
+    "fabric_gid_index",
+    "error_code",
+    "error_params",
+]
+CLUSTER_STATE_FIELDS = [
+    "status",
+    "status_changed_at",
+    "operation",
+    "previous_status",
+    "generation",
+    "error_code",
+    "error_params",
+]
+
+
+def lock_cluster(cluster_id, actor, permission, att=None) -> VirtualCluster:
+    """The cluster row, locked; ClusterNotFound unless the actor may read it, then
+    ``PermissionRequired`` unless the actor holds ``permission`` on it."""
+    cluster = (
+        VirtualCluster.objects.select_for_update()
+        .filter(pk=require_id(cluster_id, ClusterNotFound))
+        .first()
+    )
+    if cluster is None or (actor is not None and not actor.has_perm(Perm.CLUSTER_READ, cluster)):
+        raise ClusterNotFound()
+    if att is not None:
+        att.about(cluster)
+    check_perm(actor, permission, cluster)
+    return cluster
+
+
+def lock_members(cluster) -> list[VirtualMachine]:
+    return list(VirtualMachine.objects.select_for_update().filter(cluster=cluster).order_by("pk"))
+
+
+def lock_vm(vm_id, actor, permission, att=None) -> VirtualMachine:
+    vm = VirtualMachine.objects.select_for_update().filter(pk=require_id(vm_id, VmNotFound)).first()
+    if vm is None or vm.status == VmStatus.DELETED:
+        raise VmNotFound()
+    if actor is not None and not actor.has_perm(Perm.VM_READ, vm):
+        raise VmNotFound()
+    if att is not None:
+        att.about(vm)
+    check_perm(actor, permission, vm)
+    return vm
+
+
+def lock_vm_with_cluster(vm_id, actor, permission, att=None):
+    """Lock a VM and, first, the cluster it belongs to (fixed order: cluster before VM).
+
+    If the membership changed between the peek and the lock, refuse rather than lock
+    another cluster while holding the VM: that would invert the order and deadlock.
+    Returns ``(cluster or None, vm)``.
+    """
+    peek = (
+        VirtualMachine.objects.filter(pk=require_id(vm_id, VmNotFound))
+        .values_list("cluster_id")
+        .first()
+    )
+    cluster_id = peek[0] if peek else None
+    cluster = None
+    if cluster_id is not None:
+        cluster = VirtualCluster.objects.select_for_update().get(pk=cluster_id)
+    vm = lock_vm(vm_id, actor, permission, att)
+    if vm.cluster_id != cluster_id:
+        raise ClusterChanging()
+    return cluster, vm
+
+
+def clear_fabric(vm) -> None:
+    vm.fabric_guid = ""
+    vm.fabric_lid = None
+    vm.fabric_ip = None
+    vm.fabric_gid_index = None
+
+
+def apply_fabric(vm, address) -> None:
+    vm.fabric_guid = address.guid
+    vm.fabric_lid = address.lid
+    vm.fabric_ip = address.ip
+    vm.fabric_gid_index = address.gid_index
+
+
+def save_vm(vm) -> None:
+    vm.save(update_fields=VM_STATE_FIELDS)
+
+
+def save_cluster(cluster) -> None:
+    cluster.save(update_fields=CLUSTER_STATE_FIELDS)

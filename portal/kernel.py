@@ -1,0 +1,147 @@
+"""The pieces every service shares: the permission check, the status setter, the name and id
+rules, and queueing the slow part after commit.
+
+``clusters`` and ``vms`` (and ``metrics``) import these; this module imports no app, so the
+apps depend on ``portal`` and never on each other's internals for them.
+"""
+
+import logging
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from portal.broker import publish
+from portal.errors import (
+    InvalidTransition,
+    NameInvalid,
+    NameRequired,
+    NameTooLong,
+    NotFound,
+    PermissionRequired,
+    RuleViolation,
+)
+
+log = logging.getLogger(__name__)
+
+NAME_MAX = 63
+NAME_RE = re.compile(r"^[0-9A-Za-z가-힣-]+$")
+# Ids are bigint in PostgreSQL; anything larger cannot name a row (and would be a DataError).
+ID_MAX = 2**62
+
+
+def check_perm(actor, permission, obj) -> None:
+    """Raise ``PermissionRequired`` unless ``actor`` holds ``permission`` on ``obj``.
+
+    ``actor=None`` is the system (tasks, the reconciler): it may do anything.
+    """
+    if actor is not None and not actor.has_perm(permission, obj):
+        raise PermissionRequired(permission)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of a transition table: ``action`` moves from any of ``sources`` to one of
+    ``targets``; a ``system`` step is taken by a worker, never asked for by a user."""
+
+    action: str
+    sources: frozenset
+    targets: frozenset
+    system: bool = False
+
+
+class Lifecycle:
+    """A model's transition table and the status sets read from it (never listed twice).
+
+    - ``allowed``: status -> the statuses it may move to;
+    - ``sources(action)``: where ``action`` may start (e.g. the startable statuses);
+    - ``transitional``: statuses only a worker moves on from (the page polls, the reconciler
+      repairs them);
+    - ``stable``: the rest; ``terminal``: stable statuses with no way out.
+    """
+
+    def __init__(self, statuses, *steps: Step):
+        self.steps = {step.action: step for step in steps}
+        self.allowed: dict[str, frozenset] = {
+            status: frozenset(
+                target for step in steps if status in step.sources for target in step.targets
+            )
+            for status in statuses
+        }
+        self.transitional = frozenset(
+            status for step in steps if step.system for status in step.sources
+        )
+        self.stable = frozenset(statuses) - self.transitional
+        self.terminal = frozenset(status for status in self.stable if not self.allowed[status])
+
+    def sources(self, action: str) -> frozenset:
+        return self.steps[action].sources
+
+
+def step(action, sources, targets, *, system=False) -> Step:
+    targets = {targets} if isinstance(targets, str) else targets
+    return Step(action, frozenset(sources), frozenset(targets), system)
+
+
+def permission_refusal(actor, permission, obj) -> PermissionRequired | None:
+    """``check_perm`` as a preflight: the refusal it would raise, or None."""
+    if actor is not None and not actor.has_perm(permission, obj):
+        return PermissionRequired(permission)
+    return None
+
+
+def raise_if(refusal: RuleViolation | None) -> None:
+    """Raise the refusal a rule function returned, if any."""
+    if refusal is not None:
+        raise refusal
+
+
+def set_status(obj, new_status: str, lifecycle: Lifecycle) -> None:
+    """Move ``obj`` to ``new_status`` if its transition table allows it (a bug otherwise)."""
+    if new_status not in lifecycle.allowed[obj.status]:
+        raise InvalidTransition()
+    obj.status = new_status
+    obj.status_changed_at = timezone.now()
+
+
+def parse_id(value) -> int | None:
+    """A positive id from a form, URL or JSON body, or None (unicode digits, signs, spaces
+    around, floats, booleans and values beyond bigint are all None)."""
+    if isinstance(value, bool):
+        return None
+    text = str(value).strip() if value is not None else ""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if 0 < number <= ID_MAX else None
+
+
+def require_id(value, error=NotFound) -> int:
+    """``parse_id`` for a row the caller must find: anything else is ``error`` (a 404)."""
+    number = parse_id(value)
+    if number is None:
+        raise error()
+    return number
+
+
+def validate_name(raw) -> str:
+    """Trim and check a resource name: 1-63 letters, digits, hyphens or Korean."""
+    name = (raw or "").strip()
+    if not name:
+        raise NameRequired()
+    if len(name) > NAME_MAX:
+        raise NameTooLong(max=NAME_MAX)
+    if not NAME_RE.match(name):
+        raise NameInvalid()
+    return name
+
+
+def queue_after_commit(task, *args) -> None:
+    """Send ``task`` once the transaction commits.
+
+    The change is made whatever the broker says: if it cannot take the message (down,
+    restarting, its folder gone), the step is left to the reconciler (SPEC §4) instead of
+    turning a change that happened into a 500.
+    """
+    transaction.on_commit(lambda: publish(task, *args))

@@ -1,0 +1,52 @@
+"""What an audit event says, kept as a code and params and rendered in the reader's language.
+
+Refusals and failures use the error codes of ``portal.errors``; the few things an event says
+that are not errors are the notices below. Action names get their labels here too.
+"""
+
+from django.utils.translation import gettext_lazy as _
+
+from portal.errors import RuleViolation
+
+NOTICES = {
+    "members_detached": _("멤버 %(count)d대를 분리했습니다."),
+    "reconcile_started": _("시간 초과된 전환을 복구합니다."),
+}
+
+ACTION_LABELS = {
+    "cluster.create": _("클러스터 생성"),
+    "cluster.provisioned": _("클러스터 준비 완료"),
+    "cluster.start": _("클러스터 시작"),
+    "cluster.allocated": _("자원 할당"),
+    "cluster.waiting": _("패브릭 구성"),
+    "cluster.running": _("클러스터 실행"),
+    "cluster.stop": _("클러스터 중지"),
+    "cluster.delete": _("클러스터 삭제"),
+    "cluster.reconcile": _("전환 복구"),
+    "vm.create": _("가상머신 생성"),
+    "vm.update": _("가상머신 이름 변경"),
+    "vm.attach": _("클러스터에 연결"),
+    "vm.detach": _("클러스터에서 분리"),
+    "vm.start": _("가상머신 시작"),
+    "vm.running": _("가상머신 실행"),
+    "vm.stop": _("가상머신 중지"),
+    "vm.stopped": _("가상머신 중지 완료"),
+    "vm.delete": _("가상머신 삭제"),
+    "vm.metrics_token": _("메트릭 토큰 발급"),
+}
+
+
+def render_message(code: str, params: dict | None, text: str = "") -> str:
+    """An event's message in the active language: its code rendered, then its plain text."""
+    params = params or {}
+    if code in NOTICES:
+        rendered = NOTICES[code] % params if params else str(NOTICES[code])
+    elif code:
+        rendered = RuleViolation.from_stored(code, params).message
+    else:
+        return text
+    return f"{rendered} ({text})" if text else rendered
+
+
+def action_label(action: str) -> str:
+    return str(ACTION_LABELS.get(action, action))
