@@ -12,5 +12,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from portal.settings import *  # noqa: E402,F403
 
+# The benchmark tools' app (development only in portal.settings): their tests need it.
+if "tests.bench" not in INSTALLED_APPS:  # noqa: F405
+    INSTALLED_APPS = [*INSTALLED_APPS, "tests.bench"]  # noqa: F405
+
 # Hashing demo passwords with PBKDF2 costs ~0.3 s a user; tests don't need that strength.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,7 +1,7 @@
 """``manage.py bench_metrics``: the figures issue 5 asks for, measured in one run.
 
-On PostgreSQL only (the storage being measured is PostgreSQL's). It works in a database of
-its own (``<name>_bench_metrics``, created with Django's test-database machinery and dropped
+On PostgreSQL only (the storage being measured is PostgreSQL's). It works in a scratch
+database of its own (``tests.bench.scratch``: a fresh ``vc_scratch_…`` name, migrated, dropped
 at the end unless ``--keep``), so it never touches the portal's data:
 
 1. 64 running member VMs of one cluster, each with a token; 7 days of 10-second samples
@@ -19,20 +19,14 @@ import gzip
 import logging
 import os
 import random
-import socket
 import statistics
-import subprocess
-import sys
-import threading
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from http.client import HTTPConnection
-from urllib.parse import quote
+from pathlib import Path
 
 import orjson
-import psutil
 import psycopg
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
@@ -40,12 +34,19 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters.models import ClusterStatus, VirtualCluster
-from metrics import services, storage
+from metrics import storage
 from metrics.agent import FIELDS
 from metrics.storage import COPY_SQL, PG_TYPES
-from portal.models import Project
-from vms.models import BillingType, FabricType, InstanceType, VirtualMachine, VmStatus, Zone
+from tests.bench.ingest_clients import hammer, in_threads
+from tests.bench.processes import (
+    Children,
+    cpu_seconds,
+    database_backend_pids,
+    free_port,
+    gunicorn_command,
+)
+from tests.bench.scratch import database_url, scratch_database
+from tests.bench.worlds import metrics_world
 
 VMS = 64
 DAYS = 7
@@ -72,21 +73,13 @@ class Command(BaseCommand):
             raise CommandError("bench_metrics measures the PostgreSQL storage: set DATABASE_URL")
         self.opts = opts
         logging.getLogger("portal.audit").setLevel(logging.WARNING)  # 64 token issues
-        creation = connection.creation
-        original_name = connection.settings_dict["NAME"]
-        connection.settings_dict["TEST"] = {
-            **connection.settings_dict.get("TEST", {}), "NAME": f"{original_name}_bench_metrics"
-        }
         started = time.perf_counter()
-        self.say(f"creating database {connection.settings_dict['TEST']['NAME']} …")
-        creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-        try:
+        with (
+            scratch_database(keep=opts["keep"], say=self.say),
+            tempfile.TemporaryDirectory(prefix="bench-metrics-") as workdir,
+        ):
+            self.children = Children(Path(workdir))
             self.run_bench()
-        finally:
-            if opts["keep"]:
-                self.say(f"kept database {connection.settings_dict['NAME']}")
-            else:
-                creation.destroy_test_db(original_name, verbosity=0)
         self.say(f"total {time.perf_counter() - started:.0f} s")
 
     def say(self, text):
@@ -97,19 +90,14 @@ class Command(BaseCommand):
 
     def run_bench(self):
         now = timezone.now()
-        cluster, vms, tokens = self.make_world()
+        cluster, vms, tokens = metrics_world(self.opts["vms"])
         self.generate(vms, now)
-        url, server = self.start_gunicorn()
-        self.server = server
         try:
+            url = self.start_gunicorn()
             agent_ratio, agent_cpu_ratio = self.bench_agent_sized(url, tokens)
             backlog_ratio, backlog_cpu_ratio = self.bench_backlog(url, tokens, vms)
         finally:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            self.children.stop()
         chart_ratio, sizes = self.bench_charts(cluster)
         self.say("")
         self.say(f"== summary: ratio of throughputs, and of work per CPU-second (target); "
@@ -122,22 +110,6 @@ class Command(BaseCommand):
                  f"(<= {TARGETS['chart']})")
         self.say(f"largest metrics tab response          : {max(sizes.values()) / 1024:.1f} KB"
                  f"  (<= {TARGETS['size_kb']} KB)")
-
-    def make_world(self):
-        zone = Zone.objects.create(code="bench-1a", name="bench")
-        itype = InstanceType.objects.create(code="bench.h100x8", gpu_model="H100", gpu_count=8,
-                                            vcpu=192, memory_gib=2048)
-        project = Project.objects.create(slug="bench", name="bench")
-        cluster = VirtualCluster.objects.create(
-            project=project, name="bench", zone=zone, instance_type=itype,
-            fabric_type=FabricType.INFINIBAND, status=ClusterStatus.RUNNING)
-        vms = VirtualMachine.objects.bulk_create(
-            VirtualMachine(project=project, name=f"bench-{i:02d}", zone=zone, instance_type=itype,
-                           billing_type=BillingType.ON_DEMAND, status=VmStatus.RUNNING,
-                           cluster=cluster)
-            for i in range(self.opts["vms"]))
-        tokens = [services.rotate_token(vm.pk, actor=None)[1] for vm in vms]
-        return cluster, vms, tokens
 
     def generate(self, vms, now):
         days = self.opts["days"]
@@ -190,116 +162,30 @@ class Command(BaseCommand):
     # -----------------------------------------------------------------------------------------
     # HTTP
 
-    def database_url(self):
-        db = connection.settings_dict
-        auth = quote(db["USER"] or "")
-        if db["PASSWORD"]:
-            auth += ":" + quote(db["PASSWORD"])
-        host = db["HOST"] or "127.0.0.1"
-        return f"postgres://{auth}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
-
     def start_gunicorn(self):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         env = {
             **os.environ,
-            "DATABASE_URL": self.database_url(),
+            "DATABASE_URL": database_url(),
             "DEBUG": "0",
             "LOG_LEVEL": "WARNING",
             # The bench measures throughput, not the per-token bound.
             "METRICS_RATE_PER_MINUTE": str(10**9),
         }
-        command = [sys.executable, "-m", "gunicorn", "portal.wsgi:application",
-                   "--bind", f"127.0.0.1:{port}", "--workers", str(self.opts["workers"]),
-                   "--worker-class", "gthread", "--threads", str(self.opts["threads"]),
-                   "--keep-alive", "30", "--log-level", "warning",
-                   "--timeout", "60"]
-        server = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if server.poll() is not None:
-                    raise CommandError("gunicorn did not start") from None
-                time.sleep(0.2)
-        else:
-            server.kill()
-            raise CommandError("gunicorn did not listen within 30 s")
+        command = gunicorn_command(port, self.opts["workers"], self.opts["threads"], keep_alive=30)
+        server = self.children.spawn(command, "gunicorn", env)
+        self.children.wait_listening(server, "gunicorn", port)
         self.say(f"gunicorn on 127.0.0.1:{port} ({self.opts['workers']} workers x "
                  f"{self.opts['threads']} threads)")
-        return ("127.0.0.1", port), server
-
-    def hammer(self, address, make_request, seconds):
-        """Run ``make_request(client_index, n) -> (path, body, token) or None`` on keep-alive
-        connections from ``--clients`` threads for ``seconds``; returns (requests, elapsed)."""
-        counts, errors = [0] * self.opts["clients"], []
-        stop = time.monotonic() + seconds
-
-        def client(index):
-            conn = HTTPConnection(*address, timeout=30)
-            n = 0
-            while time.monotonic() < stop:
-                request = make_request(index, n)
-                if request is None:  # this client's prepared batches are used up
-                    break
-                path, body, token = request
-                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-                if body[:2] == b"\x1f\x8b":  # gzip magic: compressed as the agent does
-                    headers["Content-Encoding"] = "gzip"
-                conn.request("POST", path, body, headers)
-                response = conn.getresponse()
-                payload = response.read()
-                if response.status != 200:
-                    errors.append((response.status, payload[:200]))
-                    break
-                n += 1
-            counts[index] = n
-            conn.close()
-
-        return self.in_threads(client, counts, errors)
-
-    def in_threads(self, target, counts, errors=None):
-        """Run ``target(index)`` in one thread per entry of ``counts``; an exception in any
-        fails the bench (rather than counting as zero work)."""
-        errors = [] if errors is None else errors
-
-        def guarded(index):
-            try:
-                target(index)
-            except (OSError, psycopg.Error) as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=guarded, args=(i,)) for i in range(len(counts))]
-        started = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - started
-        if errors:
-            raise CommandError(f"errors during the bench: {errors[:3]}")
-        return sum(counts), elapsed
+        return "127.0.0.1", port
 
     def cpu_seconds(self):
         """{(role, pid): CPU seconds so far} of everything a measurement runs on: this
         process (the clients), gunicorn's workers, the bench database's backends."""
-        roles = {"client": [os.getpid()],
-                 "gunicorn": [child.pid for child in psutil.Process(self.server.pid).children()]}
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-            roles["database"] = [pid for (pid,) in cursor.fetchall()]
-        seconds = {}
-        for role, pids in roles.items():
-            for pid in pids:
-                try:
-                    times = psutil.Process(pid).cpu_times()
-                except psutil.NoSuchProcess:
-                    continue
-                seconds[role, pid] = times.user + times.system
-        return seconds
+        roles = {"client": [os.getpid()], "gunicorn": self.children.pids(),
+                 "database": database_backend_pids()}
+        return {(role, pid): seconds for role, pids in roles.items()
+                for pid, seconds in cpu_seconds(pids).items()}
 
     def interleaved(self, first, second):
         """Alternate short rounds of two measurements (``measure(round) -> (units, wall
@@ -358,12 +244,13 @@ class Command(BaseCommand):
 
         self.say(f"agent-sized batches, {clients} clients, {self.opts['seconds']:g} s each, "
                  "interleaved:")
-        self.hammer(address, check, 1.0)  # warm up workers and pools
-        self.hammer(address, ingest, 1.0)
+        hammer(address, clients, check, 1.0)  # warm up workers and pools
+        hammer(address, clients, ingest, 1.0)
+        seconds = self.opts["seconds"] / ROUNDS
         (check_rate, check_cpu, check_split), (ingest_rate, ingest_cpu, ingest_split) = \
             self.interleaved(
-            lambda _round: self.hammer(address, check, self.opts["seconds"] / ROUNDS),
-            lambda _round: self.hammer(address, ingest, self.opts["seconds"] / ROUNDS),
+            lambda _round: hammer(address, clients, check, seconds),
+            lambda _round: hammer(address, clients, ingest, seconds),
         )
         self.say(f"  minimal authenticated POST view : {check_rate:,.0f} POSTs/s, "
                  f"{check_cpu:,.0f} per CPU-second ({self.split(check_split)} per POST)")
@@ -408,9 +295,9 @@ class Command(BaseCommand):
                     return None
                 body = bodies[index][round_index * per_round + n]
                 return "/api/metrics/ingest", body, tokens[index]
-            return self.hammer(address, request, 3600)
+            return hammer(address, self.opts["clients"], request, 3600)
 
-        connections = [psycopg.connect(self.psycopg_dsn(), autocommit=True) for _ in range(clients)]
+        connections = [psycopg.connect(database_url(), autocommit=True) for _ in range(clients)]
 
         def copy_round(round_index):
             def copier(index):
@@ -427,7 +314,7 @@ class Command(BaseCommand):
                     counts[index] += 1
 
             counts = [0] * clients
-            return self.in_threads(copier, counts)
+            return in_threads(copier, counts)
 
         try:
             (http_rate, http_cpu, http_split), (copy_rate, copy_cpu, copy_split) = self.interleaved(
@@ -440,12 +327,6 @@ class Command(BaseCommand):
         self.say(f"  raw psycopg COPY: {copy_rate * BACKLOG:,.0f} samples/s, "
                  f"{copy_cpu * BACKLOG:,.0f} per CPU-second ({self.split(copy_split)} per batch)")
         return http_rate / copy_rate, http_cpu / copy_cpu
-
-    def psycopg_dsn(self):
-        db = connection.settings_dict
-        parts = {"dbname": db["NAME"], "user": db["USER"], "password": db["PASSWORD"],
-                 "host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or "5432"}
-        return " ".join(f"{k}={v}" for k, v in parts.items() if v)
 
     # -----------------------------------------------------------------------------------------
     # Charts

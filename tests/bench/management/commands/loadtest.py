@@ -2,10 +2,10 @@
 
 Everything runs on this machine and stops by itself:
 
-1. a scratch PostgreSQL database (``loadtest_vcportal``, created and migrated with Django's
-   test-database machinery, dropped at the end unless ``--keep``) filled with five projects of
-   ten users each, 120 clusters per project (two to four members each) and, per user, one
-   cluster of their own to start and stop;
+1. a scratch PostgreSQL database (``tests.bench.scratch``: a fresh ``vc_scratch_…`` name,
+   migrated, dropped at the end unless ``--keep``) filled with five projects of ten users
+   each, 120 clusters per project (two to four members each) and, per user, one cluster of
+   their own to start and stop (``tests.bench.worlds.load_world``);
 2. gunicorn with the production settings (PORTAL_MODE=production, a fresh SECRET_KEY,
    collected static files, Redis cache and broker) on a free 127.0.0.1 port — plain http, so
    SECURE_SSL_REDIRECT=0 — and a Celery worker (simulator at ``--step`` seconds a step), both
@@ -24,9 +24,6 @@ import os
 import random
 import re
 import secrets
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +32,6 @@ import time
 from collections import Counter, defaultdict
 from http.client import HTTPConnection
 from pathlib import Path
-from urllib.parse import quote
 
 import psutil
 from django.conf import settings
@@ -45,14 +41,23 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.test.utils import override_settings
 
-from clusters.models import ClusterStatus, VirtualCluster
-from portal.management.scratch import bench_catalog, scratch_database
-from portal.models import AuditEvent, Project, Role, RoleBinding
+from clusters.models import VirtualCluster
+from portal.models import AuditEvent
 from portal.projects import SESSION_KEY as PROJECT_KEY
-from vms.models import BillingType, FabricType, VirtualMachine
+from tests.bench.load_client import EXPECTED, UserClient, busy, cookie_jar, percentiles
+from tests.bench.processes import (
+    Children,
+    celery_worker_command,
+    cpu_seconds,
+    database_backend_pids,
+    free_port,
+    gunicorn_command,
+    spent,
+)
+from tests.bench.scratch import database_url, scratch_database
+from tests.bench.worlds import LOAD_PROJECTS, load_world
+from vms.models import VirtualMachine
 
-PROJECTS = 5
-CLUSTERS_PER_PROJECT = 120
 # kind: weight. Reads dominate, as in a console; actions are what the buttons send.
 MIX = {
     "list": 24,
@@ -64,7 +69,6 @@ MIX = {
     "header_poll": 24,
     "action": 14,
 }
-EXPECTED = {200, 302}
 REFUSED = {409}  # the rules said no (SPEC §5): an answer, not an error
 
 
@@ -83,29 +87,28 @@ class Command(BaseCommand):
             default="redis://127.0.0.1:6379/9",
             help="broker and cache (a database number of the load test's own)",
         )
-        parser.add_argument("--database", default="loadtest_vcportal", help="scratch database")
         parser.add_argument("--keep", action="store_true", help="keep the scratch database")
         parser.add_argument("--seed", type=int, default=1)
 
     def handle(self, *args, **opts):
         if connection.vendor != "postgresql":
             raise CommandError("the load test runs on PostgreSQL: set DATABASE_URL=postgres://...")
-        if opts["users"] > PROJECTS * 10:
-            raise CommandError(f"at most {PROJECTS * 10} users")
+        if opts["users"] > LOAD_PROJECTS * 10:
+            raise CommandError(f"at most {LOAD_PROJECTS * 10} users")
         self.opts = opts
         self.secret_key = secrets.token_urlsafe(50)
-        self.children = []
         started = time.perf_counter()
-        with scratch_database(opts["database"], keep=opts["keep"], say=self.say):
+        with (
+            scratch_database(keep=opts["keep"], say=self.say),
+            override_settings(SECRET_KEY=self.secret_key),
+            tempfile.TemporaryDirectory(prefix="loadtest-") as workdir,
+        ):
+            self.workdir = Path(workdir)
+            self.children = Children(self.workdir)
             try:
-                with (
-                    override_settings(SECRET_KEY=self.secret_key),
-                    tempfile.TemporaryDirectory(prefix="loadtest-") as workdir,
-                ):
-                    self.workdir = Path(workdir)
-                    self.run_test()
+                self.run_test()
             finally:
-                self.stop_children()
+                self.children.stop()
                 self.flush_redis()
         self.say(f"total {time.perf_counter() - started:.0f} s")
 
@@ -114,77 +117,7 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     # -----------------------------------------------------------------------------------------
-    # Data and sessions
-
-    def make_world(self):
-        zone, h100, _capacity = bench_catalog()
-        operator = Role.objects.get(name="operator")
-        User = get_user_model()
-        users = []
-        rng = random.Random(self.opts["seed"])
-        for p in range(PROJECTS):
-            project = Project.objects.create(slug=f"load-{p}", name=f"load-{p}")
-            clusters = VirtualCluster.objects.bulk_create(
-                VirtualCluster(
-                    project=project,
-                    name=f"p{p}-cluster-{i:03d}",
-                    zone=zone,
-                    instance_type=h100,
-                    fabric_type=FabricType.INFINIBAND,
-                    status=rng.choice([ClusterStatus.UNALLOCATED, ClusterStatus.TERMINATED]),
-                )
-                for i in range(CLUSTERS_PER_PROJECT)
-            )
-            VirtualMachine.objects.bulk_create(
-                VirtualMachine(
-                    project=project,
-                    name=f"{c.name}-m{j}",
-                    zone=zone,
-                    instance_type=h100,
-                    billing_type=BillingType.ON_DEMAND,
-                    cluster=c,
-                    private_ip=f"10.{p}.{i // 200}.{(i * 4 + j) % 250 + 2}",
-                )
-                for i, c in enumerate(clusters)
-                for j in range(2 + i % 3)
-            )
-            for u in range(10):
-                user = User(username=f"load-{p}-{u}")
-                user.set_unusable_password()
-                user.save()
-                RoleBinding.objects.create(user=user, project=project, role=operator)
-                own = VirtualCluster.objects.create(
-                    project=project,
-                    name=f"own-{p}-{u}",
-                    zone=zone,
-                    instance_type=h100,
-                    fabric_type=FabricType.INFINIBAND,
-                    status=ClusterStatus.UNALLOCATED,
-                )
-                members = VirtualMachine.objects.bulk_create(
-                    VirtualMachine(
-                        project=project,
-                        name=f"own-{p}-{u}-m{j}",
-                        zone=zone,
-                        instance_type=h100,
-                        billing_type=BillingType.RESERVED,
-                        cluster=own,
-                        private_ip=f"10.9{p}.{u}.{j + 2}",
-                    )
-                    for j in range(2)
-                )
-                users.append(
-                    {
-                        "user": user,
-                        "project": project,
-                        "own": own.pk,
-                        "members": [vm.pk for vm in members],
-                        "clusters": [c.pk for c in clusters],
-                    }
-                )
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
-        return users[: self.opts["users"]]
+    # Sessions
 
     def session_for(self, user, project):
         """A logged-in session as django.contrib.auth.login() leaves it (same SECRET_KEY as
@@ -200,11 +133,6 @@ class Command(BaseCommand):
     # -----------------------------------------------------------------------------------------
     # Processes
 
-    def database_url(self):
-        db = connection.settings_dict
-        auth = quote(db["USER"]) + (":" + quote(db["PASSWORD"]) if db["PASSWORD"] else "")
-        return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
     def child_env(self):
         keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
         env = {key: os.environ[key] for key in keep if key in os.environ}
@@ -214,7 +142,7 @@ class Command(BaseCommand):
             SECRET_KEY=self.secret_key,
             SECURE_SSL_REDIRECT="0",
             ALLOWED_HOSTS="127.0.0.1",
-            DATABASE_URL=self.database_url(),
+            DATABASE_URL=database_url(),
             DB_POOL_MAX=str(self.opts["threads"] + 1),
             CELERY_BROKER_URL=self.opts["redis"],
             CACHE_URL=self.opts["redis"],
@@ -225,34 +153,6 @@ class Command(BaseCommand):
             PYTHONPATH=str(settings.BASE_DIR),
         )
         return env
-
-    def spawn(self, command, name):
-        log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the child
-        process = subprocess.Popen(
-            command,
-            cwd=settings.BASE_DIR,
-            env=self.child_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.children.append((name, process, log))
-        return process
-
-    def stop_children(self):
-        """SIGTERM each process group we started, SIGKILL what is left after 10 s."""
-        for _name, process, _log in self.children:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for _name, process, log in self.children:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            log.close()
-        self.children = []
 
     def flush_redis(self):
         import redis
@@ -270,66 +170,23 @@ class Command(BaseCommand):
             check=True,
             timeout=300,
         )
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         self.flush_redis()
-        self.gunicorn = self.spawn(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "portal.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(self.opts["workers"]),
-                "--worker-class",
-                "gthread",
-                "--threads",
-                str(self.opts["threads"]),
-                "--keep-alive",
-                "75",
-                "--timeout",
-                "60",
-                "--log-level",
-                "warning",
-            ],
+        env = self.child_env()
+        gunicorn = self.children.spawn(
+            gunicorn_command(port, self.opts["workers"], self.opts["threads"], keep_alive=75),
             "gunicorn",
+            env,
         )
-        self.worker = self.spawn(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--pool=prefork",
-                "--concurrency=2",
-                "--without-mingle",
-                "--without-gossip",
-                "--loglevel=WARNING",
-                f"--hostname=loadtest-{os.getpid()}@%h",
-            ],
-            "celery",
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/healthz")
-                response = conn.getresponse()
-                body = response.read()
-                conn.close()
-                if response.status == 200:
-                    break
-            except OSError:
-                pass
-            if self.gunicorn.poll() is not None or time.monotonic() > deadline:
-                log = (self.workdir / "gunicorn.log").read_text()[-3000:]
-                raise CommandError(f"gunicorn did not become healthy:\n{log}")
-            time.sleep(0.2)
+        self.children.spawn(celery_worker_command(f"loadtest-{os.getpid()}"), "celery", env)
+        self.children.wait_listening(gunicorn, "gunicorn", port)
+        conn = HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        if response.status != 200:
+            raise CommandError(f"gunicorn is not healthy: {response.status} {body[:300]!r}")
         self.say(
             f"gunicorn on 127.0.0.1:{port}: {self.opts['workers']} workers x "
             f"{self.opts['threads']} threads, production settings; /healthz {body.decode()}"
@@ -341,7 +198,7 @@ class Command(BaseCommand):
 
     def run_test(self):
         started = time.perf_counter()
-        users = self.make_world()
+        users = load_world(self.opts["seed"])[: self.opts["users"]]
         for u in users:
             u["session"] = self.session_for(u["user"], u["project"])
         self.say(
@@ -399,8 +256,8 @@ class Command(BaseCommand):
         kinds, weights = zip(*MIX.items(), strict=True)
         process = psutil.Process()
         cpu_before = process.cpu_times()
-        children_before = self.server_cpu()
-        database_before = self.database_cpu()
+        children_before = cpu_seconds(self.children.pids())
+        database_before = cpu_seconds(database_backend_pids())
         machine_before = busy(psutil.cpu_times())
 
         def user_loop(index, u):
@@ -435,39 +292,11 @@ class Command(BaseCommand):
         cpu = {
             "load generator": (cpu_after.user + cpu_after.system)
             - (cpu_before.user + cpu_before.system),
-            "gunicorn + celery": self.server_cpu() - children_before,
-            "postgres": self.database_cpu(database_before),
+            "gunicorn + celery": spent(children_before, cpu_seconds(self.children.pids())),
+            "postgres": spent(database_before, cpu_seconds(database_backend_pids())),
         }
         cpu["rest of the machine"] = busy(psutil.cpu_times()) - machine_before - sum(cpu.values())
         return results, elapsed, cpu
-
-    def database_cpu(self, before=None):
-        """CPU seconds of the scratch database's backends (those alive now), or a snapshot."""
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-            pids = [pid for (pid,) in cursor.fetchall()]
-        snapshot = {}
-        for pid in pids:
-            try:
-                times = psutil.Process(pid).cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            snapshot[pid] = times.user + times.system
-        if before is None:
-            return snapshot
-        return sum(value - before.get(pid, 0.0) for pid, value in snapshot.items())
-
-    def server_cpu(self):
-        total = 0.0
-        for _name, process, _log in self.children:
-            try:
-                parent = psutil.Process(process.pid)
-                for p in [parent, *parent.children(recursive=True)]:
-                    times = p.cpu_times()
-                    total += times.user + times.system
-            except psutil.NoSuchProcess:
-                continue
-        return total
 
     def one(self, client, kind, u, rng):
         """One request of ``kind``: (kind, status, seconds, detail)."""
@@ -564,72 +393,3 @@ class Command(BaseCommand):
             + f" (of {elapsed * os.cpu_count():.0f} available on {os.cpu_count()} cores)"
         )
 
-
-def busy(times):
-    """CPU seconds the whole machine spent not idle."""
-    return times.user + times.nice + times.system + times.irq + times.softirq + times.steal
-
-
-def percentiles(values):
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return {50: cuts[49], 95: cuts[94], 99: cuts[98]}
-
-
-def cookie_jar(response):
-    jar = {}
-    for header, value in response.getheaders():
-        if header.lower() == "set-cookie":
-            name, _sep, rest = value.partition("=")
-            jar[name.strip()] = rest.split(";", 1)[0]
-    return jar
-
-
-class UserClient:
-    """One browser: a keep-alive connection, its cookies, its CSRF token."""
-
-    def __init__(self, port, session_key):
-        self.port = port
-        self.cookies = {"__Host-sessionid": session_key}
-        self.csrf_token = ""
-        self.conn = None
-
-    def close(self):
-        if self.conn is not None:
-            self.conn.close()
-
-    def request(self, method, path, headers=None):
-        """(status or exception name, seconds, body)."""
-        headers = {
-            **(headers or {}),
-            "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()),
-        }
-        if method == "POST":
-            headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
-        started = time.perf_counter()
-        try:
-            if self.conn is None:
-                self.conn = HTTPConnection("127.0.0.1", self.port, timeout=30)
-            self.conn.request(method, path, b"" if method == "POST" else None, headers)
-            response = self.conn.getresponse()
-            body = response.read()
-        except (OSError, ValueError) as exc:  # http.client errors are OSError/ValueError kinds
-            self.close()
-            self.conn = None
-            return type(exc).__name__, time.perf_counter() - started, str(exc).encode()
-        seconds = time.perf_counter() - started
-        self.cookies.update(cookie_jar(response))
-        if response.getheader("Connection", "").lower() == "close":
-            self.close()
-            self.conn = None
-        token = re.search(rb'"X-CSRFToken": "([^"]+)"', body)
-        if token:
-            self.csrf_token = token.group(1).decode()
-        return response.status, seconds, body
-
-    def get(self, path):
-        return self.request("GET", path)
-
-    def timed(self, kind, method, path, headers=None):
-        status, seconds, body = self.request(method, path, headers)
-        detail = "" if status in EXPECTED else f"{method} {path} {body[:300]!r}"
-        return kind, status, seconds, detail
