@@ -99,9 +99,19 @@ def cluster_list(request):
                 clusters = clusters.filter(zone=filters.cleaned_data["zone"])
             if filters.cleaned_data["q"]:
                 clusters = clusters.filter(name__icontains=filters.cleaned_data["q"])
-    rows = (
+    # Page over ids alone (the index walk), then annotate just the rows shown: with OFFSET,
+    # PostgreSQL computes the select list of every skipped row too, so page 200 ran the
+    # member-count subquery 10,000 times (bench_pages: 2.5x page 1, now 1.2x).
+    paginator = Paginator(
+        clusters.order_by("-created_at", "-id").values_list("pk", flat=True), PAGE_SIZE
+    )
+    # Count the filtered rows without the joins and subqueries the shown rows need.
+    paginator.count = clusters.count()
+    page = paginator.get_page(request.GET.get("page"))
+    page.object_list = list(
         # The row shows two codes, not the catalog objects: fetch the codes, not models.
-        clusters.only("id", "name", "status", "fabric_type", "created_at", "project_id")
+        VirtualCluster.objects.filter(pk__in=page.object_list)  # one query: IN (… LIMIT 50)
+        .only("id", "name", "status", "fabric_type", "created_at", "project_id")
         .annotate(
             member_count=MEMBER_COUNT,
             zone_code=F("zone__code"),
@@ -109,10 +119,6 @@ def cluster_list(request):
         )
         .order_by("-created_at", "-id")
     )
-    paginator = Paginator(rows, PAGE_SIZE)
-    # Count the filtered rows without the joins and subqueries the shown rows need.
-    paginator.count = clusters.count()
-    page = paginator.get_page(request.GET.get("page"))
     context = {
         "page": page,
         "filters": filters,
