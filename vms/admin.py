@@ -77,8 +77,8 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
     ]
     actions = ["start", "stop", "force_reconcile"]
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).restrict(request.user, Perm.VM_READ)
+    def scope(self, queryset, user):
+        return queryset.restrict(user, Perm.VM_READ)
 
     @admin.action(description=_("시작"))
     def start(self, request, queryset):
