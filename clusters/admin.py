@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters import services
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
-from portal.admin import ProjectScopedAdmin
+from portal.admin import ConsoleAdmin, ProjectScopedAdmin
 from portal.errors import RuleViolation
 from portal.permissions import Perm
 from vms.models import VirtualMachine
@@ -119,7 +119,7 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
 
 
 @admin.register(SimulatorCapacity)
-class SimulatorCapacityAdmin(admin.ModelAdmin):
+class SimulatorCapacityAdmin(ConsoleAdmin):
     list_display = ["zone", "instance_type", "fabric", "total_nodes"]
     list_editable = ["total_nodes"]
     list_filter = ["zone", "instance_type", "fabric"]

@@ -83,6 +83,14 @@ class VisibleProjectFilter(admin.RelatedFieldListFilter):
     def field_choices(self, field, request, model_admin):
         return [(project.pk, str(project)) for project in visible_projects(request.user)]
 
+    def queryset(self, request, queryset):
+        """A project typed into the URL that is not the staff user's lists no one: who is in
+        another project is that project's business."""
+        visible = {str(pk) for pk in visible_projects(request.user).values_list("pk", flat=True)}
+        if self.lookup_val and not set(self.lookup_val) <= visible:
+            return queryset.none()
+        return super().queryset(request, queryset)
+
 
 class ProjectBindingInline(ProjectChoices, admin.TabularInline):
     """Role bindings shown and created only in the staff user's projects."""

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from clusters.backends.simulator import SimulatorBackend
 from metrics.models import MetricsToken
-from portal.models import AuditEvent, RoleBinding
+from portal.models import AuditEvent, Project, RoleBinding
 from tests.conftest import builtin_role
 from vms.models import FabricType
 
@@ -170,3 +170,17 @@ def test_no_autocomplete_offers_other_projects(staff, root):
                 assert SECRET not in response.content.decode(), (holder, field)
                 asked += 1
     assert asked >= 3
+
+
+def test_filtering_users_by_another_project_lists_no_one(staff, root, other_data):
+    """(With one project the filter is not shown, hence not applied: the staff user is in two.)"""
+    third = Project.objects.create(slug="third", name="third")
+    ops = get_user_model().objects.get(username="ops")
+    RoleBinding.objects.create(user=ops, project=third, role=builtin_role("viewer"))
+    users = url(get_user_model(), "changelist")
+    mine = {"role_bindings__project__id__exact": other_data.demo.pk}
+    assert staff.get(users, mine).context["cl"].result_count == 4  # admin, operator, viewer, ops
+    theirs = {"role_bindings__project__id__exact": other_data.other.pk}
+    assert root.get(users, theirs).context["cl"].result_count == 1
+    assert staff.get(users, theirs).context["cl"].result_count == 0
+    assert staff.get(users, {"role_bindings__project__id__exact": "x"}).status_code in (200, 302)
