@@ -6,8 +6,9 @@ import ipaddress
 import pytest
 
 from clusters.backends.simulator import ROCE_BLOCKS, SimulatorBackend
-from clusters.models import VirtualCluster
+from clusters.models import SimulatorAllocation, VirtualCluster
 from portal.errors import CapacityUnavailable
+from tests.clusters.test_races import race
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
 
 PRIVATE = ipaddress.ip_network("172.16.0.0/12")
@@ -104,3 +105,26 @@ def test_a_member_joining_a_running_cluster_gets_a_free_address_of_its_block(wor
     ]
     assert ipaddress.ip_address(address.ip) not in ips
     assert_one_subnet_of_hosts([*ips, ipaddress.ip_address(address.ip)])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("round_", range(3))
+def test_clusters_of_different_pools_allocating_at_once_get_different_blocks(world, round_):
+    """Pools don't share a lock: two allocations may pick the same free block at once."""
+    clusters = []
+    for zone in (world.zone_a, world.zone_b):
+        for itype in (world.h100, world.l40s):
+            world.capacity(8, zone=zone, instance_type=itype, fabric=FabricType.ROCE_V2)
+            clusters.append(
+                VirtualCluster.objects.create(
+                    project=world.demo,
+                    name=f"{zone.code}-{itype.code}",
+                    zone=zone,
+                    instance_type=itype,
+                    fabric_type=FabricType.ROCE_V2,
+                )
+            )
+    backend = SimulatorBackend()
+    race(*[lambda c=c: backend.allocate(c, 2) for c in clusters])
+    keys = SimulatorAllocation.objects.filter(cluster__in=clusters).values_list("pk", flat=True)
+    assert len(set(keys)) == len(clusters)
