@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters import progress, services
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from portal.admin import ConsoleAdmin, ProjectScopedAdmin
 from portal.errors import RuleViolation
 from portal.permissions import Perm
 from vms.models import VirtualMachine
@@ -24,7 +25,7 @@ def run_service(modeladmin, request, queryset, service, done):
         modeladmin.message_user(request, done % {"count": ok}, messages.SUCCESS)
 
 
-class StatusByServicesAdmin(admin.ModelAdmin):
+class StatusByServicesAdmin(ProjectScopedAdmin):
     """Created in the console, changed only by the services' actions, never edited here."""
 
     def has_add_permission(self, request):
@@ -48,6 +49,10 @@ class MemberInline(admin.TabularInline):
 
     def has_add_permission(self, request, obj=None):
         return False
+
+    def get_queryset(self, request):
+        """The members the console would list: only with VM READ in the cluster's project."""
+        return super().get_queryset(request).restrict(request.user, Perm.VM_READ)
 
 
 @admin.register(VirtualCluster)
@@ -84,13 +89,11 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
     inlines = [MemberInline]
     actions = ["start", "stop", "force_reconcile"]
 
+    def scope(self, queryset, user):
+        return queryset.restrict(user, Perm.CLUSTER_READ)
+
     def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .restrict(request.user, Perm.CLUSTER_READ)
-            .annotate(n_members=Count("members"))
-        )
+        return super().get_queryset(request).annotate(n_members=Count("members"))
 
     @admin.display(description=_("멤버"), ordering="n_members")
     def member_count(self, cluster):
@@ -116,16 +119,21 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
 
 
 @admin.register(SimulatorCapacity)
-class SimulatorCapacityAdmin(admin.ModelAdmin):
+class SimulatorCapacityAdmin(ConsoleAdmin):
     list_display = ["zone", "instance_type", "fabric", "total_nodes"]
     list_editable = ["total_nodes"]
     list_filter = ["zone", "instance_type", "fabric"]
 
 
 @admin.register(SimulatorAllocation)
-class SimulatorAllocationAdmin(admin.ModelAdmin):
+class SimulatorAllocationAdmin(ProjectScopedAdmin):
     list_display = ["cluster", "capacity", "nodes", "configured", "created_at"]
     list_select_related = ["cluster", "capacity__zone", "capacity__instance_type"]
+
+    def scope(self, queryset, user):
+        return queryset.filter(
+            cluster__in=VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ)
+        )
 
     def has_add_permission(self, request):
         return False

@@ -136,11 +136,16 @@ class MetricsToken(models.Model):
         VirtualMachine, on_delete=models.CASCADE, related_name="metrics_token",
         verbose_name=_("가상머신"),
     )
-    token_hash = models.CharField(max_length=64, unique=True)
+    token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
     # The first characters, so a user can tell which token an agent has without the secret.
     prefix = models.CharField(_("토큰 앞부분"), max_length=12)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("발급자"),
     )
     created_at = models.DateTimeField(_("발급일"))
 

@@ -1,11 +1,105 @@
+"""Tenancy in the admin, and the scope every admin of project data shares.
+
+The admin shows a staff user what the console would: the rows of their projects, gated by
+the same ``restrict``/``visible_to`` querysets (superusers see all). ``ProjectScopedAdmin``
+applies the gate once to the changelist, its filters, the change, delete and history pages
+and the actions (all of which start from ``get_queryset``); an object out of scope is
+answered like one that does not exist.
+"""
+
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from portal.models import AuditEvent, Project, Role, RoleBinding, project_permissions
+from portal.models import AuditEvent, Project, Role, RoleBinding
 from portal.permissions import Perm
+
+admin.site.site_header = _("GPU 클라우드 콘솔")
+admin.site.site_title = _("GPU 클라우드 콘솔")
+admin.site.index_title = _("관리")
+
+
+def visible_projects(user) -> QuerySet:
+    return Project.objects.visible_to(user)
+
+
+class ProjectChoices:
+    """Forms (and their autocompletes) offer only the staff user's projects."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.related_model is Project:
+            kwargs["queryset"] = visible_projects(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ConsoleAdmin(admin.ModelAdmin):
+    """Every admin of the portal. Deleting a catalog row or a role that is still in use lists
+    the rows using it, which may be any project's: a staff user is told only that it is."""
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        if protected and not request.user.is_superuser:
+            protected = [_("다른 객체가 사용하고 있어 삭제할 수 없습니다.")]
+        return deleted, counts, perms_needed, protected
+
+
+class ProjectScopedAdmin(ProjectChoices, ConsoleAdmin):
+    """An admin of project data: subclasses say how a queryset of their model is narrowed to
+    what ``user`` may see (``scope``); the filters then offer only values of visible rows.
+
+    A delete elsewhere that would cascade to a row out of scope is refused (Django asks
+    ``has_delete_permission`` of every row a delete collects)."""
+
+    def scope(self, queryset: QuerySet, user) -> QuerySet:
+        raise NotImplementedError
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        return queryset if request.user.is_superuser else self.scope(queryset, request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        if not super().has_delete_permission(request, obj):
+            return False
+        return obj is None or self.get_queryset(request).filter(pk=obj.pk).exists()
+
+    def get_list_filter(self, request):
+        """A filter on a relation lists only the related objects of rows in scope (a plain
+        one would list every project, cluster… in the database)."""
+        return [
+            (entry, admin.RelatedOnlyFieldListFilter)
+            if isinstance(entry, str) and get_fields_from_path(self.model, entry)[-1].is_relation
+            else entry
+            for entry in super().get_list_filter(request)
+        ]
+
+
+class VisibleProjectFilter(admin.RelatedFieldListFilter):
+    """A project filter on global rows (users): only the projects the staff user is in."""
+
+    def field_choices(self, field, request, model_admin):
+        return [(project.pk, str(project)) for project in visible_projects(request.user)]
+
+    def queryset(self, request, queryset):
+        """A project typed into the URL that is not the staff user's lists no one: who is in
+        another project is that project's business."""
+        visible = {str(pk) for pk in visible_projects(request.user).values_list("pk", flat=True)}
+        if self.lookup_val and not set(self.lookup_val) <= visible:
+            return queryset.none()
+        return super().queryset(request, queryset)
+
+
+class ProjectBindingInline(ProjectChoices, admin.TabularInline):
+    """Role bindings shown and created only in the staff user's projects."""
+
+    model = RoleBinding
+    extra = 0
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(project__in=visible_projects(request.user))
 
 
 class RoleForm(forms.ModelForm):
@@ -21,21 +115,22 @@ class RoleForm(forms.ModelForm):
         fields = ["name", "description", "permissions"]
 
 
-class RoleBindingInline(admin.TabularInline):
-    model = RoleBinding
-    extra = 0
+class RoleBindingInline(ProjectBindingInline):
     autocomplete_fields = ["user"]
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ProjectScopedAdmin):
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     inlines = [RoleBindingInline]
 
+    def scope(self, queryset, user):
+        return queryset.visible_to(user)
+
 
 @admin.register(Role)
-class RoleAdmin(admin.ModelAdmin):
+class RoleAdmin(ConsoleAdmin):
     form = RoleForm
     list_display = ["name", "description", "permission_list"]
     search_fields = ["name"]
@@ -46,27 +141,27 @@ class RoleAdmin(admin.ModelAdmin):
 
 
 @admin.register(RoleBinding)
-class RoleBindingAdmin(admin.ModelAdmin):
+class RoleBindingAdmin(ProjectScopedAdmin):
     list_display = ["user", "project", "role"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__name", "role__name"]
     autocomplete_fields = ["user", "project"]
 
+    def scope(self, queryset, user):
+        return queryset.filter(project__in=visible_projects(user))
+
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ProjectScopedAdmin):
     list_display = ["at", "project", "actor", "action", "target_type", "target_name", "outcome"]
     list_filter = ["outcome", "action", "target_type", "project"]
     search_fields = ["target_name", "message", "actor__username", "request_id"]
     date_hierarchy = "at"
     list_select_related = ["project", "actor"]
 
-    def get_queryset(self, request):
-        """Staff see the events of the projects they hold a role in (superusers: all)."""
-        events = super().get_queryset(request)
-        if request.user.is_superuser:
-            return events
-        return events.filter(project_id__in=list(project_permissions(request.user)))
+    def scope(self, queryset, user):
+        """The events of the projects the staff user holds a role in."""
+        return queryset.filter(project__in=visible_projects(user))
 
     def has_add_permission(self, request):
         return False
@@ -78,9 +173,7 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
 
-class UserRoleBindingInline(admin.TabularInline):
-    model = RoleBinding
-    extra = 0
+class UserRoleBindingInline(ProjectBindingInline):
     autocomplete_fields = ["project"]
     verbose_name_plural = _("프로젝트 역할")
 
@@ -90,6 +183,26 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class PortalUserAdmin(UserAdmin):
+class PortalUserAdmin(UserAdmin, ConsoleAdmin):
+    """Users are global (a project admin binds existing users), but a staff user changes or
+    deletes only accounts wholly inside their projects: one with a role elsewhere, or a
+    superuser, belongs to someone else too (its password, its bindings)."""
+
     inlines = [UserRoleBindingInline]
-    list_filter = [*UserAdmin.list_filter, "role_bindings__role", "role_bindings__project"]
+    list_filter = [
+        *UserAdmin.list_filter,
+        "role_bindings__role",
+        ("role_bindings__project", VisibleProjectFilter),
+    ]
+
+    def _within_reach(self, request, user) -> bool:
+        if request.user.is_superuser or user is None:
+            return True
+        elsewhere = user.role_bindings.exclude(project__in=visible_projects(request.user))
+        return not user.is_superuser and not elsewhere.exists()
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and self._within_reach(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and self._within_reach(request, obj)

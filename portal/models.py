@@ -60,10 +60,17 @@ class Role(models.Model):
 
 class RoleBinding(models.Model):
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_bindings"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="role_bindings",
+        verbose_name=_("사용자"),
     )
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="bindings")
-    role = models.ForeignKey(Role, on_delete=models.PROTECT, related_name="bindings")
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="bindings", verbose_name=_("프로젝트")
+    )
+    role = models.ForeignKey(
+        Role, on_delete=models.PROTECT, related_name="bindings", verbose_name=_("역할")
+    )
 
     class Meta:
         verbose_name = _("역할 바인딩")
@@ -130,17 +137,26 @@ class AuditEvent(models.Model):
         FAILED = "FAILED", _("실패")
 
     project = models.ForeignKey(
-        Project, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+        Project,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="audit_events",
+        verbose_name=_("프로젝트"),
     )
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        verbose_name=_("수행자"),
     )
     action = models.CharField(_("작업"), max_length=40, db_index=True)
     target_type = models.CharField(_("대상 유형"), max_length=40)
     target_id = models.BigIntegerField(_("대상 ID"), null=True, blank=True)
     target_name = models.CharField(_("대상 이름"), max_length=100, blank=True)
     # The cluster the event concerns (the cluster itself, or a member VM's): its activity tab.
-    cluster_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    cluster_id = models.BigIntegerField(_("클러스터 ID"), null=True, blank=True, db_index=True)
     outcome = models.CharField(_("결과"), max_length=10, choices=Outcome.choices)
     # What the event says: a code (an error's or a notice's) with its params, rendered in the
     # reader's language, and ``message`` for plain data (a name, "old → new").

@@ -4,13 +4,14 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from clusters.admin import StatusByServicesAdmin, run_service
+from portal.admin import ConsoleAdmin
 from portal.permissions import Perm
 from vms import progress, services
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
 
 
 @admin.register(Zone)
-class ZoneAdmin(admin.ModelAdmin):
+class ZoneAdmin(ConsoleAdmin):
     list_display = ["code", "name"]
     search_fields = ["code", "name"]
 
@@ -21,14 +22,14 @@ class FabricOfferingInline(admin.TabularInline):
 
 
 @admin.register(InstanceType)
-class InstanceTypeAdmin(admin.ModelAdmin):
+class InstanceTypeAdmin(ConsoleAdmin):
     list_display = ["code", "gpu_model", "gpu_count", "gpu_memory_gib", "vcpu", "memory_gib"]
     search_fields = ["code", "gpu_model"]
     inlines = [FabricOfferingInline]
 
 
 @admin.register(FabricOffering)
-class FabricOfferingAdmin(admin.ModelAdmin):
+class FabricOfferingAdmin(ConsoleAdmin):
     list_display = ["instance_type", "zone", "fabric"]
     list_filter = ["zone", "fabric", "instance_type"]
 
@@ -77,8 +78,8 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
     ]
     actions = ["start", "stop", "force_reconcile"]
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).restrict(request.user, Perm.VM_READ)
+    def scope(self, queryset, user):
+        return queryset.restrict(user, Perm.VM_READ)
 
     @admin.action(description=_("시작"))
     def start(self, request, queryset):

@@ -6,11 +6,12 @@ admin or by ``seed_demo``) and allocations in ``SimulatorAllocation``, so every 
 ``settings.SIMULATOR_STEP_SECONDS``. Tests inject faults through ``SimulatorBackend.faults``.
 """
 
+import ipaddress
 import itertools
 import time
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
 from clusters.backends.base import Capacity, ComputeBackend, FabricAddress
@@ -19,6 +20,19 @@ from portal.errors import BackendError, CapacityUnavailable
 from vms.models import FabricType
 
 DEFAULT_NODES = 64
+
+# RoCE: a cluster holding fabric owns one /21 of 172.16.0.0/12 (512 blocks of 2,048
+# addresses); member ``i`` is host ``10 + i`` of it, so a cluster has up to 2,037 members
+# (the last address is the broadcast) and two allocated clusters never share an address.
+# The block is kept in the allocation row's primary key, ``-1 - block``: the key makes it
+# unique without a column of its own, deleting the row (release) frees it, and ordinary
+# (InfiniBand) rows take positive keys from the sequence, so they never take a block.
+ROCE_NETWORK = ipaddress.ip_network("172.16.0.0/12")
+ROCE_BLOCK_PREFIX = 21
+ROCE_BLOCK_SIZE = 2 ** (32 - ROCE_BLOCK_PREFIX)
+ROCE_BLOCKS = ROCE_NETWORK.num_addresses // ROCE_BLOCK_SIZE
+ROCE_FIRST_HOST = 10
+ROCE_MAX_MEMBERS = ROCE_BLOCK_SIZE - ROCE_FIRST_HOST - 1
 
 
 class SimulatorBackend(ComputeBackend):
@@ -58,6 +72,9 @@ class SimulatorBackend(ComputeBackend):
 
     def allocate(self, cluster, nodes):
         self._step("allocate")
+        roce = cluster.fabric_type == FabricType.ROCE_V2
+        if roce and nodes > ROCE_MAX_MEMBERS:
+            raise CapacityUnavailable()
         with transaction.atomic():
             # The capacity row's lock serialises allocations of the same pool.
             row = self._capacity_row(
@@ -71,22 +88,63 @@ class SimulatorBackend(ComputeBackend):
             )
             if used + nodes > row.total_nodes:
                 raise CapacityUnavailable()
-            SimulatorAllocation.objects.update_or_create(
-                cluster_id=cluster.pk, defaults={"capacity": row, "nodes": nodes}
-            )
+            held = SimulatorAllocation.objects.filter(cluster_id=cluster.pk)
+            if roce:
+                held.filter(pk__gte=0).delete()  # allocated before blocks: given one below
+            if not held.update(capacity=row, nodes=nodes):
+                self._new_allocation(cluster, row, nodes, roce)
+
+    def _new_allocation(self, cluster, row, nodes, roce):
+        """Insert the row; a RoCE row under the lowest free block's key. Another pool's
+        allocation (not serialised by this pool's lock) may take that block first: the
+        insert then fails on the key and the next free block is tried."""
+        if not roce:
+            SimulatorAllocation.objects.create(cluster_id=cluster.pk, capacity=row, nodes=nodes)
+            return
+        while True:
+            taken = set(SimulatorAllocation.objects.filter(pk__lt=0).values_list("pk", flat=True))
+            key = next((-1 - b for b in range(ROCE_BLOCKS) if -1 - b not in taken), None)
+            if key is None:
+                raise CapacityUnavailable()
+            try:
+                with transaction.atomic():
+                    SimulatorAllocation.objects.create(
+                        pk=key, cluster_id=cluster.pk, capacity=row, nodes=nodes
+                    )
+                return
+            except IntegrityError:
+                if not SimulatorAllocation.objects.filter(pk=key).exists():
+                    raise  # not a block taken meanwhile: a real error
 
     def configure_fabric(self, cluster, members):
         self._step("configure_fabric")
         if not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).update(configured=True):
             raise BackendError()
-        return {vm.pk: self.fabric_address(cluster, vm, index) for index, vm in enumerate(members)}
+        first = self._first_roce_host(cluster)
+        return {
+            vm.pk: self.fabric_address(cluster, vm, index, first)
+            for index, vm in enumerate(members)
+        }
 
-    def fabric_address(self, cluster, vm, index):
-        if cluster.fabric_type == FabricType.INFINIBAND:
-            return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=index + 1)
-        return FabricAddress(
-            ip=f"172.{16 + (cluster.pk // 256) % 16}.{cluster.pk % 256}.{index + 10}", gid_index=3
+    @staticmethod
+    def _first_roce_host(cluster):
+        """Member 0's address in the block of a RoCE cluster's allocation (None: InfiniBand)."""
+        if cluster.fabric_type != FabricType.ROCE_V2:
+            return None
+        key = (
+            SimulatorAllocation.objects.filter(cluster_id=cluster.pk, pk__lt=0)
+            .values_list("pk", flat=True)
+            .first()
         )
+        if key is None:  # released meanwhile
+            raise BackendError()
+        block = -1 - key
+        return ROCE_NETWORK.network_address + block * ROCE_BLOCK_SIZE + ROCE_FIRST_HOST
+
+    def fabric_address(self, cluster, vm, index, first_roce_host):
+        if first_roce_host is None:
+            return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=index + 1)
+        return FabricAddress(ip=str(first_roce_host + index), gid_index=3)
 
     def release(self, cluster):
         SimulatorAllocation.objects.filter(cluster_id=cluster.pk).delete()
@@ -101,14 +159,15 @@ class SimulatorBackend(ComputeBackend):
         if vm.fabric_guid or vm.fabric_ip:  # joined when the cluster started: keep it
             return FabricAddress(vm.fabric_guid, vm.fabric_lid, vm.fabric_ip, vm.fabric_gid_index)
         others = cluster.members.exclude(pk=vm.pk)
+        first = self._first_roce_host(cluster)
         used = {lid - 1 for lid in others.values_list("fabric_lid", flat=True) if lid}
         used |= {
-            int(ip.rsplit(".", 1)[1]) - 10
+            int(ipaddress.ip_address(ip)) - int(first)
             for ip in others.values_list("fabric_ip", flat=True)
             if ip
         }
         index = next(i for i in itertools.count() if i not in used)
-        return self.fabric_address(cluster, vm, index)
+        return self.fabric_address(cluster, vm, index, first)
 
     def stop_vm(self, vm):
         self._step("stop_vm")

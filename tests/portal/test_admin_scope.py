@@ -1,0 +1,186 @@
+"""Issue 9 item 5: the admin is scoped like the console. A staff user with every ``view_*``
+model permission and a role only in ``demo`` sees nothing of project ``other`` on any admin
+page: changelists (and their filters), change, delete and history pages, and no action
+touches ``other``'s rows. Driven from ``admin.site._registry``, so a new admin is covered."""
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from clusters.backends.simulator import SimulatorBackend
+from metrics.models import MetricsToken
+from portal.models import AuditEvent, Project, RoleBinding
+from tests.conftest import builtin_role
+from vms.models import FabricType
+
+SECRET = "zeta"  # in every name of project other's data, nowhere else
+DEMO_TOKEN_HASH = "d3" * 32
+
+
+def url(model, view, *args):
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def other_data(world):
+    """Project ``other`` (renamed so its data is recognisable) with one row of every kind."""
+    world.other.name = f"{SECRET}-project"
+    world.other.save()
+    backend = SimulatorBackend()
+    for project, prefix in ((world.other, SECRET), (world.demo, "mine")):
+        cluster = world.cluster(
+            f"{prefix}-cluster", project=project, fabric_type=FabricType.ROCE_V2
+        )
+        members = world.members(cluster, 2, prefix=f"{prefix}-vm")
+        backend.allocate(cluster, 2)
+        MetricsToken.objects.create(
+            vm=members[0],
+            token_hash=f"{SECRET}{'0' * 60}" if project == world.other else DEMO_TOKEN_HASH,
+            prefix=f"{prefix}tok",
+            created_by=world.users["other"] if project == world.other else world.admin,
+            created_at=timezone.now(),
+        )
+        AuditEvent.objects.create(
+            project=project,
+            action="cluster.start",
+            target_type="cluster",
+            target_name=f"{prefix}-event",
+            outcome=AuditEvent.Outcome.SUCCEEDED,
+        )
+    return world
+
+
+@pytest.fixture(params=["view_", ""], ids=["view-permissions", "all-permissions"])
+def staff(other_data, client, request):
+    """The attack of the issue (every ``view_*``), and a staff user with every model
+    permission: Django's permissions say what kind of thing, the roles say whose."""
+    user = get_user_model().objects.create_user("ops", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__startswith=request.param))
+    RoleBinding.objects.create(user=user, project=other_data.demo, role=builtin_role("admin"))
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def root(other_data):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("root", password="x"))
+    return client
+
+
+def secret_objects(root):
+    """{model: [objects]} whose change page, as a superuser, shows project other's data."""
+    found = {}
+    for model in admin.site._registry:
+        for obj in model._default_manager.all():
+            page = root.get(url(model, "change", quote(obj.pk)))
+            assert page.status_code == 200, (model, obj.pk)
+            if SECRET in page.content.decode():
+                found.setdefault(model, []).append(obj)
+    return found
+
+
+PROJECT_DATA = (
+    "clusters.VirtualCluster",
+    "vms.VirtualMachine",
+    "metrics.MetricsToken",
+    "clusters.SimulatorAllocation",
+    "portal.AuditEvent",
+    "portal.Project",
+)
+
+
+def test_every_admin_changelist_and_filter_hides_other_projects(staff, root):
+    leaks = []
+    for model in admin.site._registry:
+        page = staff.get(url(model, "changelist"))
+        assert page.status_code == 200, model
+        if SECRET in page.content.decode():
+            leaks.append(model._meta.label)
+    assert leaks == []
+    for model in admin.site._registry:  # superusers see all
+        if model._meta.label in PROJECT_DATA:
+            assert SECRET in root.get(url(model, "changelist")).content.decode(), model
+
+
+def test_no_change_delete_or_history_page_shows_other_projects(staff, root):
+    found = secret_objects(root)
+    # The fixture gave project other a row of each kind: the check below has something to do.
+    for model in PROJECT_DATA:
+        assert any(m._meta.label == model for m in found), model
+    leaks = []
+    # Every object, not only other's: deleting a zone or a role lists the rows that use it.
+    for model in admin.site._registry:
+        for obj in model._default_manager.all():
+            for view in ("change", "delete", "history"):
+                page = staff.get(url(model, view, quote(obj.pk)))
+                if page.status_code == 200 and SECRET in page.content.decode():
+                    leaks.append(f"{model._meta.label} {obj} {view}")
+    assert leaks == []
+
+
+def test_no_admin_action_touches_other_projects(staff, root, other_data):
+    found = secret_objects(root)
+
+    def snapshot():
+        return {
+            model: list(model._default_manager.filter(pk__in=[o.pk for o in objects]).values())
+            for model, objects in found.items()
+        }
+
+    before, events = snapshot(), AuditEvent.objects.count()
+    for model, objects in found.items():
+        model_admin = admin.site._registry[model]
+        for action in model_admin.get_actions(staff.get(url(model, "changelist")).wsgi_request):
+            staff.post(
+                url(model, "changelist"),
+                {"action": action, "_selected_action": [o.pk for o in objects], "post": "yes"},
+            )
+    assert snapshot() == before
+    assert AuditEvent.objects.count() == events
+
+
+def test_the_token_hash_is_never_shown(root, other_data):
+    token = MetricsToken.objects.get(token_hash=DEMO_TOKEN_HASH)
+    for page in (url(MetricsToken, "changelist"), url(MetricsToken, "change", token.pk)):
+        content = root.get(page).content.decode()
+        assert "minetok" in content and DEMO_TOKEN_HASH not in content
+
+
+def test_no_autocomplete_offers_other_projects(staff, root):
+    asked = 0
+    for model, model_admin in admin.site._registry.items():
+        holders = [model_admin, *(inline(model, admin.site) for inline in model_admin.inlines)]
+        for holder in holders:
+            for field in holder.autocomplete_fields:
+                params = {
+                    "app_label": holder.model._meta.app_label,
+                    "model_name": holder.model._meta.model_name,
+                    "field_name": field,
+                    "term": "",
+                }
+                response = staff.get(reverse("admin:autocomplete"), params)
+                assert response.status_code == 200, (holder, field)
+                assert SECRET not in response.content.decode(), (holder, field)
+                asked += 1
+    assert asked >= 3
+
+
+def test_filtering_users_by_another_project_lists_no_one(staff, root, other_data):
+    """(With one project the filter is not shown, hence not applied: the staff user is in two.)"""
+    third = Project.objects.create(slug="third", name="third")
+    ops = get_user_model().objects.get(username="ops")
+    RoleBinding.objects.create(user=ops, project=third, role=builtin_role("viewer"))
+    users = url(get_user_model(), "changelist")
+    mine = {"role_bindings__project__id__exact": other_data.demo.pk}
+    assert staff.get(users, mine).context["cl"].result_count == 4  # admin, operator, viewer, ops
+    theirs = {"role_bindings__project__id__exact": other_data.other.pk}
+    assert root.get(users, theirs).context["cl"].result_count == 1
+    assert staff.get(users, theirs).context["cl"].result_count == 0
+    assert staff.get(users, {"role_bindings__project__id__exact": "x"}).status_code in (200, 302)
