@@ -65,7 +65,9 @@ class VirtualClusterQuerySet(ProjectScopedQuerySet):
 
 
 class VirtualCluster(LastErrorMixin, models.Model):
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="clusters")
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="clusters", verbose_name=_("프로젝트")
+    )
     name = models.CharField(_("클러스터 이름"), max_length=63)
     zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
     instance_type = models.ForeignKey(
@@ -77,9 +79,7 @@ class VirtualCluster(LastErrorMixin, models.Model):
     )
     status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     # What the current transitional status is doing, and where to fall back if it fails.
-    operation = models.CharField(
-        _("진행 중인 작업"), max_length=10, choices=Operation.choices, blank=True
-    )
+    operation = models.CharField(_("작업"), max_length=10, choices=Operation.choices, blank=True)
     previous_status = models.CharField(
         _("이전 상태"), max_length=14, choices=ClusterStatus.choices, blank=True
     )
@@ -125,10 +125,12 @@ class VirtualCluster(LastErrorMixin, models.Model):
 class SimulatorCapacity(models.Model):
     """How many nodes the simulated fabric of (zone, type, fabric) can hold."""
 
-    zone = models.ForeignKey(Zone, on_delete=models.CASCADE)
-    instance_type = models.ForeignKey(InstanceType, on_delete=models.CASCADE)
-    fabric = models.CharField(max_length=20, choices=FabricType.choices)
-    total_nodes = models.PositiveIntegerField(default=64)
+    zone = models.ForeignKey(Zone, on_delete=models.CASCADE, verbose_name=_("가용 영역"))
+    instance_type = models.ForeignKey(
+        InstanceType, on_delete=models.CASCADE, verbose_name=_("인스턴스 유형")
+    )
+    fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
+    total_nodes = models.PositiveIntegerField(_("전체 노드 수"), default=64)
 
     class Meta:
         verbose_name = _("시뮬레이터 용량")
@@ -140,17 +142,30 @@ class SimulatorCapacity(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.zone} / {self.instance_type} / {self.fabric}: {self.total_nodes}"
+        return (
+            f"{self.zone} / {self.instance_type} / {self.get_fabric_display()}: {self.total_nodes}"
+        )
 
 
 class SimulatorAllocation(models.Model):
     """Nodes the simulator has reserved for one cluster's fabric."""
 
-    cluster = models.OneToOneField(VirtualCluster, on_delete=models.CASCADE, related_name="+")
-    capacity = models.ForeignKey(SimulatorCapacity, on_delete=models.CASCADE)
-    nodes = models.PositiveIntegerField()
-    configured = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    cluster = models.OneToOneField(
+        VirtualCluster, on_delete=models.CASCADE, related_name="+", verbose_name=_("클러스터")
+    )
+    capacity = models.ForeignKey(
+        SimulatorCapacity, on_delete=models.CASCADE, verbose_name=_("시뮬레이터 용량")
+    )
+    nodes = models.PositiveIntegerField(_("노드 수"))
+    configured = models.BooleanField(_("패브릭 구성됨"), default=False)
+    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("시뮬레이터 할당")
+        verbose_name_plural = _("시뮬레이터 할당")
 
     def __str__(self):
-        return f"cluster {self.cluster_id}: {self.nodes} nodes"
+        return _("클러스터 %(cluster)s: 노드 %(nodes)d개") % {
+            "cluster": self.cluster_id,
+            "nodes": self.nodes,
+        }

@@ -1,6 +1,7 @@
 """Tenancy and access: projects, roles made of SPEC §3 permission strings, bindings, audit."""
 
 from django.conf import settings
+from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -119,6 +120,7 @@ class LastErrorMixin(models.Model):
         abstract = True
 
     @property
+    @admin.display(description=_("마지막 오류"))
     def last_error(self) -> RuleViolation | None:
         if not self.error_code:
             return None

@@ -32,7 +32,7 @@ class InstanceType(models.Model):
     gpu_model = models.CharField(_("GPU 모델"), max_length=60)
     gpu_count = models.PositiveSmallIntegerField(_("GPU 수"))
     gpu_memory_gib = models.PositiveIntegerField(_("GPU 메모리(GiB)"), default=80)
-    vcpu = models.PositiveSmallIntegerField(_("vCPU"))
+    vcpu = models.PositiveSmallIntegerField(_("vCPU 수"))
     memory_gib = models.PositiveIntegerField(_("메모리(GiB)"))
     zones = models.ManyToManyField(Zone, through="FabricOffering", related_name="instance_types")
 
@@ -52,9 +52,14 @@ class InstanceType(models.Model):
 class FabricOffering(models.Model):
     """Instance type X offers fabric F in zone Z (SPEC §5.7)."""
 
-    zone = models.ForeignKey(Zone, on_delete=models.CASCADE, related_name="offerings")
+    zone = models.ForeignKey(
+        Zone, on_delete=models.CASCADE, related_name="offerings", verbose_name=_("가용 영역")
+    )
     instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.CASCADE, related_name="offerings"
+        InstanceType,
+        on_delete=models.CASCADE,
+        related_name="offerings",
+        verbose_name=_("인스턴스 유형"),
     )
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
 
@@ -111,7 +116,9 @@ class VirtualMachineQuerySet(ProjectScopedQuerySet):
 
 
 class VirtualMachine(LastErrorMixin, models.Model):
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="vms")
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="vms", verbose_name=_("프로젝트")
+    )
     name = models.CharField(_("이름"), max_length=63)
     zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
     instance_type = models.ForeignKey(

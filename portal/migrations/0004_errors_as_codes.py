@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0002_builtin_roles'),
+        ('portal', '0003_korean_field_labels'),
     ]
 
     operations = [
