@@ -22,6 +22,7 @@ DEFAULT_NODES = 64
 
 
 class SimulatorBackend(ComputeBackend):
+    emits_metrics = True  # simulated VMs run no agent: metrics.simulate writes their samples
     # {method name: exception instance or callable} raised once at the next call (tests).
     faults = {}
 
