@@ -74,35 +74,37 @@ def authenticate(request) -> int:
     return lookup(bearer_hash(request))
 
 
-def check_rate(token_hash: str) -> None:
-    """``RateLimited`` once this token has made ``METRICS_RATE_PER_MINUTE`` requests in its
-    current window. Reads only: ``store`` counts the request once the token is verified, so
-    made-up tokens never take a cache entry (see ``portal.throttle``). Concurrent requests
-    of one token may overshoot the bound by the number of web workers.
+def check_rate(token_hash: str) -> bool:
+    """Count this request against the token's window: ``RateLimited`` past
+    ``METRICS_RATE_PER_MINUTE``. Returns whether a window was open. If none was, nothing is
+    counted or created here: ``store`` opens it once the token is verified, so made-up tokens
+    never take a cache entry (see ``portal.throttle``). One cache operation either way.
 
     With the local-memory cache each process counts on its own; with Redis (CACHE_URL) the
     bound is global.
     """
     limit = conf.get("METRICS_RATE_PER_MINUTE")
-    key = _rate_key(token_hash)
-    if RATE.counts([key])[key] >= limit:
+    count = RATE.hit_open(_rate_key(token_hash))
+    if count > limit:
         raise errors.RateLimited(
             _("요청이 너무 많습니다. 분당 %(limit)d회까지 보낼 수 있습니다.") % {"limit": limit}
         )
+    return count > 0
 
 
 def _rate_key(token_hash):
     return token_hash[:32]  # half the hash: unique enough, and not what a lookup takes
 
 
-def store(token_hash: str, claimed_vm: int | None, columns: list, now: float) -> None:
-    """Store a validated batch for the token's VM, and count it against the token's rate.
+def store(token_hash: str, claimed_vm: int | None, columns: list, now: float,
+          counted: bool) -> None:
+    """Store a validated batch for the token's VM; then, unless ``check_rate`` has
+    ``counted`` it, open the token's rate window with this request.
 
     An on-time agent-sized batch is one statement that checks the token as it inserts
     (``storage.write_for_token``); anything else looks the token up first. Raises
     ``Unauthorized``, ``WrongVm`` (``claimed_vm`` is not the token's) or ``Duplicate``.
     """
-    rate_key = _rate_key(token_hash)
     try:
         if not storage.write_for_token(token_hash, claimed_vm, columns, now):
             vm_id = lookup(token_hash)
@@ -111,9 +113,14 @@ def store(token_hash: str, claimed_vm: int | None, columns: list, now: float) ->
                 raise errors.WrongVm(message % {"vm": vm_id})
             storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now))
     except errors.Duplicate:
-        RATE.hit(rate_key, RATE_WINDOW_SECONDS)  # a re-sent batch: the token was good
+        _count_verified(token_hash, counted)  # a re-sent batch: the token was good
         raise
-    RATE.hit(rate_key, RATE_WINDOW_SECONDS)
+    _count_verified(token_hash, counted)
+
+
+def _count_verified(token_hash, counted):
+    if not counted:
+        RATE.open(_rate_key(token_hash), RATE_WINDOW_SECONDS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ def ingest_samples(request):
         except errors.IngestError:
             ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
             raise
-        ingest.check_rate(token_hash)
-        ingest.store(token_hash, claimed_vm, columns, now)
+        counted = ingest.check_rate(token_hash)
+        ingest.store(token_hash, claimed_vm, columns, now, counted)
     except errors.IngestError as error:
         return _refusal(error)
     return JsonResponse({"stored": len(columns[0])})

@@ -11,8 +11,9 @@ Counters live in Django's default cache. With several web processes it must be s
 (``CACHE_URL=redis://...``); the local-memory default counts per process, and keeps at most
 300 entries, evicting the least recently used. So that no traffic can evict a failed-login
 counter (issue 9 item 4), nothing counts per value an anonymous client can vary at will: the
-ingest limit counts a token only once it is verified (one entry per issued token, however
-many requests), and an attempt refused while throttled adds no counter for a new username.
+ingest limit opens a token's window only once the token is verified (one entry per issued
+token, however many requests), and an attempt refused while throttled adds no counter for a
+new username.
 A second cache just for login counters was the alternative; it needs a settings entry in
 every deployment, and leaves the cache open to the next per-request key someone adds.
 
@@ -94,18 +95,27 @@ class Counter:
     def hit(self, key: str, seconds: int) -> int:
         """Count one event; returns the events in the key's window so far, this one included.
         One cache operation while a window is open (atomic on Redis)."""
-        entry = self._entry(key)
+        return self.hit_open(key) or self.open(key, seconds)
+
+    def hit_open(self, key: str) -> int:
+        """Count one event in the key's open window and return the events in it so far; 0,
+        counting and creating nothing, when no window is open."""
         try:
-            return cache.incr(entry)
-        except ValueError:  # no open window
-            pass
+            return cache.incr(self._entry(key))
+        except ValueError:
+            return 0
+
+    def open(self, key: str, seconds: int) -> int:
+        """Open the key's window with one event (if a concurrent event opened it first, count
+        in that one); returns the events in it."""
+        entry = self._entry(key)
         if cache.add(entry, 1, timeout=seconds):
             return 1
-        try:
-            return cache.incr(entry)  # a concurrent event opened it just now
-        except ValueError:  # ...and it has expired already: open a new one
-            cache.set(entry, 1, timeout=seconds)
-            return 1
+        count = self.hit_open(key)
+        if count:
+            return count
+        cache.set(entry, 1, timeout=seconds)  # ...and it has expired already
+        return 1
 
     def reset(self, key: str) -> None:
         cache.delete(self._entry(key))
