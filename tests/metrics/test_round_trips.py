@@ -13,7 +13,9 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 from django.core.cache import cache
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import connection
+from django.test import override_settings
 
 from metrics.models import Sample
 from tests.metrics.conftest import sample
@@ -66,3 +68,39 @@ def test_a_bad_token_costs_the_insert_and_one_lookup(post, token):
         response = post("vcm_" + "ef" * 16, {"samples": [sample(now - 10)]})
     assert response.status_code == 401
     assert len(trips) == 2
+
+
+class CountingCache(LocMemCache):
+    """The local-memory cache, counting the operations made on it."""
+
+    operations = []
+
+    def incr(self, *args, **kwargs):
+        self.operations.append("incr")
+        return super().incr(*args, **kwargs)
+
+    def add(self, *args, **kwargs):
+        self.operations.append("add")
+        return super().add(*args, **kwargs)
+
+    def get_many(self, *args, **kwargs):
+        self.operations.append("get_many")
+        return super().get_many(*args, **kwargs)
+
+
+@override_settings(CACHES={"default": {"BACKEND": f"{__name__}.CountingCache"}})
+def test_the_rate_limit_costs_one_cache_operation(post, token):
+    """The first request of a window opens it once the token is verified (a miss, an add);
+    each one after is one increment. A made-up token creates nothing (one miss)."""
+    now = time.time()
+    operations = CountingCache.operations
+    operations.clear()
+    assert post(token, {"samples": [sample(now - 20)]}).status_code == 200
+    assert operations == ["incr", "add"]
+    operations.clear()
+    assert post(token, {"samples": [sample(now - 10)]}).status_code == 200
+    assert operations == ["incr"]
+    operations.clear()
+    assert post("vcm_" + "ab" * 16, {"samples": [sample(now)]}).status_code == 401
+    assert operations == ["incr"]
+    assert len(cache._cache) == 1  # the verified token's window only
