@@ -41,6 +41,9 @@ from portal.rendering import render_form
 from vms.models import FabricType, VirtualMachine
 
 PAGE_SIZE = 50
+# Members in node_rank order (torchrun's --node_rank, the hostfile): a 교체 spare takes the
+# replaced member's place. Rows without a rank (made outside join) come last, by id.
+RANK_ORDER = (F("node_rank").asc(nulls_last=True), "pk")
 # What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
 MEMBER_FIELDS = (
     "id",
@@ -210,7 +213,7 @@ def _visible_members(user, cluster):
 def _detail_context(request, cluster, tab):
     user = request.user
     members = list(
-        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by("pk")
+        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
         if tab in ("info", "members")
         else []
     )
@@ -353,7 +356,7 @@ def _render_header(request, cluster, changed):
 @require_GET
 def cluster_hostfile(request, pk):
     cluster = _cluster(request, pk)
-    members = list(_visible_members(request.user, cluster).order_by("pk"))
+    members = list(_visible_members(request.user, cluster).order_by(*RANK_ORDER))
     response = HttpResponse(
         hostfile_text(cluster, members), content_type="text/plain; charset=utf-8"
     )

@@ -21,6 +21,7 @@ from clusters.operations.fanout import (
 )
 from clusters.operations.membership import attach_many, create_vms, detach_many
 from clusters.operations.reads import attach_candidates, visible_operations
+from clusters.operations.replace import advance_replace, replace_member, replace_refusal
 from clusters.operations.single import (
     create_cluster_op,
     delete_cluster_op,
@@ -39,6 +40,9 @@ __all__ = [
     "delete_cluster_op",
     "delete_vm_op",
     "detach_many",
+    "advance_replace",
+    "replace_member",
+    "replace_refusal",
     "run_items",
     "start_cluster_op",
     "start_members",
