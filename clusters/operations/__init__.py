@@ -31,6 +31,7 @@ from clusters.operations.single import (
     stop_cluster_op,
     stop_vm_op,
 )
+from clusters.operations.validate import rank_order, start_validation, watch_validation
 
 __all__ = [
     "attach_candidates",
@@ -51,6 +52,9 @@ __all__ = [
     "stop_cluster_with_members",
     "stop_members",
     "stop_vm_op",
+    "rank_order",
+    "start_validation",
+    "watch_validation",
     "visible_operations",
     "watch",
     "watch_stale",

@@ -126,6 +126,8 @@ class ValidationJob(models.Model):
         DONE = "DONE", _("완료")
         FAILED = "FAILED", _("실패")
         NO_ANSWER = "NO_ANSWER", _("응답 없음")
+        # Not run: a member it needed had not answered (judged on that member alone).
+        SKIPPED = "SKIPPED", _("건너뜀")
 
     run = models.ForeignKey(
         ValidationRun, on_delete=models.CASCADE, related_name="jobs", verbose_name=_("검증 실행")

@@ -40,9 +40,8 @@ def test_deleting_a_cluster_clears_its_members_ranks(world):
     cluster = world.cluster()
     attached(world, cluster, ["a", "b"])
     services.delete_cluster(cluster.pk, actor=world.admin)
-    assert set(VirtualMachine.objects.filter(name__in="ab").values_list("node_rank", flat=True)) == {
-        None
-    }
+    left = VirtualMachine.objects.filter(name__in="ab")
+    assert set(left.values_list("node_rank", flat=True)) == {None}
 
 
 def test_replacing_a_stopped_member_is_done_at_once_at_its_rank(world):
