@@ -40,6 +40,12 @@ from pathlib import Path
 
 import psutil
 
+# issue 14 (클러스터 검증): the job runner, beside this file when copied onto a VM.
+try:
+    from metrics import agent_jobs
+except ImportError:
+    import agent_jobs
+
 log = logging.getLogger("metrics.agent")
 
 DEFAULT_INTERVAL = 10.0
@@ -344,6 +350,8 @@ def main(argv=None):
                   collector=Collector(args.infiniband_root, nvml=open_nvml()))
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
+    agent_jobs.start(args.url, args.token, agent.stopping,  # issue 14: 클러스터 검증 jobs
+                     infiniband_root=args.infiniband_root)
     log.info("reporting to %s every %g s", args.url, args.interval)
     agent.run()
     log.info("stopped: %d samples stored, %d buffered, %d dropped",

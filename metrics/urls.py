@@ -1,11 +1,13 @@
 from django.urls import path
 
-from metrics import views
+from metrics import jobs, views
 
 app_name = "metrics"
 urlpatterns = [
     path("api/metrics/ingest", views.ingest_samples, name="ingest"),
     path("api/metrics/check", views.ingest_check, name="ingest_check"),
+    path("api/metrics/jobs/next", jobs.next_jobs, name="jobs_next"),
+    path("api/metrics/jobs/<int:job_id>/result", jobs.job_result, name="job_result"),
     path("vms/<int:pk>/metrics/token/", views.vm_token_rotate, name="vm_token_rotate"),
     path("clusters/<int:pk>/metrics/charts/", views.cluster_charts, name="cluster_charts"),
 ]

@@ -34,6 +34,7 @@ REASONS = {
         "ib_write_bw %(port)s (GPU %(gpu)s, %(peer)s와): %(value).1f Gb/s, "
         "기준 %(threshold).0f Gb/s의 %(percent).0f%%"
     ),
+    "ports_missing": _("패브릭 포트가 %(found)d개만 보입니다 (기준 %(expected)d개)"),
     "ib_failed": _("ib_write_bw %(port)s (GPU %(gpu)s, %(peer)s와) 측정 실패: %(detail)s"),
     "nccl_local_low": _(
         "노드 내 all_reduce_perf busbw %(value).1f GB/s, "
@@ -208,8 +209,8 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
     for job in jobs:
         vm, kind, figures = job["vm"], job["kind"], job["figures"]
         check = str(labels.get(kind, kind))
-        if vm not in reasons:
-            continue
+        if vm not in reasons or job["status"] == JobStatus.SKIPPED:
+            continue  # a skipped job (a member it needed was silent) measured nothing
         if job["status"] == JobStatus.NO_ANSWER:
             reasons[vm].append(
                 reason("no_answer", Verdict.NO_ANSWER, check=check, seconds=job["timeout"])
@@ -229,6 +230,11 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
             )
         elif kind == Kind.IB_CLIENT:
             reasons[vm] += port_reasons(figures)
+            found = len(figures.get("devices", []))
+            if found < thresholds["ports"]:
+                reasons[vm].append(
+                    reason("ports_missing", Verdict.BAD, found=found, expected=thresholds["ports"])
+                )
             _ib(job, names, ports, thresholds["ib_write_bw_gbps"], margin)
         elif kind == Kind.NCCL_PAIR:
             peer = job["peers"][0]
