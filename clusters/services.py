@@ -14,7 +14,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from kombu.exceptions import OperationalError as KombuOperationalError
 
 from clusters.backends import get_backend
 from clusters.models import (
@@ -29,6 +28,7 @@ from clusters.models import (
     VirtualCluster,
 )
 from portal.audit import Attempt, attempt, record
+from portal.broker import publish
 from portal.errors import (
     AlreadyMember,
     BackendError,
@@ -210,16 +210,11 @@ def queue_after_commit(task, *args):
 
     The change is made whatever the broker says: if it cannot take the message (down,
     restarting), the step is left to the reconciler (SPEC §4) instead of turning a change
-    that happened into a 500. Only the broker's connection error is caught.
+    that happened into a 500. Only broker-side errors are caught (``portal.broker.publish``).
     """
 
     def send():
-        try:
-            task.delay(*args)
-        except KombuOperationalError:
-            log.warning(
-                "broker unavailable: %s%r left to the reconciler", task.name, args, exc_info=True
-            )
+        publish(task, *args)
 
     transaction.on_commit(send)
 
