@@ -20,6 +20,13 @@ from portal.broker import BROKER_ERRORS
 
 log = logging.getLogger(__name__)
 
+# A child that dies sooner than STEADY_SECONDS after its start (a broken broker folder makes
+# the worker exit at import) is restarted after a delay that doubles up to MAX_BACKOFF_SECONDS,
+# instead of being forked twice a second for as long as the fault lasts.
+STEADY_SECONDS = 10.0
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 30.0
+
 
 @dataclass
 class Child:
@@ -31,6 +38,8 @@ class Child:
     process: subprocess.Popen | None = None
     started_at: float = 0.0
     restarts: int = 0
+    backoff: float = 0.0
+    restart_at: float | None = None
     history: list[str] = field(default_factory=list)
 
     @property
@@ -97,12 +106,18 @@ class Supervisor:
         for child in self.children:
             if self._stopping.is_set():
                 return
+            if child.restart_at is not None:
+                if time.monotonic() >= child.restart_at:
+                    child.restart_at = None
+                    self._spawn(child)
+                continue
             code = child.process.poll()
             if code is not None:
                 self._restart(child, f"exited with status {code}")
             elif child.watch_heartbeat and self._stalled(child):
                 _kill_group(child.process, signal.SIGKILL)
-                self._restart(child, "consumed nothing for too long")
+                child.process.wait()
+                self._restart(child, "consumed nothing for too long", crashed=False)
 
     def _stalled(self, child: Child) -> bool:
         if self.heartbeat_age is None or self.heartbeat_max_age is None:
@@ -115,11 +130,18 @@ class Supervisor:
             return False  # the broker is down: the worker reconnects by itself, wait for it
         return age is None or age > self.heartbeat_max_age
 
-    def _restart(self, child: Child, why: str) -> None:
-        log.warning("%s (pid %s) %s; restarting it", child.name, child.pid, why)
+    def _restart(self, child: Child, why: str, *, crashed: bool = True) -> None:
+        """Start ``child`` again: now, or after a backoff if it crashed soon after starting."""
+        if not crashed or time.monotonic() - child.started_at >= STEADY_SECONDS:
+            child.backoff = 0.0
+        else:
+            child.backoff = min(MAX_BACKOFF_SECONDS, 2 * child.backoff or FIRST_BACKOFF_SECONDS)
+        log.warning(
+            "%s (pid %s) %s; restarting it in %.1fs", child.name, child.pid, why, child.backoff
+        )
         child.history.append(why)
         child.restarts += 1
-        self._spawn(child)
+        child.restart_at = time.monotonic() + child.backoff
 
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM every child's group, wait up to ``timeout``, SIGKILL what is left."""
