@@ -1,7 +1,10 @@
 """The whole Celery side of the portal as real processes: a worker and beat under
 ``portal.supervisor`` (as ``rundemo`` runs them), on the test database and either broker."""
 
+import signal
+import subprocess
 import sys
+import textwrap
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +43,7 @@ STACK_ENV = {
 
 
 class Stack:
-    def __init__(self, broker_url, workdir, concurrency=2):
+    def __init__(self, broker_url, workdir, concurrency=2, **env):
         self.broker_url = broker_url
         self.workdir = Path(workdir)
         self.var_dir = self.workdir / "var"
@@ -59,7 +62,7 @@ class Stack:
         ]
         self.supervisor = Supervisor(
             [Child("worker", worker.command(), watch_heartbeat=True), Child("beat", beat)],
-            env=celery_env(broker_url, self.var_dir, **STACK_ENV),
+            env=celery_env(broker_url, self.var_dir, **{**STACK_ENV, **env}),
             cwd=BASE_DIR,
             output=self._log_file,
             heartbeat_age=heartbeat.age,
@@ -96,11 +99,12 @@ class Stack:
 
 
 @contextmanager
-def running_stack(broker_url, workdir):
-    """This process publishing to ``broker_url`` and a supervised worker and beat on it."""
+def running_stack(broker_url, workdir, **env):
+    """This process publishing to ``broker_url`` and a supervised worker and beat on it
+    (``env`` overrides STACK_ENV)."""
     options = filesystem_options(Path(workdir) / "var") if broker_url == "filesystem://" else {}
     with broker(current_app, broker_url, options):
-        stack = Stack(broker_url, workdir)
+        stack = Stack(broker_url, workdir, **env)
         try:
             yield stack.start()
         finally:
@@ -131,3 +135,31 @@ def start_a_vm_through_the_worker(world, name="after"):
         interval=0.05,
         what="a new VM start to run through the worker",
     )
+
+
+def start_in_a_web_process_that_dies_after_commit(stack, cluster, admin):
+    """A separate "web" process starts the cluster and is SIGKILLed the moment its
+    transaction commits, before the on-commit hook could queue the first step."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal, django
+        django.setup()
+        from django.db import transaction
+        from clusters import services
+        from django.contrib.auth import get_user_model
+        admin = get_user_model().objects.get(pk={admin.pk})
+        with transaction.atomic():
+            # on-commit hooks run in order: this one first, the task never leaves.
+            transaction.on_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
+            services.start_cluster({cluster.pk}, actor=admin)
+        """
+    )
+    web = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=BASE_DIR,
+        env=stack.supervisor.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert web.returncode == -signal.SIGKILL, web.stderr[-2000:]

@@ -11,21 +11,19 @@ the worker consumes again.
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
-from tests.faults.harness import BASE_DIR, celery_env, wait_until
+from tests.faults.harness import wait_until
 from tests.faults.stack import (
     BOUND,
-    STACK_ENV,
+    HEARTBEAT_MAX_AGE,
     running_stack,
     start_a_vm_through_the_worker,
+    start_in_a_web_process_that_dies_after_commit,
     transitional_seconds,
 )
 from vms.models import VirtualMachine
@@ -53,34 +51,6 @@ def states(cluster):
         *VirtualCluster.objects.filter(pk=cluster.pk).values_list("status", flat=True),
         *VirtualMachine.objects.values_list("status", flat=True),
     ]
-
-
-def start_in_a_web_process_that_dies_after_commit(stack, cluster, admin):
-    """A separate "web" process starts the cluster and is SIGKILLed the moment its
-    transaction commits, before the on-commit hook could queue the first step."""
-    script = textwrap.dedent(
-        f"""
-        import os, signal, django
-        django.setup()
-        from django.db import transaction
-        from clusters import services
-        from django.contrib.auth import get_user_model
-        admin = get_user_model().objects.get(pk={admin.pk})
-        with transaction.atomic():
-            # on-commit hooks run in order: this one first, the task never leaves.
-            transaction.on_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
-            services.start_cluster({cluster.pk}, actor=admin)
-        """
-    )
-    web = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=BASE_DIR,
-        env=celery_env(stack.broker_url, stack.var_dir, **STACK_ENV),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert web.returncode == -signal.SIGKILL, web.stderr[-2000:]
 
 
 @pytest.mark.parametrize("victim", VICTIMS)
@@ -114,3 +84,22 @@ def test_no_single_sigkill_leaves_a_cluster_transitional(stack, victim):
         wait_until(lambda: stack.pid(name) != before[name], 5, what=f"{name} restarted")
     wait_until(stack.consuming, 20, interval=0.1, what="the worker to consume again")
     start_a_vm_through_the_worker(world)
+
+
+def test_a_long_repair_does_not_starve_the_worker_heartbeat(world, tmp_path):
+    """Beat repairs in a thread: while a slow backend takes longer than the heartbeat's max
+    age to finish a stuck start, beat keeps asking for heartbeats, so the idle worker is
+    not taken for a wedged one (and SIGKILLed by the supervisor)."""
+    world.capacity(64)
+    slow_step = 2 * HEARTBEAT_MAX_AGE / 3  # three steps: twice the max age
+    with running_stack("filesystem://", tmp_path, SIMULATOR_STEP_SECONDS=slow_step) as stack:
+        cluster = world.cluster("slow")
+        world.members(cluster, 2)
+        start_in_a_web_process_that_dies_after_commit(stack, cluster, world.admin)
+        fresh = []
+        while VirtualCluster.objects.get(pk=cluster.pk).status != ClusterStatus.RUNNING:
+            fresh.append(stack.consuming())
+            assert len(fresh) < 600, "the repair did not finish"
+            time.sleep(0.05)
+        assert all(fresh)
+        assert stack.supervisor.child("worker").restarts == 0
