@@ -27,8 +27,8 @@ from vms import services as vm_services
 from vms.models import VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 # Short enough for a fast suite, long enough for a loaded 2-core machine.
-TRANSITION_TIMEOUT = 3.0
-RECONCILE_EVERY = 1.0
+TRANSITION_TIMEOUT = 2.5
+RECONCILE_EVERY = 2.0
 STEP_SECONDS = 0.2
 HEARTBEAT_EVERY = 0.5
 HEARTBEAT_MAX_AGE = 2.5
