@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis.exceptions
-from celery import current_app
+from celery import Task, current_app
 from kombu.exceptions import ChannelError, ConnectionError, OperationalError
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def ensure_folders() -> None:
             folder.mkdir(parents=True, exist_ok=True)
 
 
-def publish(task, *args) -> bool:
+def publish(task: Task, *args) -> bool:
     """Send ``task(*args)``; on a broker failure log a warning and return False.
 
     Only broker-side errors are caught: a bug in our code (a bad argument, an encoding

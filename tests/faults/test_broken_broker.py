@@ -94,8 +94,17 @@ def test_the_worker_and_beat_outlive_a_moved_queue_folder(world, tmp_path):
     with running_stack("filesystem://", tmp_path) as stack:
         queue = stack.var_dir / "celery" / "queue"
         shutil.move(queue, queue.with_name("queue.moved"))
-        # The worker may die on the missing folder; then it is restarted and makes it again.
+        # The next publish (beat's heartbeat request) makes the folder again.
         wait_until(lambda: queue.is_dir() and stack.consuming(), 20, interval=0.1, what="consuming")
-        start_a_vm_through_the_worker(world)
-        assert stack.supervisor.child("worker").process.poll() is None
+        start_a_vm_through_the_worker(world, "after-move")
         assert "SchedulingError" not in stack.output("beat")
+
+        # A folder that cannot be made: the worker dies on it and is restarted (with a
+        # growing delay) until the broker is back; beat logs its failed sends and carries on.
+        worker = stack.supervisor.child("worker")
+        block(queue)
+        wait_until(lambda: worker.restarts >= 1, 10, interval=0.1, what="the worker to die")
+        queue.unlink()
+        wait_until(stack.consuming, 20, interval=0.1, what="the restarted worker to consume")
+        start_a_vm_through_the_worker(world, "after-block")
+        assert stack.supervisor.child("beat").restarts == 0
