@@ -11,6 +11,7 @@ from clusters.models import (
     OperationItem,
     SimulatorAllocation,
     SimulatorCapacity,
+    ValidationThreshold,
     VirtualCluster,
 )
 from portal.admin import ConsoleAdmin, ProjectScopedAdmin
@@ -129,6 +130,24 @@ class SimulatorCapacityAdmin(ConsoleAdmin):
     list_display = ["zone", "instance_type", "fabric", "total_nodes"]
     list_editable = ["total_nodes"]
     list_filter = ["zone", "instance_type", "fabric"]
+
+
+@admin.register(ValidationThreshold)
+class ValidationThresholdAdmin(ConsoleAdmin):
+    """클러스터 검증's thresholds per instance type and fabric; each field's help text and
+    the row's 출처 say where the figure comes from. A run keeps the figures it judged by."""
+
+    list_display = [
+        "instance_type",
+        "fabric",
+        "ports",
+        "port_gbps",
+        "intra_busbw_gbs",
+        "multi_busbw_gbs",
+        "ib_write_bw_gbps",
+        "margin_percent",
+    ]
+    list_filter = ["instance_type", "fabric"]
 
 
 @admin.register(SimulatorAllocation)

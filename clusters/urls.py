@@ -1,6 +1,6 @@
 from django.urls import path
 
-from clusters import views
+from clusters import views, views_validation
 
 app_name = "clusters"
 urlpatterns = [
@@ -16,4 +16,20 @@ urlpatterns = [
     path("<int:pk>/start/", views.cluster_start, name="cluster_start"),
     path("<int:pk>/stop/", views.cluster_stop, name="cluster_stop"),
     path("<int:pk>/delete/", views.cluster_delete, name="cluster_delete"),
+    path(
+        "<int:pk>/validation/", views_validation.validation_section, name="validation_section"
+    ),
+    path(
+        "<int:pk>/validation/start/", views_validation.validation_start, name="validation_start"
+    ),
+    path(
+        "<int:pk>/validation/jobs/<int:job_id>/raw/",
+        views_validation.validation_raw,
+        name="validation_raw",
+    ),
+    path(
+        "<int:pk>/vms/<int:vm_id>/replace/",
+        views_validation.member_replace,
+        name="member_replace",
+    ),
 ]

@@ -29,11 +29,10 @@ from clusters.operations.common import (
     _vm_refusal,
 )
 from clusters.operations.fanout import _actor_of
-from clusters.validation.errors import MemberChanging, ReplaceStopFailed, SpareIsMember
 from portal import messages
 from portal.audit import Attempt, build_event, record_many
 from portal.broker import publish
-from portal.errors import ClusterChanging, NotMember, RuleViolation
+from portal.errors import ClusterChanging, InvalidTransition, NotMember, RuleViolation
 from portal.kernel import parse_id, raise_if
 from portal.models import AuditEvent
 from portal.permissions import Perm
@@ -46,7 +45,8 @@ messages.ACTION_LABELS.setdefault("operation.replace", Operation.Kind.REPLACE.la
 def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
     """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: either VM unseen or
     not the actor's to change, the member not in the cluster or on its way somewhere, the
-    spare the member itself or not attachable (``attach_refusal``, SPEC §5.1-3)."""
+    spare not attachable (``attach_refusal``, SPEC §5.1-3: the member itself is refused
+    as already a member)."""
     refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
         actor, spare, Perm.VM_UPDATE
     )
@@ -54,12 +54,10 @@ def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
         return refusal
     if member.cluster_id != cluster.pk:
         return NotMember()
-    if member.pk == spare.pk:
-        return SpareIsMember()
     if cluster.status not in MEMBERSHIP_OPEN:
         return ClusterChanging()
     if member.status in VM_TRANSITIONAL:
-        return MemberChanging()
+        return InvalidTransition()
     return services.attach_refusal(spare, cluster)
 
 
@@ -162,7 +160,7 @@ def _step(operation, actor) -> bool:
         elif member.status == VmStatus.STOPPED:
             _swap(operation, member_item, spare_item, actor)
         else:
-            _fail(operation, [member_item, spare_item], member.last_error or ReplaceStopFailed())
+            _fail(operation, [member_item, spare_item], member.last_error or InvalidTransition())
         return True
     spare = spare_item.vm
     if spare is not None and spare.status in VM_TRANSITIONAL:

@@ -3,8 +3,8 @@
 already in progress; CLUSTER UPDATE to start one."""
 
 from clusters.models import MIN_MEMBERS, ClusterStatus
-from clusters.validation.errors import NotEnoughRunningMembers, ValidationRunning
-from portal.errors import InvalidTransition, RuleViolation
+from clusters.validation.errors import validation_running
+from portal.errors import InvalidTransition, NotEnoughMembers, RuleViolation
 from portal.kernel import permission_refusal
 from portal.permissions import Perm
 
@@ -13,9 +13,9 @@ def validate_refusal(cluster, running_members: int, run_open: bool) -> RuleViola
     if cluster.status != ClusterStatus.RUNNING:
         return InvalidTransition()
     if running_members < MIN_MEMBERS:
-        return NotEnoughRunningMembers()
+        return NotEnoughMembers()  # running ones: a stopped member takes no part
     if run_open:
-        return ValidationRunning()
+        return validation_running()
     return None
 
 

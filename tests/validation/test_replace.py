@@ -115,7 +115,7 @@ def test_replace_refuses_a_non_member_the_member_itself_and_a_viewer(world):
     loner, spare = world.vm("loner"), world.vm("spare")
     with pytest.raises(errors.NotMember):
         operations.replace_member(cluster.pk, loner.pk, spare.pk, actor=world.admin)
-    with pytest.raises(errors.InvalidInput):
+    with pytest.raises(errors.AlreadyMember):
         operations.replace_member(cluster.pk, a.pk, a.pk, actor=world.admin)
     with pytest.raises(errors.PermissionRequired):
         operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.users["viewer"])
