@@ -239,7 +239,7 @@ def answer_phase(run) -> bool:
 def answer_jobs(operation_id):
     """One phase per task (each well within the task time limit), then the next."""
     run = ValidationRun.objects.select_related("operation__cluster").filter(pk=operation_id).first()
-    if run is None or run.operation.finished_at is not None:
+    if run is None or run.finished_at is not None:
         return
     phase = run.phase
     done = answer_phase(run)

@@ -24,7 +24,7 @@ def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
         ValidationRun.objects.filter(
             operation__cluster=cluster,
             operation__kind=Operation.Kind.VALIDATE,
-            operation__finished_at__isnull=False,
+            finished_at__isnull=False,
         )
         .order_by("-operation__created_at")
         .first()
@@ -119,8 +119,8 @@ def run_history(cluster, limit=10) -> list[dict]:
                 "operation": operation,
                 "run": run,
                 "seconds": (
-                    (operation.finished_at - operation.created_at).total_seconds()
-                    if operation.finished_at
+                    (run.finished_at - operation.created_at).total_seconds()
+                    if run.finished_at
                     else None
                 ),
                 "verdicts": [

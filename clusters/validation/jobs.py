@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from clusters.models import Operation, OperationItem
+from clusters.models import OperationItem
 from clusters.validation import verdict
 from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from metrics import toolparse
@@ -42,7 +42,7 @@ def claim(vm_id: int) -> list[ValidationJob]:
     with transaction.atomic():
         jobs = list(
             ValidationJob.objects.select_for_update(of=("self",))
-            .filter(vm_id=vm_id, status=J.PENDING, run__operation__finished_at__isnull=True)
+            .filter(vm_id=vm_id, status=J.PENDING, run__finished_at__isnull=True)
             .select_related("run")
             .order_by("pk")
         )
@@ -169,7 +169,7 @@ def settle(run_id) -> bool:
     now = timezone.now()
     with transaction.atomic():
         run = ValidationRun.objects.select_for_update().select_related("operation").get(pk=run_id)
-        if run.operation.finished_at is not None:
+        if run.finished_at is not None:
             return True
         while True:
             _expire(run, now)
@@ -217,8 +217,10 @@ def _finish(run, now) -> None:
         )
         item.finished_at = now
     OperationItem.objects.bulk_update(items, ["status", "finished_at"])
-    operation.finished_at = now
-    operation.save(update_fields=["finished_at"])
+    run.finished_at = operation.finished_at = now
+    run.save(update_fields=["finished_at"])
+    operation.set_error(None)  # the operations' beat may have closed it with a guess
+    operation.save(update_fields=["finished_at", "error_code", "error_params"])
     counts = {v: 0 for v in Verdict.values}
     for v, _reasons in judged.values():
         counts[v] += 1
@@ -235,10 +237,9 @@ def _finish(run, now) -> None:
     record_many([build_event(att, AuditEvent.Outcome.SUCCEEDED)])
 
 
-def open_run_of(cluster) -> Operation | None:
+def open_run_of(cluster) -> ValidationRun | None:
     return (
-        Operation.objects.filter(cluster=cluster, kind=Operation.Kind.VALIDATE)
-        .open()
-        .order_by("-created_at")
+        ValidationRun.objects.filter(operation__cluster=cluster, finished_at__isnull=True)
+        .order_by("-operation__created_at")
         .first()
     )

@@ -86,8 +86,9 @@ class ValidationThreshold(models.Model):
 
 
 class ValidationRun(models.Model):
-    """The VALIDATE operation's own facts: the diag level chosen, the thresholds used, and
-    which phase of jobs the members' agents may fetch now (``clusters.validation.plan``)."""
+    """The VALIDATE operation's own facts: the diag level chosen, the thresholds used,
+    which phase of jobs the members' agents may fetch now (``clusters.validation.plan``) and
+    when the run ended (``finished_at``, what every reader of a run goes by)."""
 
     operation = models.OneToOneField(
         "clusters.Operation",
@@ -100,6 +101,9 @@ class ValidationRun(models.Model):
     thresholds = models.JSONField(_("기준"), default=dict)
     phase = models.PositiveSmallIntegerField(_("단계"), default=0)
     phase_started_at = models.DateTimeField(_("단계 시작 시각"), null=True, blank=True)
+    # The run's own end: the Operation's is set with it, but the operations' beat
+    # (``fanout.watch_stale``) may close an Operation of a kind it does not know early.
+    finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("검증 실행")

@@ -140,3 +140,27 @@ def test_claim_hands_out_only_the_current_phase(world, monkeypatch):
     a = VirtualMachine.objects.get(name="a")
     assert [job.kind for job in jobs.claim(a.pk)] == ["gpu"]
     assert jobs.claim(a.pk) == []  # fetched once
+
+
+def test_the_operations_beat_does_not_cut_a_run_short(world, monkeypatch):
+    """``fanout.watch_stale`` (every 30 s in production) settles every open Operation by the
+    rules of the kinds it knows; a validation must go on until its agents have answered."""
+    from clusters.backends import validation_sim
+    from clusters.operations.fanout import watch_stale
+
+    monkeypatch.setattr(SimulatorBackend, "emits_metrics", False)
+    cluster = running_cluster(world, ["a", "b"])
+    operation = operations.start_validation(cluster.pk, actor=world.admin)
+    watch_stale()
+    run = operation.validation
+    for _round in range(10):
+        for vm in VirtualMachine.objects.filter(name__in="ab"):
+            for job in jobs.claim(vm.pk):
+                job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
+                names = dict(VirtualMachine.objects.values_list("pk", "name"))
+                jobs.record(vm.pk, job.pk, validation_sim.outputs_for(job, names, roce=False))
+        watch_stale()
+    run.refresh_from_db()
+    operation.refresh_from_db()
+    assert verdicts(operation) == {"a": Verdict.OK, "b": Verdict.OK}
+    assert run.finished_at is not None and operation.done
