@@ -22,14 +22,6 @@ urlpatterns = [
     path(
         "<int:pk>/validation/start/", views_validation.validation_start, name="validation_start"
     ),
-    path(
-        "<int:pk>/validation/jobs/<int:job_id>/raw/",
-        views_validation.validation_raw,
-        name="validation_raw",
-    ),
-    path(
-        "<int:pk>/vms/<int:vm_id>/replace/",
-        views_validation.member_replace,
-        name="member_replace",
-    ),
+    path("<int:pk>/validation/raw/", views_validation.validation_raw, name="validation_raw"),
+    path("<int:pk>/replace/", views_validation.member_replace, name="member_replace"),
 ]

@@ -4,7 +4,7 @@ it is a 404); the actions call ``clusters.operations`` and its refusals are show
 by the middleware."""
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -15,6 +15,7 @@ from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.rules import preflight_validate
 from clusters.views import _cluster, _reason
+from portal.kernel import parse_id
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -59,14 +60,15 @@ def validation_start(request, pk):
 
 @login_required
 @require_GET
-def validation_raw(request, pk, job_id):
-    """A job's raw output, on demand, as plain text (what its figures were parsed from)."""
+def validation_raw(request, pk):
+    """A job's raw output (``?job=``), on demand, as plain text: what its figures were
+    parsed from."""
     cluster = _cluster(request, pk)
     if not request.user.has_perm(Perm.VM_READ, cluster):
-        return HttpResponse(status=404)
+        raise Http404
     job = get_object_or_404(
         ValidationJob,
-        pk=job_id,
+        pk=parse_id(request.GET.get("job")),
         run__operation__cluster=cluster,
         run__operation__kind=Operation.Kind.VALIDATE,
     )
@@ -81,18 +83,21 @@ def validation_raw(request, pk, job_id):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def member_replace(request, pk, vm_id):
-    """교체: GET the spare picker (the project's eligible stopped VMs), POST the swap."""
+def member_replace(request, pk):
+    """교체 of ``member``: GET the spare picker (the project's eligible stopped VMs), POST
+    the swap (``member`` and ``spare`` in the form; the service decides)."""
     cluster = _cluster(request, pk)
-    member = get_object_or_404(
-        VirtualMachine.objects.restrict(request.user, Perm.VM_READ), pk=vm_id, cluster=cluster
-    )
     if request.method == "POST":
         operations.replace_member(
-            cluster.pk, member.pk, request.POST.get("spare"), actor=request.user
+            cluster.pk, request.POST.get("member"), request.POST.get("spare"), actor=request.user
         )
         url = reverse("clusters:cluster_members", args=[cluster.pk])
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    member = get_object_or_404(
+        VirtualMachine.objects.restrict(request.user, Perm.VM_READ),
+        pk=parse_id(request.GET.get("member")),
+        cluster=cluster,
+    )
     spares = [
         vm for vm, refusal in operations.attach_candidates(request.user, cluster) if refusal is None
     ]

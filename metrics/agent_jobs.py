@@ -3,7 +3,7 @@
 It polls the portal for this VM's jobs with the agent's token (``POST …/api/metrics/jobs/next``;
 the portal never connects to a VM), runs the real tools with timeouts (``subprocess``, an
 argument list, never a shell) and posts their raw output with the figures parsed from it
-(``metrics.toolparse``) to ``…/jobs/<id>/result``. Jobs handed out together run together
+(``metrics.toolparse``) to ``…/jobs/result``. Jobs handed out together run together
 (an ``ib_write_bw`` server and client of one ring step must overlap), each on its own
 thread. A tool that is missing or runs past its time is reported as such (exit 127 / 124);
 the portal judges that, the agent never guesses a figure.
@@ -30,7 +30,7 @@ except ImportError:  # copied onto the VM beside agent.py
     import toolparse
 
 log = logging.getLogger("metrics.agent.jobs")
-POLL_EVERY = 5.0
+POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch
 CONNECT_RETRY_SECONDS = 30.0  # the ib_write_bw server of the same step may start later
 USER_AGENT = "vc-metrics-agent/1 jobs"
 TIMED_OUT, NOT_FOUND = 124, 127
@@ -41,7 +41,10 @@ def run_tool(tool, argv, timeout, env=None, **extra) -> dict:
     started = time.monotonic()
     try:
         done = subprocess.run(  # noqa: S603 - an argument list from the job, never a shell
-            argv, capture_output=True, text=True, timeout=max(timeout, 1),
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=max(timeout, 1),
             env={**os.environ, **(env or {})},
         )
         stdout, code = done.stdout, done.returncode
@@ -49,7 +52,7 @@ def run_tool(tool, argv, timeout, env=None, **extra) -> dict:
             stdout += done.stderr[-4000:]
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout or ""
-        stdout = (out.decode(errors="replace") if isinstance(out, bytes) else out)
+        stdout = out.decode(errors="replace") if isinstance(out, bytes) else out
         stdout += f"\n[agent] {argv[0]} timed out after {timeout:.0f} s\n"
         code = TIMED_OUT
     except OSError as exc:
@@ -68,9 +71,12 @@ def read_ports(root, devices) -> str:
     for device in devices:
         for port in sorted((Path(root) / device / "ports").glob("*")):
             lines.append(f"== {device}/{port.name} ==")
-            for key, path in (("state", "state"), ("rate", "rate"),
-                              ("symbol_error", "counters/symbol_error"),
-                              ("link_downed", "counters/link_downed")):
+            for key, path in (
+                ("state", "state"),
+                ("rate", "rate"),
+                ("symbol_error", "counters/symbol_error"),
+                ("link_downed", "counters/link_downed"),
+            ):
                 try:
                     lines.append(f"{key}: {(port / path).read_text().strip()}")
                 except OSError:
@@ -79,8 +85,19 @@ def read_ports(root, devices) -> str:
 
 
 def _ib_argv(params, device, index, server=None):
-    argv = ["ib_write_bw", "-d", device, "-p", str(params["base_port"] + index),
-            "-s", str(params["bytes"]), "-D", str(params["seconds"]), "-F", "--report_gbits"]
+    argv = [
+        "ib_write_bw",
+        "-d",
+        device,
+        "-p",
+        str(params["base_port"] + index),
+        "-s",
+        str(params["bytes"]),
+        "-D",
+        str(params["seconds"]),
+        "-F",
+        "--report_gbits",
+    ]
     if params.get("gid_index") is not None:
         argv += ["-x", str(params["gid_index"])]
     return argv + ([server] if server else [])
@@ -88,8 +105,15 @@ def _ib_argv(params, device, index, server=None):
 
 def _mpirun(params, nccl_bin):
     gpus, hosts = params["gpus"], params["hosts"]
-    argv = ["mpirun", "-np", str(gpus * len(hosts)),
-            "-H", ",".join(f"{host}:{gpus}" for host in hosts), "--bind-to", "none"]
+    argv = [
+        "mpirun",
+        "-np",
+        str(gpus * len(hosts)),
+        "-H",
+        ",".join(f"{host}:{gpus}" for host in hosts),
+        "--bind-to",
+        "none",
+    ]
     for key, value in sorted(params.get("env", {}).items()):
         argv += ["-x", f"{key}={value}"]
     return argv + [nccl_bin, *params["args"], "-g", "1"]
@@ -98,8 +122,9 @@ def _mpirun(params, nccl_bin):
 class JobRunner:
     """Polls for and runs this VM's jobs."""
 
-    def __init__(self, ingest_url, token, *, infiniband_root="/sys/class/infiniband",
-                 http_timeout=10.0):
+    def __init__(
+        self, ingest_url, token, *, infiniband_root="/sys/class/infiniband", http_timeout=10.0
+    ):
         self.base = ingest_url.rsplit("/", 1)[0] + "/jobs"
         self.token = token
         self.infiniband_root = infiniband_root
@@ -107,10 +132,16 @@ class JobRunner:
         self.nccl_bin = os.environ.get("NCCL_TESTS_BIN", "all_reduce_perf")
 
     def _post(self, url, body):
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Authorization": f"Bearer {self.token}",
-                                                  "Content-Type": "application/json",
-                                                  "User-Agent": USER_AGENT})
+        request = urllib.request.Request(
+            url,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "User-Agent": USER_AGENT,
+            },
+        )
         with urllib.request.urlopen(request, timeout=self.http_timeout) as response:
             return json.loads(response.read() or b"{}")
 
@@ -118,8 +149,9 @@ class JobRunner:
         """Fetch the jobs due now and start each; returns their threads."""
         threads = []
         for job in self._post(f"{self.base}/next", {}).get("jobs", []):
-            thread = threading.Thread(target=self.run_and_post, args=(job,), daemon=True,
-                                      name=f"job-{job['id']}")
+            thread = threading.Thread(
+                target=self.run_and_post, args=(job,), daemon=True, name=f"job-{job['id']}"
+            )
             thread.start()
             threads.append(thread)
         return threads
@@ -132,10 +164,14 @@ class JobRunner:
                 out["figures"] = toolparse.parse(out["tool"], out["stdout"])
             except toolparse.ParseError as exc:
                 log.warning("job %s: %s", job["id"], exc)
-        body = {"outputs": outputs, "seconds": round(time.monotonic() - started, 1)}
+        body = {
+            "job": job["id"],
+            "outputs": outputs,
+            "seconds": round(time.monotonic() - started, 1),
+        }
         for attempt in range(3):
             try:
-                self._post(f"{self.base}/{job['id']}/result", body)
+                self._post(f"{self.base}/result", body)
                 return
             except urllib.error.HTTPError as exc:
                 if exc.code < 500:  # refused for good (timed out meanwhile, malformed)
@@ -145,7 +181,7 @@ class JobRunner:
                 time.sleep(2**attempt)
             except (urllib.error.URLError, OSError) as exc:
                 log.warning("job %s: posting failed (%s), retrying", job["id"], exc)
-                time.sleep(2 ** attempt)
+                time.sleep(2**attempt)
 
     def execute(self, job) -> list[dict]:
         """The outputs of ``job``'s tools, run within its timeout."""
@@ -153,9 +189,10 @@ class JobRunner:
         deadline = time.monotonic() + job["timeout"]
         left = lambda: deadline - time.monotonic()  # noqa: E731
         if kind == "gpu":
-            return [run_tool("nvidia-smi", ["nvidia-smi", "-L"], min(30, left())),
-                    run_tool("dcgmi", ["dcgmi", "diag", "-r", str(params["level"]), "--json"],
-                             left())]
+            return [
+                run_tool("nvidia-smi", ["nvidia-smi", "-L"], min(30, left())),
+                run_tool("dcgmi", ["dcgmi", "diag", "-r", str(params["level"]), "--json"], left()),
+            ]
         if kind == "nccl_local":
             argv = [self.nccl_bin, *params["args"], "-g", str(params["gpus"])]
             return [run_tool("all_reduce_perf", argv, left(), env=params.get("env"))]
@@ -176,8 +213,7 @@ class JobRunner:
         results = [None] * len(devices)
 
         def serve(i, device):
-            results[i] = run_tool("ib_write_bw", _ib_argv(params, device, i), left(),
-                                  device=device)
+            results[i] = run_tool("ib_write_bw", _ib_argv(params, device, i), left(), device=device)
 
         threads = [threading.Thread(target=serve, args=(i, d)) for i, d in enumerate(devices)]
         for thread in threads:
@@ -189,8 +225,12 @@ class JobRunner:
     def _ib_client(self, params, device, index, left):
         give_up = time.monotonic() + CONNECT_RETRY_SECONDS
         while True:
-            out = run_tool("ib_write_bw", _ib_argv(params, device, index, params["server"]),
-                           left(), device=device)
+            out = run_tool(
+                "ib_write_bw",
+                _ib_argv(params, device, index, params["server"]),
+                left(),
+                device=device,
+            )
             if out["exit_code"] == 0 or "connect" not in out["stdout"].lower():
                 return out
             if time.monotonic() > give_up or left() < 5:

@@ -3,7 +3,7 @@ metrics token, as it posts samples; the portal never connects to a VM.
 
 ``POST /api/metrics/jobs/next`` → ``{"jobs": [{"id", "kind", "params", "timeout"}]}``: the
 jobs of the token's VM that may run now, each handed out once. ``POST
-/api/metrics/jobs/<id>/result`` with ``{"outputs": [{"tool", "stdout", "exit_code", …}],
+/api/metrics/jobs/result`` with ``{"job": id, "outputs": [{"tool", "stdout", "exit_code", …}],
 "seconds"}`` → ``{"status"}``. Refusals are ``{"error", "detail"}``: 401 bad token, 400
 malformed, 404 not this VM's job, 409 already finished (or timed out), 413 too large.
 """
@@ -37,14 +37,14 @@ def next_jobs(request):
 
 @csrf_exempt
 @require_POST
-def job_result(request, job_id):
+def job_result(request):
     try:
         vm_id = ingest.authenticate(request)
         payload = ingest.parse(ingest.read_body(request))
     except errors.IngestError as error:
         return _refusal(error)
     try:
-        job = jobs.record(vm_id, job_id, payload)
+        job = jobs.record(vm_id, payload)
     except jobs.JobRefused as refused:
         code = {400: "invalid", 404: "not_found", 409: "finished"}[refused.status]
         return JsonResponse({"error": code, "detail": refused.detail}, status=refused.status)

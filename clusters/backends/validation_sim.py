@@ -229,7 +229,7 @@ def answer_phase(run) -> bool:
     for job in claimed:
         job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
         try:
-            jobs.record(job.vm_id, job.pk, outputs_for(job, names, roce))
+            jobs.record(job.vm_id, {"job": job.pk, **outputs_for(job, names, roce)})
         except jobs.JobRefused:  # timed out meanwhile (a slow worker): the run goes on
             continue
     return jobs.settle(run.pk)

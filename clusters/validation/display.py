@@ -54,7 +54,7 @@ def verdict_cell(verdict, vm, cluster, can_update: bool):
     badge = verdict_badge(verdict)
     if verdict.verdict != Verdict.BAD or not can_update:
         return badge
-    url = reverse("clusters:member_replace", args=[cluster.pk, vm.pk])
+    url = reverse("clusters:member_replace", args=[cluster.pk]) + f"?member={vm.pk}"
     return format_html(
         '{} <a class="btn btn-small btn-danger" href="{}" aria-label="{} {}">{}</a>',
         badge,

@@ -62,11 +62,14 @@ class JobRefused(ValueError):
         self.status, self.detail = status, detail
 
 
-def clean_outputs(payload) -> tuple[list[dict], float | None]:
-    """The posted ``{"outputs": [{"tool", "stdout", "exit_code", "seconds", "device"?,
+def clean_outputs(payload) -> tuple[int, list[dict], float | None]:
+    """The posted ``{"job": id, "outputs": [{"tool", "stdout", "exit_code", "device"?,
     "stage"?}], "seconds"}``, checked, or ``JobRefused(400)``."""
     if not isinstance(payload, dict) or not isinstance(payload.get("outputs"), list):
         raise JobRefused(400, "body must be an object with an 'outputs' array")
+    job_id = payload.get("job")
+    if type(job_id) is not int or not 0 < job_id < 2**63:
+        raise JobRefused(400, "'job' must be the job's id")
     outputs = payload["outputs"]
     if not 0 < len(outputs) <= MAX_OUTPUTS:
         raise JobRefused(400, f"'outputs' must hold 1 to {MAX_OUTPUTS} entries")
@@ -89,7 +92,7 @@ def clean_outputs(payload) -> tuple[list[dict], float | None]:
     seconds = payload.get("seconds")
     if seconds is not None and (type(seconds) not in (int, float) or not 0 <= seconds < 86400):
         raise JobRefused(400, "'seconds' must be a duration in seconds")
-    return cleaned, seconds
+    return job_id, cleaned, seconds
 
 
 def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:
@@ -117,9 +120,9 @@ def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:
     return figures, "; ".join(errors)
 
 
-def record(vm_id: int, job_id, payload) -> ValidationJob:
+def record(vm_id: int, payload) -> ValidationJob:
     """Store a job's outputs, posted by ``vm_id``'s agent, then settle its run."""
-    outputs, seconds = clean_outputs(payload)
+    job_id, outputs, seconds = clean_outputs(payload)
     with transaction.atomic():
         job = ValidationJob.objects.select_for_update().filter(pk=job_id, vm_id=vm_id).first()
         if job is None:

@@ -205,6 +205,11 @@ def token_issued(scene, user):
     assert MetricsToken.objects.filter(vm=scene.vm).exists()
 
 
+def spare_attached(scene, user):
+    scene.vm.refresh_from_db()
+    assert scene.vm.cluster_id == scene.cluster.pk
+
+
 SAFE = {"HTTP_HX_REQUEST": "true"}
 
 MATRIX = {
@@ -290,6 +295,36 @@ MATRIX = {
             headers=SAFE,
         ),
     ],
+    # 클러스터 검증 and 교체 (issue 14). The scene's running cluster has no running member,
+    # so a start is refused by the rule (409) once the permission allows it.
+    "clusters:validation_section": [Case("get", object_read(), target="cluster")],
+    "clusters:validation_start": [
+        Case(
+            "post",
+            {
+                **object_action(Perm.CLUSTER_UPDATE),
+                "operator": Expect(409),
+                "admin": Expect(409),
+            },
+            target="running",
+            audit="operation.validate",
+        )
+    ],
+    # No ?job= (the scene has no run): every reader gets the 404 of a missing job.
+    "clusters:validation_raw": [
+        Case("get", {**everyone(NOT_FOUND), "anonymous": LOGIN}, target="cluster")
+    ],
+    "clusters:member_replace": [
+        Case("get", {**everyone(NOT_FOUND), "anonymous": LOGIN}, target="cluster"),
+        Case(
+            "post",
+            object_action(Perm.VM_UPDATE),
+            target="cluster",
+            audit="operation.replace",
+            data=lambda s: {"member": s.cluster.members.first().pk, "spare": s.vm.pk},
+            effect=spare_attached,
+        ),
+    ],
     "vms:vm_list": [Case("get", project_list("vm", "other_vm"))],
     "vms:vm_create": [
         Case("get", create_form(Perm.VM_CREATE)),
@@ -370,6 +405,8 @@ MATRIX = {
     # The agents' API authenticates with a bearer token only: a session is worth nothing.
     "metrics:ingest": [Case("post", everyone(Expect(401)), data={})],
     "metrics:ingest_check": [Case("post", everyone(Expect(401)), data={})],
+    "metrics:ingest_jobs_next": [Case("post", everyone(Expect(401)), data={})],
+    "metrics:ingest_job_result": [Case("post", everyone(Expect(401)), data={})],
     "metrics:vm_token_rotate": [
         Case(
             "post",

@@ -112,18 +112,70 @@ def test_job_endpoints_refuse_bad_tokens_other_vms_jobs_and_bad_bodies(
     assert post("next", "vcm_made-up", {}).status_code == 401
     (job,) = post("next", tokens["a"], {}).json()["jobs"]
     assert job["kind"] == "gpu" and job["params"] == {"level": 1}
-    good = {"outputs": [{"tool": "nvidia-smi", "stdout": GPUS, "exit_code": 0}]}
-    assert post(f"{job['id']}/result", tokens["b"], good).status_code == 404
+    good = {"job": job["id"], "outputs": [{"tool": "nvidia-smi", "stdout": GPUS, "exit_code": 0}]}
+    assert post("result", tokens["b"], good).status_code == 404
+    jid = job["id"]
     for bad in (
-        {},
-        {"outputs": "x"},
-        {"outputs": [{"tool": "rm", "stdout": "", "exit_code": 0}]},
-        {"outputs": [{"tool": "dcgmi", "stdout": 5, "exit_code": 0}]},
-        {"outputs": [{"tool": "dcgmi", "stdout": "", "exit_code": "0"}]},
+        {"outputs": good["outputs"]},
+        {**good, "job": str(jid)},
+        {"job": jid},
+        {"job": jid, "outputs": "x"},
+        {"job": jid, "outputs": [{"tool": "rm", "stdout": "", "exit_code": 0}]},
+        {"job": jid, "outputs": [{"tool": "dcgmi", "stdout": 5, "exit_code": 0}]},
+        {"job": jid, "outputs": [{"tool": "dcgmi", "stdout": "", "exit_code": "0"}]},
     ):
-        response = post(f"{job['id']}/result", tokens["a"], bad)
+        response = post("result", tokens["a"], bad)
         assert response.status_code == 400, bad
         assert response.json()["error"] == "invalid"
-    assert post(f"{job['id']}/result", tokens["a"], good).json() == {"status": "DONE"}
-    assert post(f"{job['id']}/result", tokens["a"], good).status_code == 409
+    assert post("result", tokens["a"], good).json() == {"status": "DONE"}
+    assert post("result", tokens["a"], good).status_code == 409
     assert VirtualMachine.objects.get(name="a").status == VmStatus.RUNNING
+
+
+def test_the_commands_the_agent_runs():
+    ib = {"base_port": 18515, "bytes": 1048576, "seconds": 5, "gid_index": 3}
+    assert agent_jobs._ib_argv(ib, "mlx5_5", 5, "10.0.0.7") == [
+        "ib_write_bw",
+        "-d",
+        "mlx5_5",
+        "-p",
+        "18520",
+        "-s",
+        "1048576",
+        "-D",
+        "5",
+        "-F",
+        "--report_gbits",
+        "-x",
+        "3",
+        "10.0.0.7",
+    ]
+    nccl = {
+        "gpus": 8,
+        "hosts": ["10.0.0.5", "10.0.0.6"],
+        "args": ["-b", "512M"],
+        "env": {"NCCL_IB_HCA": "mlx5"},
+    }
+    assert agent_jobs._mpirun(nccl, "all_reduce_perf") == [
+        "mpirun",
+        "-np",
+        "16",
+        "-H",
+        "10.0.0.5:8,10.0.0.6:8",
+        "--bind-to",
+        "none",
+        "-x",
+        "NCCL_IB_HCA=mlx5",
+        "all_reduce_perf",
+        "-b",
+        "512M",
+        "-g",
+        "1",
+    ]
+
+
+def test_a_missing_tool_and_a_hung_tool_are_reported_not_guessed(tmp_path):
+    missing = agent_jobs.run_tool("dcgmi", [str(tmp_path / "no-such-dcgmi")], 5)
+    assert missing["exit_code"] == agent_jobs.NOT_FOUND
+    hung = agent_jobs.run_tool("dcgmi", ["sleep", "5"], 1)
+    assert hung["exit_code"] == agent_jobs.TIMED_OUT and "timed out" in hung["stdout"]

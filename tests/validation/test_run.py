@@ -89,7 +89,8 @@ def test_a_member_whose_agent_never_answers_is_no_answer(world, monkeypatch):
         for vm in (a, b):
             for job in jobs.claim(vm.pk):
                 job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
-                jobs.record(vm.pk, job.pk, validation_sim.outputs_for(job, names, roce=False))
+                answer = validation_sim.outputs_for(job, names, roce=False)
+                jobs.record(vm.pk, {"job": job.pk, **answer})
         run.refresh_from_db()
         waiting = run.jobs.filter(phase=run.phase, status__in=jobs.OPEN)
         if waiting.exists() and not waiting.exclude(vm=c).exists():
@@ -158,7 +159,8 @@ def test_the_operations_beat_does_not_cut_a_run_short(world, monkeypatch):
             for job in jobs.claim(vm.pk):
                 job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
                 names = dict(VirtualMachine.objects.values_list("pk", "name"))
-                jobs.record(vm.pk, job.pk, validation_sim.outputs_for(job, names, roce=False))
+                answer = validation_sim.outputs_for(job, names, roce=False)
+                jobs.record(vm.pk, {"job": job.pk, **answer})
         watch_stale()
     run.refresh_from_db()
     operation.refresh_from_db()

@@ -41,10 +41,10 @@ def test_the_button_runs_a_validation_and_the_section_shows_it(
     assert page.count('data-verdict="BAD"') == 1 and page.count('data-verdict="OK"') == 3
     members = client.get(reverse("clusters:cluster_members", args=[running.pk])).text
     bad = VirtualMachine.objects.get(name="gpu-node-03")
-    replace_url = reverse("clusters:member_replace", args=[running.pk, bad.pk])
+    replace_url = reverse("clusters:member_replace", args=[running.pk]) + f"?member={bad.pk}"
     assert members.count(replace_url) == 1  # 교체 offered on the 불량 row only
     job = ValidationJob.objects.filter(kind="ib_client", vm_name="gpu-node-03").get()
-    raw = client.get(reverse("clusters:validation_raw", args=[running.pk, job.pk]))
+    raw = client.get(reverse("clusters:validation_raw", args=[running.pk]), {"job": job.pk})
     assert raw["Content-Type"].startswith("text/plain")
     assert "RDMA_Write BW Test" in raw.text and "BW average[Gb/sec]" in raw.text
 
@@ -68,8 +68,8 @@ def test_other_projects_get_404(login, world, running):
     client = login("other")
     assert client.get(reverse("clusters:validation_section", args=[running.pk])).status_code == 404
     member = running.members.first()
-    url = reverse("clusters:member_replace", args=[running.pk, member.pk])
-    assert client.get(url).status_code == 404
+    url = reverse("clusters:member_replace", args=[running.pk])
+    assert client.get(url, {"member": member.pk}).status_code == 404
 
 
 def test_replace_page_lists_eligible_spares_and_swaps(login, world, running):
@@ -78,14 +78,15 @@ def test_replace_page_lists_eligible_spares_and_swaps(login, world, running):
     running.members.filter(name="gpu-node-03").update(status=VmStatus.STOPPED)
     member = VirtualMachine.objects.get(name="gpu-node-03")
     client = login("admin")
-    url = reverse("clusters:member_replace", args=[running.pk, member.pk])
-    page = client.get(url).text
+    url = reverse("clusters:member_replace", args=[running.pk])
+    page = client.get(url, {"member": member.pk}).text
     assert "spare-01" in page and "spot-01" not in page
-    response = client.post(url, {"spare": spare.pk})
+    response = client.post(url, {"member": member.pk, "spare": spare.pk})
     assert response.status_code == 302
     spare.refresh_from_db()
     assert spare.cluster_id == running.pk and spare.node_rank == 2
-    assert client.post(url, {"spare": "nope"}).status_code == 404  # no longer a member
+    assert client.post(url, {"member": member.pk, "spare": "nope"}).status_code == 404
+    assert client.get(url, {"member": member.pk}).status_code == 404  # no longer a member
     info = client.get(reverse("clusters:cluster_detail", args=[running.pk])).text
     assert "node_rank=2 · spare-01" in info
     assert operations.visible_operations(world.admin).filter(kind="replace").exists()
