@@ -14,7 +14,7 @@ from clusters.locking import lock_cluster, lock_members
 from clusters.models import Operation, OperationItem
 from clusters.operations.common import K, _cluster_attempt, _item, _new_operation
 from clusters.validation import jobs
-from clusters.validation.errors import level_invalid
+from clusters.validation.errors import LevelInvalid
 from clusters.validation.models import ValidationJob, ValidationRun
 from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
@@ -39,7 +39,7 @@ def start_validation(cluster_id, *, actor, level=1, idempotency=None) -> Operati
     """클러스터 검증: ``validate_refusal`` decides on the locked rows; the run's thresholds
     are those of the cluster's instance type and fabric now (kept with the run)."""
     if str(level) not in {str(value) for value in LEVELS}:
-        raise level_invalid()
+        raise LevelInvalid()
     with _cluster_attempt("operation.validate", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         running = rank_order(vm for vm in lock_members(cluster) if vm.status == VmStatus.RUNNING)

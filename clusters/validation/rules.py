@@ -3,7 +3,7 @@
 already in progress; CLUSTER UPDATE to start one."""
 
 from clusters.models import MIN_MEMBERS, ClusterStatus
-from clusters.validation.errors import validation_running
+from clusters.validation.errors import ValidationRunning
 from portal.errors import InvalidTransition, NotEnoughMembers, RuleViolation
 from portal.kernel import permission_refusal
 from portal.permissions import Perm
@@ -15,7 +15,7 @@ def validate_refusal(cluster, running_members: int, run_open: bool) -> RuleViola
     if running_members < MIN_MEMBERS:
         return NotEnoughMembers()  # running ones: a stopped member takes no part
     if run_open:
-        return validation_running()
+        return ValidationRunning()
     return None
 
 

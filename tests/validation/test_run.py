@@ -131,7 +131,7 @@ def test_one_run_at_a_time(world, monkeypatch):
     operations.start_validation(cluster.pk, actor=world.admin)
     with pytest.raises(errors.RuleViolation) as refused:
         operations.start_validation(cluster.pk, actor=world.admin)
-    assert "이미 진행 중" in refused.value.message
+    assert refused.value.code == "validation_running"
 
 
 def test_claim_hands_out_only_the_current_phase(world, monkeypatch):
