@@ -34,7 +34,9 @@ def _section_context(request, cluster):
         and user.has_perm(Perm.CLUSTER_UPDATE, cluster),
         "validate_reason": _reason(refusal),
         "polling": open_run is not None,
-        "history": display.run_history(cluster) if can_read_vms else [],
+        "history": display.run_history(cluster, user.has_perm(Perm.VM_UPDATE, cluster))
+        if can_read_vms
+        else [],
         "can_read_vms": can_read_vms,
     }
 

@@ -52,9 +52,9 @@ def verdict_cell(verdict, vm, cluster, can_update: bool):
     if verdict is None:
         return "-"
     badge = verdict_badge(verdict)
-    if verdict.verdict != Verdict.BAD or not can_update:
+    url = replace_url(verdict, cluster, can_update)
+    if not url:
         return badge
-    url = reverse("clusters:member_replace", args=[cluster.pk]) + f"?member={vm.pk}"
     return format_html(
         '{} <a class="btn btn-small btn-danger" href="{}" aria-label="{} {}">{}</a>',
         badge,
@@ -101,14 +101,23 @@ def job_summary(job: ValidationJob) -> str:
     return _bw_summary(figures)
 
 
-def run_history(cluster, limit=10) -> list[dict]:
-    """The cluster's last runs, newest first: when, who, how long, verdicts, jobs."""
+def replace_url(verdict, cluster, can_update: bool) -> str:
+    """Where 교체 of a member judged 불량 starts ('' if it is not offered)."""
+    if verdict.verdict != Verdict.BAD or not can_update or verdict.vm_id is None:
+        return ""
+    return reverse("clusters:member_replace", args=[cluster.pk]) + f"?member={verdict.vm_id}"
+
+
+def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
+    """The cluster's last runs, newest first: when, who, how long, verdicts, jobs; 교체 is
+    offered on the latest run's 불량 members that are still members."""
     operations = (
         Operation.objects.filter(cluster=cluster, kind=Operation.Kind.VALIDATE)
         .select_related("actor", "validation")
         .order_by("-created_at")[:limit]
     )
     history = []
+    members = set(cluster.members.values_list("pk", flat=True))
     for operation in operations:
         run = getattr(operation, "validation", None)
         if run is None:
@@ -128,6 +137,9 @@ def run_history(cluster, limit=10) -> list[dict]:
                         "verdict": v,
                         "badge": verdict_badge(v),
                         "reasons": [reason_text(r) for r in v.reasons],
+                        "replace_url": replace_url(v, cluster, can_update and not history)
+                        if v.vm_id in members
+                        else "",
                     }
                     for v in verdicts
                 ],

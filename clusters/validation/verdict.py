@@ -276,6 +276,9 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
         for member in blamed or reasons:
             reasons[member].append(low if blamed else {**low, "level": Verdict.WARN})
     return {
-        vm: (max((r["level"] for r in found), key=SEVERITY.get, default=Verdict.OK), found)
+        vm: (
+            max((r["level"] for r in found), key=SEVERITY.get, default=Verdict.OK),
+            sorted(found, key=lambda r: -SEVERITY[r["level"]]),  # the worst reasons first
+        )
         for vm, found in reasons.items()
     }

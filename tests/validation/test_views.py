@@ -43,6 +43,7 @@ def test_the_button_runs_a_validation_and_the_section_shows_it(
     bad = VirtualMachine.objects.get(name="gpu-node-03")
     replace_url = reverse("clusters:member_replace", args=[running.pk]) + f"?member={bad.pk}"
     assert members.count(replace_url) == 1  # 교체 offered on the 불량 row only
+    assert page.count(replace_url) == 1  # and on its verdict in the 검증 section
     job = ValidationJob.objects.filter(kind="ib_client", vm_name="gpu-node-03").get()
     raw = client.get(reverse("clusters:validation_raw", args=[running.pk]), {"job": job.pk})
     assert raw["Content-Type"].startswith("text/plain")
