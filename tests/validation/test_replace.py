@@ -169,3 +169,25 @@ def test_replace_racing_an_attach_of_the_same_spare_has_one_winner(world):
     else:
         assert spare.cluster_id == elsewhere.pk
         assert ranks(cluster) == {"a": 0, "b": 1}
+
+
+def test_a_member_that_fails_to_stop_fails_the_replace_and_leaves_the_spare(
+    world, django_capture_on_commit_callbacks
+):
+    from clusters.backends.simulator import SimulatorBackend
+
+    world.capacity(10)
+    cluster = world.cluster()
+    a, b, c = attached(world, cluster, ["a", "b", "c"])
+    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    spare = world.vm("spare")
+    SimulatorBackend.faults["stop_vm"] = errors.BackendError()
+    with django_capture_on_commit_callbacks(execute=True):
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    operation.refresh_from_db()
+    assert operation.done and operation.last_error is not None
+    assert list(operation.items.values_list("status", flat=True)) == [Item.FAILED, Item.FAILED]
+    spare.refresh_from_db()
+    assert spare.cluster_id is None and spare.node_rank is None
+    assert ranks(cluster) == {"a": 0, "b": 1, "c": 2}
