@@ -2,7 +2,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from portal.kernel import NAME_MAX, parse_id
-from vms.models import BillingType, FabricOffering, InstanceType, Zone
+from portal.listing import ListFilterForm, choice_rank
+from vms.models import BillingType, FabricOffering, InstanceType, VmStatus, Zone
 
 
 class VmCreateForm(forms.Form):
@@ -58,3 +59,46 @@ class VmClusterForm(forms.Form):
         if data.get("action") == self.ATTACH and not data.get("cluster"):
             self.add_error("cluster", _("연결할 클러스터를 선택하세요."))
         return data
+
+
+class VmFilterForm(ListFilterForm):
+    """The VM list's filters and sort. The cluster choices are the readable clusters that
+    have a VM in the project (not every cluster: a project may have thousands), plus
+    "no cluster"; a cluster the user may not read is not a choice, so it is ignored."""
+
+    NO_CLUSTER = "none"
+    SORTS = {
+        "name": ("name",),
+        "status": (choice_rank("status", VmStatus.values),),
+        "zone": ("zone__code",),
+        "type": ("instance_type__code",),
+        "billing": ("billing_type",),
+        "cluster": ("cluster__name",),
+    }
+    DEFAULT_SORT = "name"
+
+    q = forms.CharField(label=_("이름 검색"), required=False, max_length=NAME_MAX)
+    status = forms.ChoiceField(label=_("상태"), required=False)
+    zone = forms.ModelChoiceField(
+        label=_("가용 영역"),
+        required=False,
+        queryset=Zone.objects.all(),
+        empty_label=_("모든 영역"),
+    )
+    instance_type = forms.ModelChoiceField(
+        label=_("인스턴스 유형"),
+        required=False,
+        queryset=InstanceType.objects.all(),
+        empty_label=_("모든 유형"),
+    )
+    cluster = forms.ChoiceField(label=_("클러스터"), required=False)
+
+    def __init__(self, data=None, *, clusters=(), **kwargs):
+        super().__init__(data, **kwargs)
+        self.fields["status"].choices = [("", _("모든 상태"))] + [
+            (value, label) for value, label in VmStatus.choices if value != VmStatus.DELETED
+        ]
+        self.fields["cluster"].choices = [
+            ("", _("모든 클러스터")),
+            (self.NO_CLUSTER, _("클러스터 없음")),
+        ] + [(str(pk), name) for pk, name in clusters]
