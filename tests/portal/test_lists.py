@@ -127,9 +127,7 @@ def test_cluster_list_sorts_by_each_whitelisted_column(world, login):
     assert names(body(client.get("/clusters/?sort=-name")), "c") == ["charlie", "bravo", "alpha"]
     assert names(body(client.get("/clusters/?sort=zone")), "c") == ["alpha", "charlie", "bravo"]
     assert names(body(client.get("/clusters/?sort=type")), "c") == ["bravo", "charlie", "alpha"]
-    assert names(body(client.get("/clusters/?sort=created")), "c") == [
-        "bravo", "alpha", "charlie"
-    ]
+    assert names(body(client.get("/clusters/?sort=created")), "c") == ["bravo", "alpha", "charlie"]
     # lifecycle order: 미할당, 실행중, 종료됨
     assert names(body(client.get("/clusters/?sort=status")), "c") == ["alpha", "bravo", "charlie"]
     page = body(client.get(f"/clusters/?zone={world.zone_a.pk}&sort=name"))
