@@ -93,8 +93,11 @@ class VmFilterForm(ListFilterForm):
     )
     cluster = forms.ChoiceField(label=_("클러스터"), required=False)
 
-    def __init__(self, data=None, *, clusters=(), **kwargs):
+    def __init__(self, data=None, *, clusters=(), can_read_clusters=True, **kwargs):
         super().__init__(data, **kwargs)
+        if not can_read_clusters:
+            # The list hides cluster names from this user; an order by them would tell them.
+            self.SORTS = {k: v for k, v in self.SORTS.items() if k != "cluster"}
         self.fields["status"].choices = [("", _("모든 상태"))] + [
             (value, label) for value, label in VmStatus.choices if value != VmStatus.DELETED
         ]

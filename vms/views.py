@@ -46,7 +46,12 @@ def vm_list(request):
             .order_by("name")
             .values_list("pk", "name")
         )
-    filters = VmFilterForm(request.GET, clusters=clusters)
+    filters = VmFilterForm(
+        request.GET,
+        clusters=clusters,
+        can_read_clusters=project is not None
+        and request.user.has_perm(Perm.CLUSTER_READ, project),
+    )
     if project is not None:
         vms = vms.alive()
         if q := filters.value("q"):

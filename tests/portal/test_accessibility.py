@@ -280,3 +280,18 @@ def test_no_korean_is_left_on_any_page_in_english_mode(pages):
                 if HANGUL.search(node.attrs.get(attr, "")) and node.attrs.get("lang") != "ko":
                     leftovers.setdefault(name, []).append(f"{attr}={node.attrs[attr]}")
     assert leftovers == {}
+
+
+def test_no_template_syntax_reaches_a_page(pages):
+    """A ``{# … #}`` comment spanning lines is printed as text (it once put a paragraph of
+    developer notes at the top of every page)."""
+    for name, doc in pages().items():
+        text = next(n for n in doc.walk() if n.tag == "html").text()
+        assert not re.search(r"\{#|#\}|\{%|%\}", text), name
+
+
+def test_page_titles_are_english_in_english_mode(pages):
+    pages.client.post("/i18n/setlang/", {"language": "en", "next": "/"})
+    for name, doc in pages().items():
+        title = next(n for n in doc.walk() if n.tag == "title").text()
+        assert title and not HANGUL.search(title), (name, title)

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import ClusterStatus
-from vms.models import BillingType, VmStatus
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -163,3 +163,15 @@ def test_htmx_sort_and_filter_answer_only_the_table(world, login, vms):
     assert page.lstrip().startswith('<div id="vm-table"') and "<html" not in page
     page = body(client.get("/clusters/?sort=name", **HX, HTTP_HX_TARGET="cluster-table"))
     assert page.lstrip().startswith('<div id="cluster-table"') and "<html" not in page
+
+
+def test_a_user_who_may_not_read_clusters_cannot_sort_by_their_names(world, login, vms):
+    from portal.models import Role, RoleBinding
+    from portal.permissions import Perm
+
+    role = Role.objects.create(name="vm-reader", permissions=[Perm.VM_READ])
+    RoleBinding.objects.filter(user=world.users["viewer"]).update(role=role)
+    world.cluster("aaa-first").members.add(VirtualMachine.objects.get(name="c-node"))
+    page = body(login("viewer").get("/vms/?sort=cluster"))
+    assert names(page, "vm") == ["a-node", "b-node", "c-node"]  # by name: the default
+    assert 'href="/vms/?sort=cluster"' not in page and "zeta-cluster" not in page
