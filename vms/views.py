@@ -37,7 +37,7 @@ def _vm(request, pk):
 def vm_list(request):
     project = request.project
     vms = VirtualMachine.objects.none()
-    clusters = []
+    clusters = None
     if project is not None:
         vms = VirtualMachine.objects.restrict(request.user, Perm.VM_READ).filter(project=project)
         clusters = (

@@ -175,3 +175,28 @@ def test_a_user_who_may_not_read_clusters_cannot_sort_by_their_names(world, logi
     page = body(login("viewer").get("/vms/?sort=cluster"))
     assert names(page, "vm") == ["a-node", "b-node", "c-node"]  # by name: the default
     assert 'href="/vms/?sort=cluster"' not in page and "zeta-cluster" not in page
+
+
+def test_vm_cluster_choices_are_bounded_and_queries_flat(world, login):
+    """A project of thousands of clusters must not make a select of thousands of options."""
+    from vms.forms import VmFilterForm
+
+    client = login("admin")
+    for i in range(3):
+        world.members(world.cluster(f"k{i:03d}"), 1)
+    client.get("/vms/")
+    with CaptureQueriesContext(connection) as few:
+        client.get("/vms/")
+    limit = VmFilterForm.CLUSTER_CHOICES
+    for i in range(3, limit + 5):
+        world.members(world.cluster(f"k{i:03d}"), 1)
+    with CaptureQueriesContext(connection) as many:
+        page = body(client.get("/vms/"))
+    assert len(many) == len(few)
+    select = re.search(r'<select name="cluster".*?</select>', page, re.S).group(0)
+    assert select.count("<option") == limit + 2 and "k104" not in select
+    # one further down, asked for by its URL, is offered selected and filters the list
+    last = VirtualMachine.objects.get(name="k104-m0").cluster
+    page = body(client.get(f"/vms/?cluster={last.pk}"))
+    assert f'<option value="{last.pk}" selected>k104</option>' in page
+    assert names(page, "vm") == ["k104-m0"]
