@@ -242,6 +242,7 @@ def test_cluster_form_keeps_the_focus_when_its_fields_are_redrawn(browser_login,
     browser_login("admin")
     page.get_by_role("link", name="가상 클러스터 생성").click()
     form = page.locator("#create-form")
+    expect(form.locator("#id_name")).to_be_focused()  # the panel has settled
     zone = form.get_by_label("가용 영역")
     zone.focus()  # a keyboard user picks the zone with the arrow keys
     page.keyboard.press("ArrowDown")
