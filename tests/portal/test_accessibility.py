@@ -12,10 +12,11 @@ from django.utils import translation
 
 from clusters import services
 from clusters.models import ClusterStatus
+from portal.errors import RuleViolation, SpotOrDrVm
 from portal.messages import ACTION_LABELS
 from portal.templatetags.console import status_badge
 from tests.portal import html_audit
-from vms.models import VmStatus
+from vms.models import BillingType, VmStatus
 
 CSS = Path(settings.BASE_DIR) / "static/portal/console.css"
 AA = 4.5
@@ -248,8 +249,11 @@ def test_the_two_save_buttons_of_the_vm_page_are_told_apart(pages):
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
-def test_activity_tab_speaks_english_in_english_mode(pages):
+def test_activity_tab_speaks_english_in_english_mode(pages, world):
     client, cluster = pages.client, pages.cluster
+    spot = world.vm("spot-01", billing_type=BillingType.SPOT)
+    with pytest.raises(RuleViolation):  # a refusal is audited with its rule's code
+        services.attach_vm(spot.pk, cluster.pk, actor=world.admin)
     client.post("/i18n/setlang/", {"language": "en", "next": "/"})
     doc = html_audit.parse(pages.get(f"/clusters/{cluster.pk}/activity/"))
     body = next(n for n in doc.walk() if n.tag == "tbody")
@@ -259,7 +263,10 @@ def test_activity_tab_speaks_english_in_english_mode(pages):
     with translation.override("en"):
         attach = str(ACTION_LABELS["vm.attach"])
     assert attach != "클러스터에 연결"
-    assert [row[1] for row in rows] == [attach, attach], rows
+    assert [row[1] for row in rows] == [attach, attach, attach], rows
+    with translation.override("en"):
+        refusal = SpotOrDrVm().message
+    assert not HANGUL.search(refusal) and refusal in rows[0][5], rows[0]
     for row in rows:
         assert not HANGUL.search(" ".join(row)), row
         assert not re.search(r"\b(vm|cluster)\.[a-z_]+\b", " ".join(row)), row
