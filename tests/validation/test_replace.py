@@ -191,3 +191,28 @@ def test_a_member_that_fails_to_stop_fails_the_replace_and_leaves_the_spare(
     spare.refresh_from_db()
     assert spare.cluster_id is None and spare.node_rank is None
     assert ranks(cluster) == {"a": 0, "b": 1, "c": 2}
+
+
+def test_the_operations_beat_does_not_cut_a_replace_short(
+    world, django_capture_on_commit_callbacks
+):
+    """``fanout.watch_stale`` may close the REPLACE Operation while its member stops (a kind
+    it does not know); the walk goes by its items and finishes the swap anyway."""
+    from clusters.operations.fanout import watch_stale
+
+    world.capacity(10)
+    cluster = world.cluster()
+    a, b = attached(world, cluster, ["a", "b"])
+    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    spare = world.vm("spare")
+    with django_capture_on_commit_callbacks() as queued:
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    watch_stale()  # the member is still 중지중
+    with django_capture_on_commit_callbacks(execute=True):
+        for callback in queued:
+            callback()
+    operation.refresh_from_db()
+    assert ranks(cluster) == {"spare": 0, "b": 1}
+    assert operation.done and operation.last_error is None
+    assert set(operation.items.values_list("status", flat=True)) == {Item.SUCCEEDED}
