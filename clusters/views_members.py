@@ -1,0 +1,338 @@
+"""The cluster page as the place a cluster is run (issue 11): attach many VMs, detach one,
+start or stop many members, stop the cluster with its members, and follow each of these as
+one ``Operation`` whose progress card polls itself until it is done.
+
+Every action goes through ``clusters.operations``, which runs each target through the
+single-VM service (its rules, permission and audit); these views only read the request,
+call it and show the Operation. What a button may do and why not comes from the services'
+preflights, never from a rule written here.
+"""
+
+from collections import Counter
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Prefetch, Q
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling, trigger_client_event
+
+from clusters import operations
+from clusters.models import ClusterStatus, OperationItem, VirtualCluster
+from clusters.services import MemberStates, preflight_detach
+from portal.errors import InvalidInput, InvalidTransition, PermissionRequired, VmNotStopped
+from portal.kernel import parse_id
+from portal.permissions import Perm
+from vms import services as vm_services
+from vms.models import VirtualMachine, VmStatus
+
+# How many failed items a progress card and an activity row list (the rest are counted).
+FAILURES_SHOWN = 20
+OPERATIONS_SHOWN = 20
+
+
+def _cluster(request, pk):
+    return get_object_or_404(
+        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).select_related(
+            "zone", "instance_type", "project"
+        ),
+        pk=pk,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What the header and the Connected VMs tab offer
+
+
+def status_counts(members: MemberStates) -> Counter:
+    """Members per status, from the statuses ``MemberStates`` already read (no query)."""
+    return Counter(members.digest.split(".")) if members.digest else Counter()
+
+
+def _stopped_member_probe(cluster) -> VirtualMachine:
+    """An unsaved stopped member of ``cluster``: what the start preflight is asked about when
+    the page has only the members' counts (the header), not the rows."""
+    return VirtualMachine(
+        project_id=cluster.project_id, cluster_id=cluster.pk, status=VmStatus.STOPPED
+    )
+
+
+def member_summary(user, cluster, members: MemberStates) -> dict:
+    """The header's 실행중 멤버 n/m and its callouts.
+
+    Member statuses are shown only to a user who may read the VMs (the fingerprint hides
+    them from the others too). 멤버 모두 시작 is offered when a stopped member would start
+    now (asked of the start preflight); 가상머신 연결 on an empty cluster to who may update VMs.
+    """
+    if not user.has_perm(Perm.VM_READ, cluster):
+        return {"visible": False}
+    counts = status_counts(members)
+    stopped = counts[VmStatus.STOPPED]
+    can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
+    start_all = (
+        stopped > 0
+        and cluster.status == ClusterStatus.RUNNING
+        and vm_services.preflight_start(user, _stopped_member_probe(cluster), cluster) is None
+    )
+    return {
+        "visible": True,
+        "running": counts[VmStatus.RUNNING],
+        "total": members.count,
+        "stopped": stopped,
+        "offer_start_all": start_all,
+        "offer_attach": members.count == 0
+        and can_update_vm
+        and cluster.status != ClusterStatus.DELETED,
+    }
+
+
+def _shown_reason(refusal) -> str:
+    """A refusal worth showing next to a disabled control; a missing permission or an action
+    the status never offers hides the control instead."""
+    if refusal is None or isinstance(refusal, PermissionRequired | InvalidTransition):
+        return ""
+    return refusal.message
+
+
+def member_controls(user, cluster, members: list) -> dict:
+    """Per member: may it start, stop, be detached now (each asked of its preflight); and
+    for the tab's toolbar, which bulk buttons to offer, or the reason start is not offered."""
+    states = MemberStates.of(vm.status for vm in members)
+    startable, stoppable, start_reason = set(), set(), ""
+    detach = {}
+    for vm in members:
+        refusal = vm_services.preflight_start(user, vm, cluster)
+        if refusal is None:
+            startable.add(vm.pk)
+        elif not start_reason:
+            start_reason = _shown_reason(refusal)
+        if vm_services.preflight_stop(user, vm) is None:
+            stoppable.add(vm.pk)
+        refusal = preflight_detach(user, vm, cluster, states)
+        if refusal is None:
+            detach[vm.pk] = ""
+        elif not isinstance(refusal, PermissionRequired | VmNotStopped | InvalidTransition):
+            detach[vm.pk] = refusal.message  # shown disabled, with the rule's message
+    can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
+    return {
+        "startable": startable,
+        "stoppable": stoppable,
+        "detach": detach,
+        "start_reason": "" if startable else start_reason,
+        "can_update_vm": can_update_vm,
+        "offer_attach": can_update_vm and cluster.status != ClusterStatus.DELETED,
+    }
+
+
+def cluster_operations(user, cluster) -> list:
+    """The cluster's latest Operations for the 활동 tab, counted in the query; the failed
+    items only for a user who may read the VMs they name."""
+    ops = (
+        operations.visible_operations(user)
+        .filter(cluster=cluster)
+        .select_related("actor")
+        .annotate(**_item_counts("items__"))
+    )
+    if user.has_perm(Perm.VM_READ, cluster):
+        failed = OperationItem.objects.filter(status=OperationItem.Status.FAILED)
+        ops = ops.prefetch_related(Prefetch("items", queryset=failed, to_attr="failures"))
+    return list(ops.order_by("-created_at", "-id")[:OPERATIONS_SHOWN])
+
+
+def _item_counts(prefix: str = "") -> dict:
+    """Items in all, finished (succeeded or failed) and failed, as one aggregate."""
+    done = (OperationItem.Status.SUCCEEDED, OperationItem.Status.FAILED)
+    pk = f"{prefix}pk"
+    return {
+        "n_total": Count(pk),
+        "n_finished": Count(pk, filter=Q(**{f"{prefix}status__in": done})),
+        "n_failed": Count(pk, filter=Q(**{f"{prefix}status": OperationItem.Status.FAILED})),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The Operation's progress card
+
+
+def _operation_context(request, operation) -> dict:
+    counts = operation.items.aggregate(**_item_counts())
+    failures = []
+    if counts["n_failed"] and request.user.has_perm(Perm.VM_READ, operation.project):
+        failures = list(
+            operation.items.filter(status=OperationItem.Status.FAILED).order_by("position")[
+                :FAILURES_SHOWN
+            ]
+        )
+    return {"op": operation, "counts": counts, "failures": failures}
+
+
+def _summary(operation, counts) -> str:
+    """The toast of a finished Operation: what, how many done, how many failed."""
+    if operation.last_error is not None:
+        return f"{operation.kind_label}: {operation.last_error.message}"
+    text = _("%(kind)s: %(done)d/%(total)d 완료") % {
+        "kind": operation.kind_label,
+        "done": counts["n_finished"] - counts["n_failed"],
+        "total": counts["n_total"],
+    }
+    if counts["n_failed"]:
+        text += " · " + _("실패 %(n)d") % {"n": counts["n_failed"]}
+    return text
+
+
+def render_operation(request, operation, status=200) -> HttpResponse:
+    """The progress card (HTMX) or its page; a finished one tells the page to refresh and
+    says how it went in a toast."""
+    context = _operation_context(request, operation)
+    if not request.htmx:
+        return render(request, "clusters/operation.html", context)
+    response = render(request, "clusters/_operation.html", context, status=status)
+    if operation.done:
+        trigger_client_event(response, "cluster-changed")
+        trigger_client_event(response, "toast", {"message": _summary(operation, context["counts"])})
+    return response
+
+
+@login_required
+@require_GET
+def operation_detail(request, pk):
+    """One Operation's progress, polled by its card every second until it is done (then 286
+    stops the polling); as a page without HTMX."""
+    operation = get_object_or_404(
+        operations.visible_operations(request.user).select_related("cluster", "project"), pk=pk
+    )
+    response = render_operation(request, operation)
+    if request.htmx and operation.done:
+        response.status_code = HttpResponseStopPolling.status_code
+    return response
+
+
+def _answer(request, cluster, operation) -> HttpResponse:
+    """A bulk action's answer: its card for the page (swapped in at the top of
+    ``#operations``), or the Operation's page."""
+    if not request.htmx:
+        return redirect("clusters:operation_detail", pk=operation.pk)
+    response = render_operation(request, operation)
+    trigger_client_event(response, "close-dialogs")
+    if not operation.done:
+        trigger_client_event(response, "cluster-changed")  # the first statuses have moved
+    return response
+
+
+def _selected_vm_ids(request, *, required: bool) -> list[int] | None:
+    """The ``vm`` checkboxes' ids; None when none were sent and none are required (= all).
+
+    A value that cannot name a VM refuses the whole request, before anything runs.
+    """
+    raw = request.POST.getlist("vm")
+    if not raw:
+        if required:
+            raise InvalidInput(_("가상머신을 하나 이상 선택하세요."), field="vm")
+        return None
+    ids = [parse_id(value) for value in raw]
+    if any(vm_id is None for vm_id in ids):
+        raise InvalidInput(_("선택한 가상머신을 찾을 수 없습니다."), field="vm")
+    return list(dict.fromkeys(ids))
+
+
+# ---------------------------------------------------------------------------------------------
+# The actions
+
+
+def _attach_context(request, cluster, error=""):
+    candidates = [
+        (vm, refusal)
+        for vm, refusal in operations.attach_candidates(request.user, cluster)
+        if vm.cluster_id != cluster.pk
+    ]
+    # "Already in a cluster" names the cluster, when the user may read it (one query).
+    cluster_ids = {vm.cluster_id for vm, _refusal in candidates if vm.cluster_id}
+    names = dict(
+        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
+        .filter(pk__in=cluster_ids)
+        .values_list("pk", "name")
+    )
+    rows = [
+        {
+            "vm": vm,
+            "reason": refusal.message if refusal is not None else "",
+            "in_cluster": names.get(vm.cluster_id, "") if refusal is not None else "",
+        }
+        for vm, refusal in candidates
+    ]
+    return {
+        "cluster": cluster,
+        "rows": rows,
+        "eligible": sum(1 for row in rows if not row["reason"]),
+        "error": error,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_attach(request, pk):
+    """GET: the 가상머신 연결 panel. POST: attach the checked VMs as one Operation."""
+    cluster = _cluster(request, pk)
+    if not request.user.has_perm(Perm.VM_UPDATE, cluster):
+        raise PermissionRequired(Perm.VM_UPDATE)
+    template = "clusters/_attach_panel.html" if request.htmx else "clusters/attach.html"
+    if request.method == "GET":
+        return render(request, template, _attach_context(request, cluster))
+    try:
+        vm_ids = _selected_vm_ids(request, required=True)
+    except InvalidInput as exc:
+        response = render(
+            request, template, _attach_context(request, cluster, exc.message), status=422
+        )
+        if request.htmx:
+            response["HX-Retarget"] = "#attach-dialog"
+            response["HX-Reswap"] = "innerHTML"
+        return response
+    operation = operations.attach_many(cluster.pk, vm_ids, actor=request.user)
+    return _answer(request, cluster, operation)
+
+
+@login_required
+@require_POST
+def cluster_detach(request, pk):
+    """A member row's 분리: one VM, through the same rules as the VM page's."""
+    cluster = _cluster(request, pk)
+    vm_ids = _selected_vm_ids(request, required=True)
+    operation = operations.detach_many(cluster.pk, vm_ids, actor=request.user)
+    if not request.htmx:
+        return redirect("clusters:operation_detail", pk=operation.pk)
+    # One row: no card, the outcome in a toast; the tab refreshes on cluster-changed.
+    context = _operation_context(request, operation)
+    response = HttpResponse(status=204)
+    trigger_client_event(response, "cluster-changed")
+    trigger_client_event(response, "toast", {"message": _summary(operation, context["counts"])})
+    return response
+
+
+@login_required
+@require_POST
+def cluster_start_members(request, pk):
+    """멤버 모두 시작 (no ``vm``) or 선택한 멤버 시작 (the checked ones), one Operation."""
+    cluster = _cluster(request, pk)
+    vm_ids = _selected_vm_ids(request, required=False)
+    operation = operations.start_members(cluster.pk, actor=request.user, vm_ids=vm_ids)
+    return _answer(request, cluster, operation)
+
+
+@login_required
+@require_POST
+def cluster_stop_members(request, pk):
+    """멤버 모두 중지 / 선택한 멤버 중지, one Operation."""
+    cluster = _cluster(request, pk)
+    vm_ids = _selected_vm_ids(request, required=False)
+    operation = operations.stop_members(cluster.pk, actor=request.user, vm_ids=vm_ids)
+    return _answer(request, cluster, operation)
+
+
+def stop_with_members(request, pk) -> HttpResponse:
+    """The 클러스터 중지 form with 멤버 가상머신도 함께 중지 checked: running members first,
+    then the cluster, as one Operation (``clusters.views.cluster_stop`` hands over)."""
+    cluster = _cluster(request, pk)
+    operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
+    return _answer(request, cluster, operation)
