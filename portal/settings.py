@@ -280,9 +280,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 RECONCILE_EVERY_SECONDS = float(os.environ.get("RECONCILE_EVERY_SECONDS", "30"))
+# Tasks outside the apps' tasks modules (those sit above the services that queue them).
+CELERY_IMPORTS = ("clusters.operations.fanout",)
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "clusters.tasks.reconcile",
+        "schedule": RECONCILE_EVERY_SECONDS,
+    },
+    "operations": {
+        "task": "clusters.operations.fanout.watch_stale",
         "schedule": RECONCILE_EVERY_SECONDS,
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
