@@ -19,10 +19,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from clusters import operations
-from clusters.models import ClusterStatus, OperationItem, VirtualCluster
+from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.services import MemberStates, preflight_detach
+from portal.audit import attempt
 from portal.errors import InvalidInput, InvalidTransition, PermissionRequired, VmNotStopped
-from portal.kernel import parse_id
+from portal.kernel import check_perm
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
@@ -167,17 +168,22 @@ def _operation_context(request, operation) -> dict:
     return {"op": operation, "counts": counts, "failures": failures}
 
 
-def _summary(operation, counts) -> str:
-    """The toast of a finished Operation: what, how many done, how many failed."""
+def _summary(context) -> str:
+    """The toast of a finished Operation: what, how many done, how many failed, and the
+    first failure's message (a row's 분리 has only that one)."""
+    operation, counts = context["op"], context["counts"]
     if operation.last_error is not None:
         return f"{operation.kind_label}: {operation.last_error.message}"
     text = _("%(kind)s: %(done)d/%(total)d 완료") % {
         "kind": operation.kind_label,
-        "done": counts["n_finished"] - counts["n_failed"],
+        "done": counts["n_finished"],
         "total": counts["n_total"],
     }
     if counts["n_failed"]:
         text += " · " + _("실패 %(n)d") % {"n": counts["n_failed"]}
+    if context["failures"]:
+        first = context["failures"][0]
+        text += f" — {first.target_name}: {first.last_error.message}"
     return text
 
 
@@ -190,7 +196,7 @@ def render_operation(request, operation, status=200) -> HttpResponse:
     response = render(request, "clusters/_operation.html", context, status=status)
     if operation.done:
         trigger_client_event(response, "cluster-changed")
-        trigger_client_event(response, "toast", {"message": _summary(operation, context["counts"])})
+        trigger_client_event(response, "toast", {"message": _summary(context)})
     return response
 
 
@@ -208,7 +214,7 @@ def operation_detail(request, pk):
     return response
 
 
-def _answer(request, cluster, operation) -> HttpResponse:
+def _answer(request, operation) -> HttpResponse:
     """A bulk action's answer: its card for the page (swapped in at the top of
     ``#operations``), or the Operation's page."""
     if not request.htmx:
@@ -220,20 +226,19 @@ def _answer(request, cluster, operation) -> HttpResponse:
     return response
 
 
-def _selected_vm_ids(request, *, required: bool) -> list[int] | None:
-    """The ``vm`` checkboxes' ids; None when none were sent and none are required (= all).
+def _selected_vm_ids(request) -> list[str] | None:
+    """The checked ``vm`` boxes as sent (the operation refuses the whole request if one is
+    not an id); None when none were sent: all of them, for the bulk start and stop."""
+    return request.POST.getlist("vm") or None
 
-    A value that cannot name a VM refuses the whole request, before anything runs.
-    """
-    raw = request.POST.getlist("vm")
-    if not raw:
-        if required:
-            raise InvalidInput(_("가상머신을 하나 이상 선택하세요."), field="vm")
-        return None
-    ids = [parse_id(value) for value in raw]
-    if any(vm_id is None for vm_id in ids):
-        raise InvalidInput(_("선택한 가상머신을 찾을 수 없습니다."), field="vm")
-    return list(dict.fromkeys(ids))
+
+def _require_vm_update(request, cluster, kind) -> None:
+    """Who may not update the project's VMs is refused the whole request, audited as the
+    operation would be, before any item is made (the items would each say the same)."""
+    if not request.user.has_perm(Perm.VM_UPDATE, cluster):
+        with attempt(f"operation.{kind}", actor=request.user, target_type="cluster") as att:
+            att.about(cluster)
+            check_perm(request.user, Perm.VM_UPDATE, cluster)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,23 +246,17 @@ def _selected_vm_ids(request, *, required: bool) -> list[int] | None:
 
 
 def _attach_context(request, cluster, error=""):
-    candidates = [
-        (vm, refusal)
-        for vm, refusal in operations.attach_candidates(request.user, cluster)
-        if vm.cluster_id != cluster.pk
-    ]
-    # "Already in a cluster" names the cluster, when the user may read it (one query).
-    cluster_ids = {vm.cluster_id for vm, _refusal in candidates if vm.cluster_id}
-    names = dict(
-        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
-        .filter(pk__in=cluster_ids)
-        .values_list("pk", "name")
-    )
+    candidates = operations.attach_candidates(request.user, cluster)
+    # "Already in a cluster" names the cluster, to who may read it.
     rows = [
         {
             "vm": vm,
             "reason": refusal.message if refusal is not None else "",
-            "in_cluster": names.get(vm.cluster_id, "") if refusal is not None else "",
+            "in_cluster": vm.cluster.name
+            if refusal is not None
+            and vm.cluster_id
+            and request.user.has_perm(Perm.CLUSTER_READ, vm.cluster)
+            else "",
         }
         for vm, refusal in candidates
     ]
@@ -274,39 +273,39 @@ def _attach_context(request, cluster, error=""):
 def cluster_attach(request, pk):
     """GET: the 가상머신 연결 panel. POST: attach the checked VMs as one Operation."""
     cluster = _cluster(request, pk)
-    if not request.user.has_perm(Perm.VM_UPDATE, cluster):
-        raise PermissionRequired(Perm.VM_UPDATE)
     template = "clusters/_attach_panel.html" if request.htmx else "clusters/attach.html"
     if request.method == "GET":
+        check_perm(request.user, Perm.VM_UPDATE, cluster)
         return render(request, template, _attach_context(request, cluster))
+    _require_vm_update(request, cluster, Operation.Kind.ATTACH)
     try:
-        vm_ids = _selected_vm_ids(request, required=True)
-    except InvalidInput as exc:
-        response = render(
-            request, template, _attach_context(request, cluster, exc.message), status=422
+        operation = operations.attach_many(
+            cluster.pk, _selected_vm_ids(request), actor=request.user
         )
+    except InvalidInput as exc:  # nothing checked, or a value that names no VM
+        context = _attach_context(request, cluster, exc.message)
+        response = render(request, template, context, status=exc.status)
         if request.htmx:
             response["HX-Retarget"] = "#attach-dialog"
             response["HX-Reswap"] = "innerHTML"
         return response
-    operation = operations.attach_many(cluster.pk, vm_ids, actor=request.user)
-    return _answer(request, cluster, operation)
+    return _answer(request, operation)
 
 
 @login_required
 @require_POST
 def cluster_detach(request, pk):
-    """A member row's 분리: one VM, through the same rules as the VM page's."""
+    """A member row's 분리: one VM, through the same rule as the VM page's."""
     cluster = _cluster(request, pk)
-    vm_ids = _selected_vm_ids(request, required=True)
-    operation = operations.detach_many(cluster.pk, vm_ids, actor=request.user)
+    _require_vm_update(request, cluster, Operation.Kind.DETACH)
+    operation = operations.detach_many(cluster.pk, _selected_vm_ids(request), actor=request.user)
     if not request.htmx:
         return redirect("clusters:operation_detail", pk=operation.pk)
     # One row: no card, the outcome in a toast; the tab refreshes on cluster-changed.
     context = _operation_context(request, operation)
     response = HttpResponse(status=204)
     trigger_client_event(response, "cluster-changed")
-    trigger_client_event(response, "toast", {"message": _summary(operation, context["counts"])})
+    trigger_client_event(response, "toast", {"message": _summary(context)})
     return response
 
 
@@ -315,9 +314,11 @@ def cluster_detach(request, pk):
 def cluster_start_members(request, pk):
     """멤버 모두 시작 (no ``vm``) or 선택한 멤버 시작 (the checked ones), one Operation."""
     cluster = _cluster(request, pk)
-    vm_ids = _selected_vm_ids(request, required=False)
-    operation = operations.start_members(cluster.pk, actor=request.user, vm_ids=vm_ids)
-    return _answer(request, cluster, operation)
+    _require_vm_update(request, cluster, Operation.Kind.START_MEMBERS)
+    operation = operations.start_members(
+        cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
+    )
+    return _answer(request, operation)
 
 
 @login_required
@@ -325,9 +326,11 @@ def cluster_start_members(request, pk):
 def cluster_stop_members(request, pk):
     """멤버 모두 중지 / 선택한 멤버 중지, one Operation."""
     cluster = _cluster(request, pk)
-    vm_ids = _selected_vm_ids(request, required=False)
-    operation = operations.stop_members(cluster.pk, actor=request.user, vm_ids=vm_ids)
-    return _answer(request, cluster, operation)
+    _require_vm_update(request, cluster, Operation.Kind.STOP_MEMBERS)
+    operation = operations.stop_members(
+        cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
+    )
+    return _answer(request, operation)
 
 
 def stop_with_members(request, pk) -> HttpResponse:
@@ -335,4 +338,4 @@ def stop_with_members(request, pk) -> HttpResponse:
     then the cluster, as one Operation (``clusters.views.cluster_stop`` hands over)."""
     cluster = _cluster(request, pk)
     operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
-    return _answer(request, cluster, operation)
+    return _answer(request, operation)

@@ -2,11 +2,9 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VirtualCluster
+from clusters.operations.common import MAX_CREATE
 from portal.kernel import NAME_MAX, parse_id
 from vms.models import BillingType, FabricOffering, InstanceType, Zone
-
-# The most VMs one create makes (issue 11 item 4; names <name>-01 … <name>-64).
-CREATE_MAX = 64
 
 
 class VmCreateForm(forms.Form):
@@ -25,8 +23,9 @@ class VmCreateForm(forms.Form):
     disaster_recovery = forms.BooleanField(label=_("재해 복구(DR)"), required=False)
     count = forms.IntegerField(
         label=_("개수"),
+        required=False,  # absent (an older form, the API's shape) means one
         min_value=1,
-        max_value=CREATE_MAX,
+        max_value=MAX_CREATE,
         initial=1,
         help_text=_("2대 이상이면 이름 뒤에 -01, -02 … 가 붙습니다 (최대 64대)."),
     )
@@ -36,6 +35,9 @@ class VmCreateForm(forms.Form):
         required=False,
         empty_label=_("연결하지 않음"),
     )
+
+    def clean_count(self) -> int:
+        return self.cleaned_data["count"] or 1
 
     def __init__(self, *args, clusters=None, **kwargs):
         """``clusters``: the clusters the user may attach the new VMs to (none if omitted);

@@ -258,7 +258,7 @@ def test_bulk_start_with_nonsense_ids_changes_nothing(world, login):
     world.members(cluster, 2)
     response = login("admin").post(url("cluster_start_members", cluster.pk), {"vm": "x"}, **HX)
     assert response.status_code == 422
-    assert "선택한 가상머신을 찾을 수 없습니다." in body(response)
+    assert "가상머신을 하나 이상 선택하세요." in body(response)
     assert not Operation.objects.exists()
     assert set(cluster.members.values_list("status", flat=True)) == {VmStatus.STOPPED}
 
