@@ -220,6 +220,9 @@ def _answer(request, operation) -> HttpResponse:
     if not request.htmx:
         return redirect("clusters:operation_detail", pk=operation.pk)
     response = render_operation(request, operation)
+    # Wherever the form sits (the header's stop form swaps the header), the card goes on top.
+    response["HX-Retarget"] = "#operations"
+    response["HX-Reswap"] = "afterbegin"
     trigger_client_event(response, "close-dialogs")
     if not operation.done:
         trigger_client_event(response, "cluster-changed")  # the first statuses have moved
