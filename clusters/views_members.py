@@ -26,7 +26,7 @@ from portal.errors import InvalidInput, InvalidTransition, PermissionRequired, V
 from portal.kernel import check_perm
 from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import VirtualMachine, VmStatus
+from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
 
 # How many failed items a progress card and an activity row list (the rest are counted).
 FAILURES_SHOWN = 20
@@ -250,10 +250,14 @@ def _require_vm_update(request, cluster, kind) -> None:
 
 def _attach_context(request, cluster, error=""):
     candidates = operations.attach_candidates(request.user, cluster)
-    # "Already in a cluster" names the cluster, to who may read it.
+    # Where each VM is and of what type says why "other zone or type" refuses it (two small
+    # catalog reads, not one per row); "already in a cluster" names it, to who may read it.
+    zones = dict(Zone.objects.values_list("pk", "code"))
+    types = dict(InstanceType.objects.values_list("pk", "code"))
     rows = [
         {
             "vm": vm,
+            "where": f"{zones.get(vm.zone_id, '')} · {types.get(vm.instance_type_id, '')}",
             "reason": refusal.message if refusal is not None else "",
             "in_cluster": vm.cluster.name
             if refusal is not None
