@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from clusters import operations
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
-from clusters.services import MemberStates, preflight_detach
+from clusters.services import MemberStates, detach_refusal
 from portal.audit import attempt
 from portal.errors import InvalidInput, InvalidTransition, PermissionRequired, VmNotStopped
 from portal.kernel import check_perm
@@ -97,33 +97,40 @@ def _shown_reason(refusal) -> str:
 
 
 def member_controls(user, cluster, members: list) -> dict:
-    """Per member: may it start, stop, be detached now (each asked of its preflight); and
-    for the tab's toolbar, which bulk buttons to offer, or the reason start is not offered."""
-    states = MemberStates.of(vm.status for vm in members)
-    startable, stoppable, start_reason = set(), set(), ""
-    detach = {}
-    for vm in members:
-        refusal = vm_services.preflight_start(user, vm, cluster)
-        if refusal is None:
-            startable.add(vm.pk)
-        elif not start_reason:
-            start_reason = _shown_reason(refusal)
-        if vm_services.preflight_stop(user, vm) is None:
-            stoppable.add(vm.pk)
-        refusal = preflight_detach(user, vm, cluster, states)
-        if refusal is None:
-            detach[vm.pk] = ""
-        elif not isinstance(refusal, PermissionRequired | VmNotStopped | InvalidTransition):
-            detach[vm.pk] = refusal.message  # shown disabled, with the rule's message
+    """Per member: may it start, stop, be detached now; and for the tab's toolbar, which bulk
+    buttons to offer, or the reason start is not offered.
+
+    The permission is the project's, the same for every member: asked once, then each
+    member goes to the rule functions the preflights are made of (a has_perm per member and
+    action was a third of the tab's time at 256 members)."""
     can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
-    return {
-        "startable": startable,
-        "stoppable": stoppable,
-        "detach": detach,
-        "start_reason": "" if startable else start_reason,
+    controls = {
+        "startable": set(),
+        "stoppable": set(),
+        "detach": {},
+        "start_reason": "",
         "can_update_vm": can_update_vm,
         "offer_attach": can_update_vm and cluster.status != ClusterStatus.DELETED,
     }
+    if not can_update_vm:
+        return controls
+    states = MemberStates.of(vm.status for vm in members)
+    start_reason = ""
+    for vm in members:
+        refusal = vm_services.start_refusal(vm, cluster)
+        if refusal is None:
+            controls["startable"].add(vm.pk)
+        elif not start_reason:
+            start_reason = _shown_reason(refusal)
+        if vm_services.stop_refusal(vm) is None:
+            controls["stoppable"].add(vm.pk)
+        refusal = detach_refusal(vm, cluster, states)
+        if refusal is None:
+            controls["detach"][vm.pk] = ""
+        elif not isinstance(refusal, VmNotStopped | InvalidTransition):
+            controls["detach"][vm.pk] = refusal.message  # shown disabled, with the rule's message
+    controls["start_reason"] = "" if controls["startable"] else start_reason
+    return controls
 
 
 def cluster_operations(user, cluster) -> list:
