@@ -29,13 +29,11 @@ from clusters.models import (
     VirtualCluster,
 )
 from clusters.services import MemberStates
+from clusters.views_members import shown_reason
 from portal.errors import (
     FabricNotOffered,
     InvalidInput,
-    InvalidTransition,
-    MembersStillRunning,
     NameTaken,
-    PermissionRequired,
 )
 from portal.kernel import check_perm
 from portal.models import AuditEvent
@@ -232,14 +230,6 @@ def _detail_context(request, cluster, tab):
     return context
 
 
-def _reason(refusal):
-    """What a disabled button says: the rule's message. A missing permission or a status
-    the action does not start from hides the button instead, so neither is a reason."""
-    if refusal is None or isinstance(refusal, PermissionRequired | InvalidTransition):
-        return ""
-    return refusal.message
-
-
 def _header_context(user, cluster):
     """The header: status, member count, and what its buttons may do and why not, all
     asked of the services' preflights on one read of the members' statuses."""
@@ -248,7 +238,7 @@ def _header_context(user, cluster):
     return {
         "cluster": cluster,
         "member_count": members.count,
-        "summary": views_members.member_summary(user, cluster, members),
+        "summary": views_members.member_summary(user, cluster, members, stop_refusal),
         "fingerprint": _fingerprint(user, cluster, members),
         "header": {
             "can_update": user.has_perm(Perm.CLUSTER_UPDATE, cluster),
@@ -256,13 +246,9 @@ def _header_context(user, cluster):
             "show_start": cluster.status in STARTABLE,
             "show_stop": cluster.status in STOPPABLE,
             "show_delete": cluster.status in DELETABLE,
-            "start_reason": _reason(services.preflight_start(user, cluster, members)),
-            "stop_reason": _reason(stop_refusal),
-            # The plain stop is refused while members run; the form then offers to stop
-            # them first (멤버 가상머신도 함께 중지), to who may also update the VMs.
-            "offer_stop_members": isinstance(stop_refusal, MembersStillRunning)
-            and user.has_perm(Perm.VM_UPDATE, cluster),
-            "delete_reason": _reason(services.preflight_delete(user, cluster, members)),
+            "start_reason": shown_reason(services.preflight_start(user, cluster, members)),
+            "stop_reason": shown_reason(stop_refusal),
+            "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
             "polling": cluster.is_transitional or members.transitional > 0,
         },
     }
@@ -396,8 +382,7 @@ def cluster_start(request, pk):
 @login_required
 @require_POST
 def cluster_stop(request, pk):
-    """클러스터 중지; with 멤버 가상머신도 함께 중지 checked, one Operation that stops the
-    running members first (``views_members.stop_with_members``)."""
+    """클러스터 중지; with 멤버 가상머신도 함께 중지, the members first (one Operation)."""
     if request.POST.get("with_members"):
         return views_members.stop_with_members(request, pk)
     return _action(request, pk, services.stop_cluster, _("클러스터를 중지했습니다."))

@@ -22,7 +22,13 @@ from clusters import operations
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.services import MemberStates, detach_refusal
 from portal.audit import attempt
-from portal.errors import InvalidInput, InvalidTransition, PermissionRequired, VmNotStopped
+from portal.errors import (
+    InvalidInput,
+    InvalidTransition,
+    MembersStillRunning,
+    PermissionRequired,
+    VmNotStopped,
+)
 from portal.kernel import check_perm
 from portal.permissions import Perm
 from vms import services as vm_services
@@ -59,12 +65,14 @@ def _stopped_member_probe(cluster) -> VirtualMachine:
     )
 
 
-def member_summary(user, cluster, members: MemberStates) -> dict:
-    """The header's 실행중 멤버 n/m and its callouts.
+def member_summary(user, cluster, members: MemberStates, stop_refusal) -> dict:
+    """The header's 실행중 멤버 n/m, its callouts and the stop form's checkbox.
 
     Member statuses are shown only to a user who may read the VMs (the fingerprint hides
     them from the others too). 멤버 모두 시작 is offered when a stopped member would start
-    now (asked of the start preflight); 가상머신 연결 on an empty cluster to who may update VMs.
+    now (asked of the start preflight); 가상머신 연결 on an empty cluster to who may update VMs;
+    멤버 가상머신도 함께 중지 when the plain stop is refused because members run
+    (``stop_refusal``, the stop preflight's answer).
     """
     if not user.has_perm(Perm.VM_READ, cluster):
         return {"visible": False}
@@ -85,12 +93,13 @@ def member_summary(user, cluster, members: MemberStates) -> dict:
         "offer_attach": members.count == 0
         and can_update_vm
         and cluster.status != ClusterStatus.DELETED,
+        "offer_stop_members": isinstance(stop_refusal, MembersStillRunning) and can_update_vm,
     }
 
 
-def _shown_reason(refusal) -> str:
-    """A refusal worth showing next to a disabled control; a missing permission or an action
-    the status never offers hides the control instead."""
+def shown_reason(refusal) -> str:
+    """What a disabled control says: the rule's message. A missing permission or a status
+    the action does not start from hides the control instead, so neither is a reason."""
     if refusal is None or isinstance(refusal, PermissionRequired | InvalidTransition):
         return ""
     return refusal.message
@@ -121,7 +130,7 @@ def member_controls(user, cluster, members: list) -> dict:
         if refusal is None:
             controls["startable"].add(vm.pk)
         elif not start_reason:
-            start_reason = _shown_reason(refusal)
+            start_reason = shown_reason(refusal)
         if vm_services.stop_refusal(vm) is None:
             controls["stoppable"].add(vm.pk)
         refusal = detach_refusal(vm, cluster, states)
