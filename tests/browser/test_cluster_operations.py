@@ -4,12 +4,18 @@ cluster, 멤버 모두 시작, 클러스터 중지 with 멤버 가상머신도 �
 Everything happens in one document: progress and statuses arrive by polling.
 """
 
-
 import pytest
 from playwright.sync_api import expect
 
 from clusters.models import ClusterStatus, Operation, VirtualCluster
-from tests.browser.test_console import demo_cluster, mark_document, same_document
+from tests.browser.test_console import (
+    NOT_ELIGIBLE,
+    attach,
+    demo_cluster,
+    mark_document,
+    open_vm,
+    same_document,
+)
 from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -106,3 +112,23 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
     operations = page.locator("#tab-body .operations-table")
     for label in ("가상머신 연결", "멤버 시작", "클러스터 중지", "가상머신 분리"):
         expect(operations).to_contain_text(label)
+
+
+def test_vm_cluster_section_offers_only_what_can_succeed(browser_login, page, live_server):
+    """Issue 11 item 6: after an in-page attach the section offers 클러스터에서 분리 alone, with
+    no cluster dropdown left behind (it stayed visible after the HTMX swap); a spot VM's
+    section is disabled with the rule's message; the seed's guidance line stays."""
+    demo_cluster("section-target")
+    browser_login("admin")
+    section = attach(page, "gpu-node-01", "section-target")
+    expect(section.get_by_role("status")).to_have_text("section-target 클러스터에 연결했습니다.")
+    action = section.get_by_label("수행할 작업")
+    expect(action.locator("option")).to_have_text(["작업 선택", "클러스터에서 분리"])
+    expect(section.get_by_label("연결할 클러스터")).to_have_count(0)
+    expect(section).to_contain_text(NOT_ELIGIBLE)
+
+    section = open_vm(page, "gpu-spot-01")
+    expect(section.locator("#cluster-obstacle")).to_have_text(SPOT_OR_DR)
+    expect(section.get_by_label("수행할 작업")).to_be_disabled()
+    expect(section.get_by_role("button", name="저장")).to_be_disabled()
+    expect(section).to_contain_text(NOT_ELIGIBLE)
