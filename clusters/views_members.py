@@ -81,7 +81,6 @@ def member_summary(user, cluster, members: MemberStates, stop_refusal) -> dict:
     can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
     start_all = (
         stopped > 0
-        and cluster.status == ClusterStatus.RUNNING
         and vm_services.preflight_start(user, _stopped_member_probe(cluster), cluster) is None
     )
     return {
@@ -203,13 +202,13 @@ def _summary(context) -> str:
     return text
 
 
-def render_operation(request, operation, status=200) -> HttpResponse:
+def render_operation(request, operation) -> HttpResponse:
     """The progress card (HTMX) or its page; a finished one tells the page to refresh and
     says how it went in a toast."""
     context = _operation_context(request, operation)
     if not request.htmx:
         return render(request, "clusters/operation.html", context)
-    response = render(request, "clusters/_operation.html", context, status=status)
+    response = render(request, "clusters/_operation.html", context)
     if operation.done:
         trigger_client_event(response, "cluster-changed")
         trigger_client_event(response, "toast", {"message": _summary(context)})

@@ -469,3 +469,19 @@ def test_forged_detach_of_a_non_member_is_a_form_error(world, login):
     vm = world.vm("n1")
     response = login("admin").post(reverse("vms:vm_cluster", args=[vm.pk]), {"action": "detach"})
     assert response.status_code == 422
+
+
+def test_the_new_controls_speak_english_when_chosen(world, login, settings):
+    cluster = world.cluster(status=S.RUNNING)
+    world.members(cluster, 2)
+    client = login("admin")
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    page = body(client.get(url("cluster_members", cluster.pk)))
+    for text in (
+        "Running members 0/2",
+        "Start all members",
+        "Attach virtual machines",
+        "Start selected",
+    ):
+        assert text in page
+    assert "멤버 모두 시작" not in page
