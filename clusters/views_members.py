@@ -27,6 +27,7 @@ from portal.errors import (
     InvalidTransition,
     MembersStillRunning,
     PermissionRequired,
+    VmNotEligible,
     VmNotStopped,
 )
 from portal.kernel import check_perm
@@ -287,6 +288,7 @@ def _attach_context(request, cluster, error=""):
         "rows": rows,
         "eligible": sum(1 for row in rows if not row["reason"]),
         "error": error,
+        "guidance": VmNotEligible().message,  # the seed's guidance line is rule 1's message
     }
 
 
