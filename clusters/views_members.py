@@ -203,6 +203,13 @@ def _summary(context) -> str:
     return text
 
 
+def _tell(response, event: str, **detail) -> None:
+    """An HX-Trigger event dispatched on <body>: the element that sent the request may be
+    gone by the time the answer comes (a row's form, when the tab refreshed meanwhile), and
+    an event on a detached element reaches no listener."""
+    trigger_client_event(response, event, {"target": "body", **detail})
+
+
 def render_operation(request, operation) -> HttpResponse:
     """The progress card (HTMX) or its page; a finished one tells the page to refresh and
     says how it went in a toast."""
@@ -211,8 +218,8 @@ def render_operation(request, operation) -> HttpResponse:
         return render(request, "clusters/operation.html", context)
     response = render(request, "clusters/_operation.html", context)
     if operation.done:
-        trigger_client_event(response, "cluster-changed")
-        trigger_client_event(response, "toast", {"message": _summary(context)})
+        _tell(response, "cluster-changed")
+        _tell(response, "toast", message=_summary(context))
     return response
 
 
@@ -239,9 +246,9 @@ def _answer(request, operation) -> HttpResponse:
     # Wherever the form sits (the header's stop form swaps the header), the card goes on top.
     response["HX-Retarget"] = "#operations"
     response["HX-Reswap"] = "afterbegin"
-    trigger_client_event(response, "close-dialogs")
+    _tell(response, "close-dialogs")
     if not operation.done:
-        trigger_client_event(response, "cluster-changed")  # the first statuses have moved
+        _tell(response, "cluster-changed")  # the first statuses have moved
     return response
 
 
@@ -328,8 +335,8 @@ def cluster_detach(request, pk):
     # One row: no card, the outcome in a toast; the tab refreshes on cluster-changed.
     context = _operation_context(request, operation)
     response = HttpResponse(status=204)
-    trigger_client_event(response, "cluster-changed")
-    trigger_client_event(response, "toast", {"message": _summary(context)})
+    _tell(response, "cluster-changed")
+    _tell(response, "toast", message=_summary(context))
     return response
 
 

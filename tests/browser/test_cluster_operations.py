@@ -94,7 +94,10 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
         expect(member_badge(page, name)).to_have_text("중지됨")
     assert Operation.objects.filter(kind=Operation.Kind.STOP_CLUSTER).get().done
 
-    # 6. 분리 one member (confirm first).
+    # 6. 분리 one member (confirm first), once the tab's refreshes after the stop are in (a
+    # click on a row that a refresh replaces meanwhile sends nothing: htmx drops requests of
+    # removed elements).
+    page.wait_for_load_state("networkidle")
     row = page.locator("#tab-body tr[data-vm='gpu-node-03']")
     row.get_by_role("button", name="gpu-node-03 분리").click()
     expect(row).to_have_count(0)
