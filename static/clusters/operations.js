@@ -12,14 +12,14 @@
       box = document.createElement("div");
       box.id = "toasts";
       box.className = "toasts";
-      box.setAttribute("role", "status");
-      box.setAttribute("aria-live", "polite");
+      box.setAttribute("aria-hidden", "true"); // read out through the page's one live region
       document.body.appendChild(box);
     }
     return box;
   }
 
   // A short message for an action's outcome: the server sends it as an HX-Trigger "toast".
+  // Seen in the corner, heard through base.html's #live-status (the page's one live region).
   function showToast(message) {
     if (!message) return;
     var toast = document.createElement("div");
@@ -27,6 +27,11 @@
     toast.textContent = message;
     toastBox().appendChild(toast);
     setTimeout(function () { toast.remove(); }, TOAST_MS);
+    var region = document.getElementById("live-status");
+    if (region) {
+      region.textContent = "";
+      setTimeout(function () { region.textContent = message; }, 50);
+    }
   }
 
   document.body.addEventListener("toast", function (event) {
