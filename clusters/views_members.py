@@ -8,7 +8,6 @@ call it and show the Operation. What a button may do and why not comes from the 
 preflights, never from a rule written here.
 """
 
-from collections import Counter
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Prefetch, Q
@@ -53,11 +52,6 @@ def _cluster(request, pk):
 # What the header and the Connected VMs tab offer
 
 
-def status_counts(members: MemberStates) -> Counter:
-    """Members per status, from the statuses ``MemberStates`` already read (no query)."""
-    return Counter(members.digest.split(".")) if members.digest else Counter()
-
-
 def _stopped_member_probe(cluster) -> VirtualMachine:
     """An unsaved stopped member of ``cluster``: what the start preflight is asked about when
     the page has only the members' counts (the header), not the rows."""
@@ -77,7 +71,7 @@ def member_summary(user, cluster, members: MemberStates, stop_refusal) -> dict:
     """
     if not user.has_perm(Perm.VM_READ, cluster):
         return {"visible": False}
-    counts = status_counts(members)
+    counts = members.by_status
     stopped = counts[VmStatus.STOPPED]
     can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
     start_all = (
