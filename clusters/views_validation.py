@@ -14,7 +14,8 @@ from clusters import operations
 from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.rules import preflight_validate
-from clusters.views import _cluster, _reason
+from clusters.views import _cluster
+from clusters.views_members import shown_reason
 from portal.kernel import parse_id
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
@@ -32,7 +33,7 @@ def _section_context(request, cluster):
         "cluster": cluster,
         "show_button": cluster.status == ClusterStatus.RUNNING
         and user.has_perm(Perm.CLUSTER_UPDATE, cluster),
-        "validate_reason": _reason(refusal),
+        "validate_reason": shown_reason(refusal),
         "polling": open_run is not None,
         "history": display.run_history(cluster, user.has_perm(Perm.VM_UPDATE, cluster))
         if can_read_vms

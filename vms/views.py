@@ -1,5 +1,6 @@
 """컴퓨트 > 가상머신: list, create, the edit page with its 클러스터 section, start/stop/delete."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
@@ -9,9 +10,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
+from clusters import operations
 from clusters import services as cluster_services
-from clusters.models import MEMBERSHIP_OPEN, VirtualCluster
-from portal.errors import InvalidInput, RuleViolation, VmNotEligible
+from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
+from portal.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
 from portal.kernel import check_perm
 from portal.permissions import Perm
 from portal.rendering import render_form
@@ -109,10 +111,12 @@ def vm_create(request):
     project = request.project
     if project is None:
         return redirect("vms:vm_list")
+    clusters = attachable_clusters(request.user, project)
     if request.method == "GET":
         check_perm(request.user, Perm.VM_CREATE, project)
-        return _render_create(request, VmCreateForm(initial=request.GET.dict() or None))
-    form = VmCreateForm(request.POST)
+        form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters)
+        return _render_create(request, form)
+    form = VmCreateForm(request.POST, clusters=clusters)
     if not request.user.has_perm(Perm.VM_CREATE, project):
         # Let the service refuse (and audit) a POST without the permission, whatever its data.
         services.create_vm(
@@ -124,23 +128,58 @@ def vm_create(request):
             billing_type="",
         )
     if form.is_valid():
-        data = form.cleaned_data
         try:
-            vm = services.create_vm(
-                actor=request.user,
-                project=project,
-                name=data["name"],
-                zone_id=data["zone"].pk,
-                instance_type_id=data["instance_type"].pk,
-                billing_type=data["billing_type"],
-                disaster_recovery=data["disaster_recovery"],
-            )
+            url = _create(request, project, form.cleaned_data)
         except InvalidInput as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
-            url = reverse("vms:vm_edit", args=[vm.pk])
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     return _render_create(request, form, status=422)
+
+
+def _create(request, project, data) -> str:
+    """Create one VM (its page next), or many and/or into a cluster as one Operation (the
+    cluster's VMs next, else the list); the outcome is the next page's message."""
+    fields = {
+        "actor": request.user,
+        "project": project,
+        "name": data["name"],
+        "zone_id": data["zone"].pk,
+        "instance_type_id": data["instance_type"].pk,
+        "billing_type": data["billing_type"],
+        "disaster_recovery": data["disaster_recovery"],
+    }
+    cluster = data["cluster"]
+    if data["count"] == 1 and cluster is None:
+        vm = services.create_vm(**fields)
+        messages.success(request, _("%(name)s 가상머신을 생성했습니다.") % {"name": vm.name})
+        return reverse("vms:vm_edit", args=[vm.pk])
+    operation = operations.create_vms(
+        **fields, count=data["count"], cluster_id=cluster.pk if cluster else None
+    )
+    messages.success(request, _("가상머신 %(n)d대를 생성했습니다.") % {"n": data["count"]})
+    failed = operation.items.filter(status=OperationItem.Status.FAILED)
+    if failed.exists():
+        messages.warning(
+            request,
+            _("%(n)d대는 클러스터에 연결하지 못했습니다: %(message)s")
+            % {"n": failed.count(), "message": failed.first().last_error.message},
+        )
+    if cluster is not None:
+        return reverse("clusters:cluster_members", args=[cluster.pk])
+    return reverse("vms:vm_list")
+
+
+def attachable_clusters(user, project):
+    """The create form's 생성 후 클러스터에 연결 choices: the project's clusters the user may
+    read whose membership is open (the attach still checks every rule per VM)."""
+    if project is None:
+        return VirtualCluster.objects.none()
+    return (
+        VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ)
+        .filter(project=project, status__in=MEMBERSHIP_OPEN)
+        .order_by("name")
+    )
 
 
 def _render_create(request, form, status=200):
@@ -170,15 +209,25 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         "cluster_form": cluster_form
         or VmClusterForm(
             clusters=eligible_clusters(request.user, vm),
+            member=vm.cluster_id is not None,
             initial={"action": VmClusterForm.DETACH if vm.cluster_id else VmClusterForm.ATTACH},
         ),
         "rename_form": rename_form or VmRenameForm(initial={"name": vm.name}),
-        # Why this VM can't be attached, shown before the user tries (the server checks too).
-        "obstacle": cluster_services.vm_attach_refusal(vm) if not vm.cluster_id else None,
+        # Why the section's one action can't succeed now, shown before the user tries (the
+        # server checks too): attach for a VM in no cluster, detach for a member.
+        "obstacle": _cluster_obstacle(request.user, vm),
         "guidance": VmNotEligible().message,
         "can_read_cluster": request.user.has_perm(Perm.CLUSTER_READ, vm),
         **extra,
     }
+
+
+def _cluster_obstacle(user, vm) -> RuleViolation | None:
+    if vm.cluster_id is None:
+        return cluster_services.vm_attach_refusal(vm)
+    members = cluster_services.MemberStates.read(vm.cluster)
+    refusal = cluster_services.preflight_detach(user, vm, vm.cluster, members)
+    return None if isinstance(refusal, PermissionRequired) else refusal
 
 
 @login_required
@@ -208,7 +257,9 @@ def vm_edit(request, pk):
 def vm_cluster(request, pk):
     """The 클러스터 section's 저장: attach to the chosen cluster, or detach."""
     vm = _vm(request, pk)
-    form = VmClusterForm(request.POST, clusters=eligible_clusters(request.user, vm))
+    form = VmClusterForm(
+        request.POST, clusters=eligible_clusters(request.user, vm), member=vm.cluster_id is not None
+    )
     status, done = 422, ""
     if form.is_valid():
         try:
@@ -232,13 +283,14 @@ def vm_cluster(request, pk):
     return render(request, template, context, status=status)
 
 
-def _vm_action(request, pk, service):
+def _vm_action(request, pk, service, done):
     vm = _vm(request, pk)
     service(vm.pk, actor=request.user)
     if request.htmx:
         response = _render_status(request, pk)
         trigger_client_event(response, "cluster-changed")
         trigger_client_event(response, "vm-changed")
+        trigger_client_event(response, "toast", {"message": done % {"name": vm.name}})
         return response
     next_url = request.POST.get("next", "")
     if next_url.startswith("/") and not next_url.startswith("//"):
@@ -249,13 +301,13 @@ def _vm_action(request, pk, service):
 @login_required
 @require_POST
 def vm_start(request, pk):
-    return _vm_action(request, pk, services.start_vm)
+    return _vm_action(request, pk, services.start_vm, _("%(name)s 시작을 요청했습니다."))
 
 
 @login_required
 @require_POST
 def vm_stop(request, pk):
-    return _vm_action(request, pk, services.stop_vm)
+    return _vm_action(request, pk, services.stop_vm, _("%(name)s 중지를 요청했습니다."))
 
 
 @login_required
@@ -263,6 +315,7 @@ def vm_stop(request, pk):
 def vm_delete(request, pk):
     vm = _vm(request, pk)
     services.delete_vm(vm.pk, actor=request.user)
+    messages.success(request, _("%(name)s 가상머신을 삭제했습니다.") % {"name": vm.name})
     url = reverse("vms:vm_list")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 

@@ -8,7 +8,6 @@ engine's per-variable cost (resolve, escape, lazy checks: ~19 per row) made the 
 from django import template
 from django.utils.html import format_html
 
-from clusters.validation.display import latest_verdicts, verdict_cell
 from portal.templatetags.console import join_rows, short_time, status_badge, url_pattern
 from vms.models import FabricType
 from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons
@@ -41,23 +40,20 @@ def cluster_rows(clusters):
 
 @register.simple_tag(takes_context=True)
 def member_rows(context, members, cluster, can_update):
-    """The Connected VMs table body: name, status, IPs, billing, the last 검증 verdict (with
-    교체 on 불량), and the VM's button."""
+    """The Connected VMs table body: name, status, IPs, billing, and the VM's button."""
     edit = url_pattern("vms:vm_edit")
     buttons = VmButtons(str(context.get("csrf_token", "")), compact=True)
-    verdicts = latest_verdicts(cluster)
     return join_rows(
         format_html(
             '<tr data-vm="{name}"><td><a href="{url}">{name}</a></td><td>{badge}</td>'
             '<td>{ip}</td><td class="mono">{fabric}</td><td>{billing}</td>'
-            '<td class="verdict">{verdict}</td><td class="row-actions">{action}</td></tr>',
+            '<td class="row-actions">{action}</td></tr>',
             name=vm.name,
             url=edit.format(pk=vm.pk),
             badge=status_badge(vm),
             ip=vm.private_ip or "-",
             fabric=vm.fabric_address or "-",
             billing=BILLING_LABELS.get(vm.billing_type, vm.billing_type),
-            verdict=verdict_cell(verdicts.get(vm.pk), vm, cluster, can_update),
             action=buttons(vm, cluster) if can_update else "",
         )
         for vm in members

@@ -233,11 +233,6 @@ def test_row_buttons_name_their_vm(pages):
     assert "node-01 시작" in names and "node-02 중지" in names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="templates/vms/edit.html is not this branch's: both 저장 buttons need an "
-    "aria-label naming their section (기본 정보 저장 / 클러스터 저장)",
-)
 def test_the_two_save_buttons_of_the_vm_page_are_told_apart(pages):
     doc = pages()[f"/vms/{pages.cluster.members.first().pk}/"]
     names = html_audit.names_of(doc, "button")
