@@ -29,7 +29,6 @@ from clusters.operations.common import (
     _vm_refusal,
 )
 from clusters.operations.fanout import _actor_of
-from portal import messages
 from portal.audit import Attempt, build_event, record_many
 from portal.broker import publish
 from portal.errors import ClusterChanging, InvalidTransition, NotMember, RuleViolation
@@ -38,8 +37,6 @@ from portal.models import AuditEvent
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
-
-messages.ACTION_LABELS.setdefault("operation.replace", Operation.Kind.REPLACE.label)
 
 
 def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:

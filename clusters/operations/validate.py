@@ -19,13 +19,11 @@ from clusters.validation.models import ValidationJob, ValidationRun
 from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for
-from portal import messages
 from portal.broker import publish
 from portal.kernel import raise_if
 from portal.permissions import Perm
 from vms.models import VmStatus
 
-messages.ACTION_LABELS.setdefault("operation.validate", Operation.Kind.VALIDATE.label)
 LEVELS = (1, 2)
 WATCH_EVERY = 5.0
 

@@ -12,13 +12,11 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
 
 from clusters.models import OperationItem
 from clusters.validation import verdict
 from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from metrics import toolparse
-from portal import messages
 from portal.audit import Attempt, build_event, record_many
 from portal.models import AuditEvent
 
@@ -29,11 +27,6 @@ GRACE_SECONDS = 30  # past the job's own timeout, for the post to arrive
 MAX_OUTPUT_CHARS = 200_000  # per output: dcgmi -r 2 --json is ~60 kB for 8 GPUs
 MAX_OUTPUTS = 40
 OPEN = (J.PENDING, J.RUNNING)
-messages.ACTION_LABELS.setdefault("cluster.validated", _("클러스터 검증 완료"))
-messages.NOTICES.setdefault(
-    "validation_done",
-    _("정상 %(ok)d대, 점검 필요 %(warn)d대, 불량 %(bad)d대, 응답 없음 %(silent)d대"),
-)
 
 
 def claim(vm_id: int) -> list[ValidationJob]:
