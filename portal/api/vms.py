@@ -1,0 +1,84 @@
+"""virtual-machines: list, read, create (one or many), rename, delete, start, stop.
+Reads go through ``restrict()``; changes call ``vms.services`` / ``clusters.operations``."""
+
+from ninja import Query, Router
+
+from portal.api import pagination
+from portal.api.common import ListFilters, actor, error_json, filtered, path_id, project
+from portal.api.schemas import VmOut, VmPage
+from portal.errors import VmNotFound
+from portal.kernel import parse_id
+from portal.permissions import Perm
+from vms.models import VirtualMachine, VmStatus
+
+router = Router(tags=["virtual-machines"])
+ORDERS = pagination.orders("name", "created_at")
+
+
+class VmFilters(ListFilters):
+    order_by: str = "name"
+
+
+class VmListFilters(VmFilters):
+    cluster: int | None = None
+
+
+def readable_vms(user):
+    return VirtualMachine.objects.restrict(user, Perm.VM_READ).select_related(
+        "zone", "instance_type"
+    )
+
+
+def readable_vm(request, vm_id: int) -> VirtualMachine:
+    vm = readable_vms(actor(request)).alive().filter(pk=path_id(vm_id, VmNotFound)).first()
+    if vm is None:
+        raise VmNotFound()
+    return vm
+
+
+def vm_json(vm: VirtualMachine, *, cluster_visible: bool) -> dict:
+    return {
+        "id": vm.pk,
+        "project_id": vm.project_id,
+        "name": vm.name,
+        "zone_id": vm.zone_id,
+        "zone": vm.zone.code,
+        "instance_type_id": vm.instance_type_id,
+        "instance_type": vm.instance_type.code,
+        "billing_type": vm.billing_type,
+        "disaster_recovery": vm.disaster_recovery,
+        "status": vm.status,
+        "status_label": str(vm.get_status_display()),
+        # Which cluster a VM is in is the cluster's to tell (as on the console's VM list).
+        "cluster_id": vm.cluster_id if cluster_visible else None,
+        "private_ip": vm.private_ip,
+        "fabric_address": vm.fabric_address,
+        "last_error": error_json(vm.last_error),
+        "created_at": vm.created_at,
+    }
+
+
+def vm_page(request, vms, filters) -> dict:
+    """One page of ``vms`` after the console's filters (삭제됨 only when asked for)."""
+    vms = filtered(vms, filters, VmStatus.values)
+    rows, next_token = pagination.page(vms, ORDERS, filters)
+    # A token sees one project: one answer for every row.
+    visible = actor(request).has_perm(Perm.CLUSTER_READ, project(request))
+    return {
+        "items": [vm_json(vm, cluster_visible=visible) for vm in rows],
+        "next_page_token": next_token,
+    }
+
+
+@router.get("/virtual-machines", response=VmPage, summary="가상머신 목록")
+def list_vms(request, filters: Query[VmListFilters]):
+    vms = readable_vms(actor(request))
+    if filters.cluster is not None:
+        vms = vms.filter(cluster_id=parse_id(filters.cluster))
+    return vm_page(request, vms, filters)
+
+
+@router.get("/virtual-machines/{vm_id}", response=VmOut, summary="가상머신")
+def get_vm(request, vm_id: int):
+    vm = readable_vm(request, vm_id)
+    return vm_json(vm, cluster_visible=actor(request).has_perm(Perm.CLUSTER_READ, vm))
