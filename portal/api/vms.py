@@ -74,7 +74,10 @@ def vm_page(request, vms, filters) -> dict:
 def list_vms(request, filters: Query[VmListFilters]):
     vms = readable_vms(actor(request))
     if filters.cluster is not None:
-        vms = vms.filter(cluster_id=parse_id(filters.cluster))
+        # An id no row can have lists nothing (filtering on None would list the VMs of no
+        # cluster).
+        cluster_id = parse_id(filters.cluster)
+        vms = vms.filter(cluster_id=cluster_id) if cluster_id else vms.none()
     return vm_page(request, vms, filters)
 
 
