@@ -26,6 +26,7 @@ from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
 from portal.api import tokens
+from portal.api.common import api_headers
 from portal.api.problems import (
     PROBLEM_TYPE,
     activate_api_language,
@@ -99,12 +100,11 @@ class OrjsonRenderer(BaseRenderer):
 
 class PortalApi(NinjaAPI):
     def create_response(self, request, data, *, status=None, temporal_response=None):
-        response = super().create_response(
-            request, data, status=status, temporal_response=temporal_response
+        return api_headers(
+            super().create_response(
+                request, data, status=status, temporal_response=temporal_response
+            )
         )
-        response["Content-Language"] = translation.get_language()
-        response["Vary"] = "Accept-Language, Authorization"
-        return response
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         """Ninja's document, with every error documented as problem+json (and the errors

@@ -72,7 +72,9 @@ def page(queryset: QuerySet, table: dict[str, Order], request) -> tuple[list, st
     if len(rows) <= size:
         return rows, None
     last = rows[size - 1]
-    return rows[:size], _write((getattr(last, order.field), last.pk), order)
+    key = (last[order.field], last["id"]) if isinstance(last, dict) else (
+        getattr(last, order.field), last.pk)
+    return rows[:size], _write(key, order)
 
 
 def _write(row, order: Order) -> str:

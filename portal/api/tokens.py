@@ -154,6 +154,15 @@ def bearer_secret(request) -> str:
     return secret
 
 
+# The permissions of the token user's role in the token's project (built once).
+ROLE_PERMISSIONS = Subquery(
+    RoleBinding.objects.filter(
+        user_id=OuterRef("user_id"), project_id=OuterRef("project_id")
+    ).values("role__permissions")[:1],
+    output_field=JSONField(),
+)
+
+
 def authenticate(request):
     """The user a request's bearer token acts as, narrowed to the token's project, with the
     token on ``user.api_token``; else the 401 that says why.
@@ -161,12 +170,9 @@ def authenticate(request):
     One query finds the token, its user and the user's role in the token's project.
     """
     secret = bearer_secret(request)
-    role = RoleBinding.objects.filter(
-        user_id=OuterRef("user_id"), project_id=OuterRef("project_id")
-    ).values("role__permissions")[:1]
     token = (
-        ApiToken.objects.select_related("user")
-        .annotate(permissions=Subquery(role, output_field=JSONField()))
+        ApiToken.objects.select_related("user", "project")
+        .annotate(permissions=ROLE_PERMISSIONS)
         .filter(token_hash=hash_token(secret))
         .first()
     )

@@ -4,7 +4,7 @@ Reads go through ``restrict()``; changes call ``vms.services`` / ``clusters.oper
 from ninja import Query, Router
 
 from portal.api import pagination
-from portal.api.common import ListFilters, actor, error_json, filtered, path_id, project
+from portal.api.common import ListFilters, actor, error_json, filtered, labels, path_id, project
 from portal.api.schemas import VmOut, VmPage
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
@@ -36,7 +36,7 @@ def readable_vm(request, vm_id: int) -> VirtualMachine:
     return vm
 
 
-def vm_json(vm: VirtualMachine, *, cluster_visible: bool) -> dict:
+def vm_json(vm: VirtualMachine, *, cluster_visible: bool, status_labels: dict[str, str]) -> dict:
     return {
         "id": vm.pk,
         "project_id": vm.project_id,
@@ -48,7 +48,7 @@ def vm_json(vm: VirtualMachine, *, cluster_visible: bool) -> dict:
         "billing_type": vm.billing_type,
         "disaster_recovery": vm.disaster_recovery,
         "status": vm.status,
-        "status_label": str(vm.get_status_display()),
+        "status_label": status_labels[vm.status],
         # Which cluster a VM is in is the cluster's to tell (as on the console's VM list).
         "cluster_id": vm.cluster_id if cluster_visible else None,
         "private_ip": vm.private_ip,
@@ -64,8 +64,9 @@ def vm_page(request, vms, filters) -> dict:
     rows, next_token = pagination.page(vms, ORDERS, filters)
     # A token sees one project: one answer for every row.
     visible = actor(request).has_perm(Perm.CLUSTER_READ, project(request))
+    status_labels = labels(VmStatus)
     return {
-        "items": [vm_json(vm, cluster_visible=visible) for vm in rows],
+        "items": [vm_json(vm, cluster_visible=visible, status_labels=status_labels) for vm in rows],
         "next_page_token": next_token,
     }
 
@@ -84,4 +85,5 @@ def list_vms(request, filters: Query[VmListFilters]):
 @router.get("/virtual-machines/{vm_id}", response=VmOut, summary="가상머신")
 def get_vm(request, vm_id: int):
     vm = readable_vm(request, vm_id)
-    return vm_json(vm, cluster_visible=actor(request).has_perm(Perm.CLUSTER_READ, vm))
+    visible = actor(request).has_perm(Perm.CLUSTER_READ, vm)
+    return vm_json(vm, cluster_visible=visible, status_labels=labels(VmStatus))
