@@ -6,7 +6,13 @@ from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
 from clusters import progress, services
-from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from clusters.models import (
+    Operation,
+    OperationItem,
+    SimulatorAllocation,
+    SimulatorCapacity,
+    VirtualCluster,
+)
 from portal.admin import ConsoleAdmin, ProjectScopedAdmin
 from portal.errors import RuleViolation
 from portal.permissions import Perm
@@ -140,3 +146,38 @@ class SimulatorAllocationAdmin(ProjectScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class OperationItemInline(admin.TabularInline):
+    model = OperationItem
+    fields = ["position", "target_name", "vm", "status", "last_error", "started_at", "finished_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Operation)
+class OperationAdmin(StatusByServicesAdmin):
+    """Bulk actions as recorded: who did what to which VMs, and each VM's outcome."""
+
+    list_display = ["__str__", "project", "cluster", "actor", "created_at", "finished_at"]
+    list_filter = ["kind", "project"]
+    list_select_related = ["project", "cluster", "actor"]
+    readonly_fields = [
+        "kind",
+        "project",
+        "cluster",
+        "actor",
+        "created_at",
+        "finished_at",
+        "last_error",
+        "idempotency_key",
+    ]
+    exclude = ["request_hash", "error_code", "error_params"]
+    inlines = [OperationItemInline]
+
+    def scope(self, queryset, user):
+        return queryset.restrict(user, Perm.CLUSTER_READ)

@@ -53,7 +53,9 @@ HOLDS_RESOURCES = TRANSITIONAL | STOPPABLE
 MIN_MEMBERS = 2
 
 
-class Operation(models.TextChoices):
+class ClusterOp(models.TextChoices):
+    """What a cluster in a transitional status is doing (and so where a failure returns)."""
+
     NONE = "", "-"
     CREATE = "CREATE", _("생성")
     START = "START", _("시작")
@@ -79,7 +81,7 @@ class VirtualCluster(LastErrorMixin, models.Model):
     )
     status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     # What the current transitional status is doing, and where to fall back if it fails.
-    operation = models.CharField(_("작업"), max_length=10, choices=Operation.choices, blank=True)
+    operation = models.CharField(_("작업"), max_length=10, choices=ClusterOp.choices, blank=True)
     previous_status = models.CharField(
         _("이전 상태"), max_length=14, choices=ClusterStatus.choices, blank=True
     )
@@ -169,3 +171,148 @@ class SimulatorAllocation(models.Model):
             "cluster": self.cluster_id,
             "nodes": self.nodes,
         }
+
+
+class OperationQuerySet(ProjectScopedQuerySet):
+    def open(self):
+        return self.filter(finished_at__isnull=True)
+
+
+class Operation(LastErrorMixin, models.Model):
+    """One user action over many targets (Yandex operations, OCI work requests): an item per
+    VM, each run through the single-VM service, so every rule, permission and audit holds
+    per item and one refusal never undoes the others. ``error`` is a failure of the whole
+    (e.g. a name taken when creating many VMs); items carry their own."""
+
+    class Kind(models.TextChoices):
+        ATTACH = "attach", _("가상머신 연결")
+        DETACH = "detach", _("가상머신 분리")
+        START_MEMBERS = "start_members", _("멤버 시작")
+        STOP_MEMBERS = "stop_members", _("멤버 중지")
+        STOP_CLUSTER = "stop_cluster", _("클러스터 중지")
+        CREATE_VMS = "create_vms", _("가상머신 생성")
+        START_CLUSTER = "start_cluster", _("클러스터 시작")
+        CREATE_CLUSTER = "create_cluster", _("클러스터 생성")
+        DELETE_CLUSTER = "delete_cluster", _("클러스터 삭제")
+        START_VM = "start_vm", _("가상머신 시작")
+        STOP_VM = "stop_vm", _("가상머신 중지")
+        DELETE_VM = "delete_vm", _("가상머신 삭제")
+        UPDATE = "update", _("변경")
+
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="operations", verbose_name=_("프로젝트")
+    )
+    cluster = models.ForeignKey(
+        VirtualCluster,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="operations",
+        verbose_name=_("클러스터"),
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("수행자"),
+    )
+    kind = models.CharField(_("종류"), max_length=20, choices=Kind.choices)
+    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+    finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)
+    # The API's Idempotency-Key, and a hash of the request it came with (same key, other
+    # body: refused).
+    idempotency_key = models.CharField(_("멱등 키"), max_length=100, blank=True)
+    request_hash = models.CharField(_("요청 해시"), max_length=64, blank=True)
+
+    objects = OperationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("작업")
+        verbose_name_plural = _("작업")
+        indexes = [
+            models.Index(fields=["cluster", "-created_at"]),
+            models.Index(fields=["project", "-created_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["actor", "idempotency_key"],
+                name="one_operation_per_idempotency_key",
+                condition=~models.Q(idempotency_key=""),
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} #{self.pk}"
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None
+
+    @property
+    def kind_label(self) -> str:
+        return self.get_kind_display()
+
+    def _counts(self):
+        if not hasattr(self, "_status_counts"):
+            counts = dict.fromkeys(OperationItem.Status.values, 0)
+            for status in self.items.values_list("status", flat=True):
+                counts[status] += 1
+            self._status_counts = counts
+        return self._status_counts
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts().values())
+
+    @property
+    def finished(self) -> int:
+        counts = self._counts()
+        return counts[OperationItem.Status.SUCCEEDED] + counts[OperationItem.Status.FAILED]
+
+    @property
+    def failed(self) -> int:
+        return self._counts()[OperationItem.Status.FAILED]
+
+
+class OperationItem(LastErrorMixin, models.Model):
+    """One target of an Operation and its own outcome (대기 / 성공 / 실패 + the message)."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING", _("대기")
+        SUCCEEDED = "SUCCEEDED", _("성공")
+        FAILED = "FAILED", _("실패")
+
+    operation = models.ForeignKey(
+        Operation, on_delete=models.CASCADE, related_name="items", verbose_name=_("작업")
+    )
+    position = models.PositiveIntegerField(_("순서"))
+    vm = models.ForeignKey(
+        "vms.VirtualMachine",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="operation_items",
+        verbose_name=_("가상머신"),
+    )
+    target_name = models.CharField(_("대상 이름"), max_length=100, blank=True)
+    status = models.CharField(
+        _("상태"), max_length=10, choices=Status.choices, default=Status.PENDING
+    )
+    # When a worker ran the item's action (it then waits for its VM to settle).
+    started_at = models.DateTimeField(_("시작 시각"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["operation", "position"]
+        verbose_name = _("작업 항목")
+        verbose_name_plural = _("작업 항목")
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "position"], name="one_item_per_position")
+        ]
+        indexes = [models.Index(fields=["vm", "status"])]
+
+    def __str__(self):
+        return f"{self.target_name}: {self.get_status_display()}"

@@ -19,8 +19,8 @@ from clusters.models import (
     HOLDS_RESOURCES,
     LIFECYCLE,
     TRANSITIONAL,
+    ClusterOp,
     ClusterStatus,
-    Operation,
     VirtualCluster,
 )
 from portal.audit import Attempt, record
@@ -50,7 +50,7 @@ def advance_cluster(cluster_id, generation=None) -> bool:
     expected = cluster.status
     addresses = None
     try:
-        if expected == S.PROVISIONING and cluster.operation == Operation.CREATE:
+        if expected == S.PROVISIONING and cluster.operation == ClusterOp.CREATE:
             backend.register_cluster(cluster)
             new_status, action = S.UNALLOCATED, "cluster.provisioned"
         elif expected == S.PROVISIONING:
@@ -91,7 +91,7 @@ def _finish_step(cluster, expected, new_status, action, addresses) -> bool:
 def set_status_step(cluster, new_status) -> None:
     set_status(cluster, new_status, LIFECYCLE)
     if new_status not in TRANSITIONAL:
-        cluster.operation = Operation.NONE
+        cluster.operation = ClusterOp.NONE
         cluster.previous_status = ""
 
 
@@ -115,7 +115,7 @@ def roll_back_start(cluster_id, generation, error: RuleViolation, *, unless_move
             clear_fabric(vm)
             save_vm(vm)
         fallback = cluster.previous_status or S.UNALLOCATED
-        if cluster.operation == Operation.CREATE:
+        if cluster.operation == ClusterOp.CREATE:
             fallback = S.UNALLOCATED
         set_status_step(cluster, fallback)
         cluster.set_error(error)

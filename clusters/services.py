@@ -33,8 +33,8 @@ from clusters.models import (
     MIN_MEMBERS,
     STARTABLE,
     STOPPABLE,
+    ClusterOp,
     ClusterStatus,
-    Operation,
     VirtualCluster,
 )
 from portal.audit import attempt
@@ -266,7 +266,7 @@ def create_cluster(
             instance_type=instance_type,
             fabric_type=fabric_type,
             status=S.PROVISIONING,
-            operation=Operation.CREATE,
+            operation=ClusterOp.CREATE,
             created_by=actor if getattr(actor, "pk", None) else None,
         )
         try:
@@ -288,7 +288,7 @@ def start_cluster(cluster_id, *, actor) -> VirtualCluster:
         raise_if(start_refusal(cluster, MemberStates.of(vm.status for vm in members)))
         cluster.previous_status = cluster.status
         set_status(cluster, S.PROVISIONING, LIFECYCLE)
-        cluster.operation = Operation.START
+        cluster.operation = ClusterOp.START
         cluster.generation += 1
         cluster.set_error(None)
         save_cluster(cluster)
@@ -306,7 +306,7 @@ def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
             clear_fabric(vm)
             save_vm(vm)
         set_status(cluster, S.TERMINATED, LIFECYCLE)
-        cluster.operation = Operation.NONE
+        cluster.operation = ClusterOp.NONE
         save_cluster(cluster)
         queue_release(cluster)
     return cluster
@@ -323,7 +323,7 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
             clear_fabric(vm)
             save_vm(vm)
         set_status(cluster, S.DELETED, LIFECYCLE)
-        cluster.operation = Operation.NONE
+        cluster.operation = ClusterOp.NONE
         save_cluster(cluster)
         att.notice("members_detached", count=len(members))
         queue_release(cluster)
@@ -346,9 +346,21 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
         if cluster.status == S.RUNNING:
             # A running cluster's fabric grows with it: reserve the node (or refuse) now.
             get_backend().allocate(cluster, len(lock_members(cluster)) + 1)
-        vm.cluster = cluster
-        save_vm(vm)
+        join(vm, cluster)
     return vm
+
+
+def join(vm, cluster) -> None:
+    """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks)."""
+    vm.cluster = cluster
+    save_vm(vm)
+
+
+def leave(vm) -> None:
+    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks)."""
+    vm.cluster = None
+    clear_fabric(vm)
+    save_vm(vm)
 
 
 def detach_vm(vm_id, *, actor) -> VirtualMachine:
@@ -360,7 +372,5 @@ def detach_vm(vm_id, *, actor) -> VirtualMachine:
             att.cluster_id = cluster.pk
         members = MemberStates.read(cluster) if cluster is not None else MemberStates()
         raise_if(detach_refusal(vm, cluster, members))
-        vm.cluster = None
-        clear_fabric(vm)
-        save_vm(vm)
+        leave(vm)
     return vm

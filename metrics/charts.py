@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from metrics.models import METRIC_FIELDS, METRIC_NAMES
+from metrics.models import METRIC_FIELDS, METRIC_NAMES, HourRollup, MinuteRollup, Sample
 from vms.models import VirtualMachine, VmStatus
 
 
@@ -48,9 +48,9 @@ MAX_POINTS = 500
 PER_MEMBER_VALUE_BUDGET = 12000
 SOURCE_STEP = {"raw": 1, "minute": 60, "hour": 3600}
 SOURCE_TABLE = {
-    "raw": "metrics_sample",
-    "minute": "metrics_minuterollup",
-    "hour": "metrics_hourrollup",
+    "raw": Sample._meta.db_table,
+    "minute": MinuteRollup._meta.db_table,
+    "hour": HourRollup._meta.db_table,
 }
 # The aggregate series, in the order the cross-member query returns them.
 AGGREGATES = (

@@ -1,4 +1,4 @@
-"""Authenticating, bounding and validating an agent's batch (SPEC §7, issue 5).
+"""Authenticating, bounding, validating and storing an agent's batch (SPEC §7, issue 5).
 
 A batch is ``{"vm": <id, optional>, "samples": [{"ts": <unix seconds>, "cpu_util": …}, …]}``
 with the fields of ``metrics.models.METRIC_FIELDS``, or the same as ``"fields"`` + ``"rows"``
@@ -9,21 +9,21 @@ Validation runs per column with C-level builtins (``map``, ``min``, ``max``, ``s
 than per value in Python: a 1,000-sample backlog batch costs about as much to check as to
 COPY, which keeps the endpoint within reach of a raw COPY (``bench_metrics``). Only when a
 check fails does a Python loop look for the first offending sample, to name it.
+
+Every refusal is a ``metrics.errors.IngestError``: nothing of a refused batch is stored.
 """
 
 import hashlib
 import json
 import operator
 import zlib
-from dataclasses import dataclass
 
 import orjson
-from django.core.cache import cache
-from django.db import connection
 from django.utils.translation import gettext as _
 
-from metrics import conf
-from metrics.models import METRIC_FIELDS
+from metrics import conf, errors, storage
+from metrics.models import METRIC_FIELDS, MetricsToken
+from portal.throttle import Counter
 from vms.models import VmStatus
 
 TOKEN_PREFIX = "vcm_"
@@ -33,18 +33,12 @@ TOP_KEYS = frozenset({"vm", "samples", "fields", "rows"})
 NUMBER = frozenset({int, float})
 NUMBER_OR_NONE = frozenset({int, float, type(None)})
 _column_getters = [operator.itemgetter(key) for key in SAMPLE_KEYS]
+BIGINT = (-(2**63), 2**63 - 1)  # what an id column holds
+RATE_WINDOW_SECONDS = 60
+RATE = Counter("metrics-rate")
 
 
-@dataclass
-class IngestError(Exception):
-    """A refusal: the HTTP status, a stable code for the agent, a precise message for people."""
-
-    status: int
-    code: str
-    message: str
-
-
-def hash_token(token):
+def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -52,94 +46,118 @@ def hash_token(token):
 # Who is writing
 
 
-def bearer_hash(request):
-    """The SHA-256 of the request's bearer token, or ``IngestError`` 401 if there is none."""
+def bearer_hash(request) -> str:
+    """The SHA-256 of the request's bearer token, or ``Unauthorized`` if there is none."""
     header = request.headers.get("Authorization", "")
     scheme, _sep, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token.startswith(TOKEN_PREFIX) or len(token) > 100:
-        raise IngestError(401, "unauthorized", _("Bearer 토큰이 필요합니다."))
+        raise errors.Unauthorized(_("Bearer 토큰이 필요합니다."))
     return hash_token(token)
 
 
-def lookup(token_hash):
-    """The (token id, VM id) of a token hash, or ``IngestError`` 401.
-
-    One indexed query; the token of a deleted VM no longer writes.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT t.id, t.vm_id FROM metrics_metricstoken t "
-            "JOIN vms_virtualmachine v ON v.id = t.vm_id "
-            "WHERE t.token_hash = %s AND v.status <> %s",
-            [token_hash, VmStatus.DELETED],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise IngestError(401, "unauthorized", _("유효하지 않은 토큰입니다."))
-    return row
+def lookup(token_hash: str) -> int:
+    """The VM id of a token hash, or ``Unauthorized``. The token of a deleted VM no longer
+    writes."""
+    vm_ids = (
+        MetricsToken.objects.filter(token_hash=token_hash)
+        .exclude(vm__status=VmStatus.DELETED)
+        .values_list("vm_id", flat=True)
+    )
+    for vm_id in vm_ids[:1]:
+        return vm_id
+    raise errors.Unauthorized(_("유효하지 않은 토큰입니다."))
 
 
-def authenticate(request):
-    """The (token id, VM id) of the request's bearer token, or ``IngestError`` 401."""
+def authenticate(request) -> int:
+    """The VM id of the request's bearer token, or ``Unauthorized``."""
     return lookup(bearer_hash(request))
 
 
-def check_rate(token_id, now):
-    """At most ``METRICS_RATE_PER_MINUTE`` requests per token per clock minute (429).
+def check_rate(token_hash: str) -> bool:
+    """Count this request against the token's window: ``RateLimited`` past
+    ``METRICS_RATE_PER_MINUTE``. Returns whether a window was open. If none was, nothing is
+    counted or created here: ``store`` opens it once the token is verified, so made-up tokens
+    never take a cache entry (see ``portal.throttle``). One cache operation either way.
 
-    A fixed window in the cache: one increment per request. With the local-memory cache
-    each process counts on its own; with Redis (CACHE_URL) the bound is global.
+    With the local-memory cache each process counts on its own; with Redis (CACHE_URL) the
+    bound is global.
     """
     limit = conf.get("METRICS_RATE_PER_MINUTE")
-    window = int(now // 60)
-    key = f"metrics:rate:{token_id}:{window}"
-    try:
-        count = cache.incr(key)
-    except ValueError:  # first request of this window
-        cache.set(key, 1, 120)
-        count = 1
+    count = RATE.hit_open(_rate_key(token_hash))
     if count > limit:
-        raise IngestError(
-            429, "rate_limited",
-            _("요청이 너무 많습니다. 분당 %(limit)d회까지 보낼 수 있습니다.") % {"limit": limit},
+        raise errors.RateLimited(
+            _("요청이 너무 많습니다. 분당 %(limit)d회까지 보낼 수 있습니다.") % {"limit": limit}
         )
-    return 60 - int(now % 60)
+    return count > 0
+
+
+def _rate_key(token_hash):
+    return token_hash[:32]  # half the hash: unique enough, and not what a lookup takes
+
+
+def store(token_hash: str, claimed_vm: int | None, columns: list, now: float,
+          counted: bool) -> None:
+    """Store a validated batch for the token's VM; then, unless ``check_rate`` has
+    ``counted`` it, open the token's rate window with this request.
+
+    An on-time agent-sized batch is one statement that checks the token as it inserts
+    (``storage.write_for_token``); anything else looks the token up first. Raises
+    ``Unauthorized``, ``WrongVm`` (``claimed_vm`` is not the token's) or ``Duplicate``.
+    """
+    try:
+        if not storage.write_for_token(token_hash, claimed_vm, columns, now):
+            vm_id = lookup(token_hash)
+            if claimed_vm is not None and claimed_vm != vm_id:
+                message = _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.")
+                raise errors.WrongVm(message % {"vm": vm_id})
+            storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now))
+    except errors.Duplicate:
+        _count_verified(token_hash, counted)  # a re-sent batch: the token was good
+        raise
+    _count_verified(token_hash, counted)
+
+
+def _count_verified(token_hash, counted):
+    if not counted:
+        RATE.open(_rate_key(token_hash), RATE_WINDOW_SECONDS)
 
 
 # ---------------------------------------------------------------------------------------------
 # What is written
 
 
-def read_body(request):
+def read_body(request) -> bytes:
     """The body, gunzipped if sent with ``Content-Encoding: gzip`` (the agent compresses
     large batches), refusing (413) one larger than ``METRICS_MAX_BODY_BYTES`` either way."""
     limit = conf.get("METRICS_MAX_BODY_BYTES")
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in {"identity", "gzip"}:
-        raise IngestError(415, "unsupported_encoding",
-                          _("지원하지 않는 Content-Encoding입니다: %(name)s") % {"name": encoding})
+        raise errors.UnsupportedEncoding(
+            _("지원하지 않는 Content-Encoding입니다: %(name)s") % {"name": _shown(encoding)}
+        )
     try:
         length = int(request.headers.get("Content-Length") or 0)
     except ValueError:
         length = 0
     if length > limit:
-        raise IngestError(413, "too_large", _too_large_message(limit))
+        raise errors.TooLarge(_too_large_message(limit))
     body = request.read(limit + 1)
     if len(body) > limit:
-        raise IngestError(413, "too_large", _too_large_message(limit))
+        raise errors.TooLarge(_too_large_message(limit))
     if encoding == "identity":
         return body
     inflater = zlib.decompressobj(wbits=31)  # gzip framing
     try:
         data = inflater.decompress(body, limit + 1)  # bounded: no gzip bomb
     except zlib.error as exc:
-        raise IngestError(400, "bad_gzip", _("gzip 본문을 풀 수 없습니다: %(reason)s")
-                          % {"reason": exc}) from None
+        raise errors.BadGzip(
+            _("gzip 본문을 풀 수 없습니다: %(reason)s") % {"reason": exc}
+        ) from None
     if len(data) > limit or inflater.unconsumed_tail:
-        raise IngestError(413, "too_large", _too_large_message(limit))
+        raise errors.TooLarge(_too_large_message(limit))
     if not inflater.eof:
-        raise IngestError(400, "bad_gzip", _("gzip 본문이 중간에 끊겼습니다."))
+        raise errors.BadGzip(_("gzip 본문이 중간에 끊겼습니다."))
     return data
 
 
@@ -147,26 +165,24 @@ def _too_large_message(limit):
     return _("요청 본문이 너무 큽니다 (최대 %(limit)d바이트).") % {"limit": limit}
 
 
-def parse(body):
+def parse(body: bytes):
     """The JSON document; NaN and Infinity are not JSON and are named as such when refused."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         reason = str(exc)
-    # Slow path, errors only: find out whether the culprit is a NaN/Infinity literal.
+    # Slow path, errors only: find out whether the culprit is a NaN/Infinity literal. A body
+    # nested deeper than orjson's limit is as deep for ``json`` (RecursionError): malformed.
     try:
         json.loads(body, parse_constant=_refuse_constant)
     except _NonFinite as exc:
-        raise IngestError(
-            400, "not_finite",
+        raise errors.NotFinite(
             _("%(value)s 값은 허용되지 않습니다: 유한한 숫자만 보낼 수 있습니다.")
             % {"value": exc.args[0]},
         ) from None
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
-    raise IngestError(
-        400, "malformed_json", _("JSON 형식이 아닙니다: %(reason)s") % {"reason": reason}
-    )
+    raise errors.MalformedJson(_("JSON 형식이 아닙니다: %(reason)s") % {"reason": reason})
 
 
 class _NonFinite(ValueError):
@@ -177,40 +193,44 @@ def _refuse_constant(name):
     raise _NonFinite(name)
 
 
-def validate(payload, vm_id, now):
-    """The batch as columns for ``storage.write_batch`` (``ts`` in Unix seconds, then
-    ``METRIC_NAMES``), or ``IngestError``.
+def _shown(value) -> str:
+    """A value as the refusal quotes it: a number or a short string as JSON, a container
+    by its kind (it may be nested too deep to print), everything cut to 40 characters."""
+    if isinstance(value, list | dict):
+        return "[…]" if isinstance(value, list) else "{…}"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def validate(payload, now: float) -> tuple[int | None, list]:
+    """``(claimed VM id or None, columns)`` for ``store``, or ``IngestError``. The columns
+    are the instants (``storage.to_micros``: integer microseconds, the stored resolution),
+    then ``METRIC_NAMES``.
 
     Two equivalent forms: ``{"samples": [{"ts": …, "cpu_util": …}, …]}`` (readable, for
     people and scripts) and ``{"fields": ["ts", "cpu_util", …], "rows": [[…], …]}`` (what the
     agent sends: field names once, half the bytes, and rows transpose into columns in C).
     """
     if type(payload) is not dict:
-        raise IngestError(400, "invalid", _("본문은 JSON 객체여야 합니다."))
+        raise errors.Invalid(_("본문은 JSON 객체여야 합니다."))
     unknown = payload.keys() - TOP_KEYS
     if unknown:
-        raise IngestError(
-            400, "unknown_field", _("알 수 없는 필드: %(name)s") % {"name": sorted(unknown)[0]}
-        )
-    if "vm" in payload and type(payload["vm"]) is not int:
-        raise IngestError(400, "invalid", _("vm은 가상머신 ID(정수)여야 합니다."))
-    if "vm" in payload and payload["vm"] != vm_id:
-        raise IngestError(
-            403, "wrong_vm",
-            _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.") % {"vm": vm_id},
-        )
+        raise errors.UnknownField(_("알 수 없는 필드: %(name)s") % {"name": sorted(unknown)[0]})
+    claimed_vm = payload.get("vm")
+    if "vm" in payload and (type(claimed_vm) is not int
+                            or not BIGINT[0] <= claimed_vm <= BIGINT[1]):
+        raise errors.Invalid(_("vm은 가상머신 ID(정수)여야 합니다."))
     where = "rows" if "rows" in payload or "fields" in payload else "samples"
     if where == "rows" and "samples" in payload:
-        raise IngestError(400, "invalid", _("samples와 rows를 함께 보낼 수 없습니다."))
+        raise errors.Invalid(_("samples와 rows를 함께 보낼 수 없습니다."))
     items = payload.get(where)
     if type(items) is not list or not items:
-        raise IngestError(
-            400, "invalid", _("%(where)s는 비어 있지 않은 배열이어야 합니다.") % {"where": where}
+        raise errors.Invalid(
+            _("%(where)s는 비어 있지 않은 배열이어야 합니다.") % {"where": where}
         )
     limit = conf.get("METRICS_MAX_BATCH_SAMPLES")
     if len(items) > limit:
-        raise IngestError(
-            413, "too_many_samples",
+        raise errors.TooManySamples(
             _("한 번에 보낼 수 있는 샘플은 최대 %(limit)d개입니다 (받은 개수 %(count)d).")
             % {"limit": limit, "count": len(items)},
         )
@@ -218,10 +238,10 @@ def validate(payload, vm_id, now):
         columns = _columns_of_rows(payload.get("fields"), items)
     else:
         columns = _columns_of_samples(items)
-    _check_timestamps(columns[0], now, where)
+    columns[0] = _instants(columns[0], now, where)
     for index, (name, nullable, lowest, highest) in enumerate(METRIC_FIELDS, start=1):
         _check_column(columns[index], name, nullable, lowest, highest, where)
-    return columns
+    return claimed_vm, columns
 
 
 def _missing_required(present):
@@ -232,23 +252,18 @@ def _missing_required(present):
 def _columns_of_rows(fields, rows):
     """Columns in ``SAMPLE_KEYS`` order from the compact form; absent optional fields null."""
     if type(fields) is not list or not all(type(f) is str for f in fields):
-        raise IngestError(400, "invalid", _("fields는 필드 이름의 배열이어야 합니다."))
+        raise errors.Invalid(_("fields는 필드 이름의 배열이어야 합니다."))
     unknown = [f for f in fields if f not in KNOWN_KEYS]
     if unknown:
-        raise IngestError(
-            400, "unknown_field", _("알 수 없는 필드: %(name)s") % {"name": unknown[0]}
-        )
+        raise errors.UnknownField(_("알 수 없는 필드: %(name)s") % {"name": _shown(unknown[0])})
     if len(set(fields)) != len(fields):
-        raise IngestError(400, "invalid", _("fields에 같은 이름이 두 번 있습니다."))
+        raise errors.Invalid(_("fields에 같은 이름이 두 번 있습니다."))
     missing = _missing_required(fields)
     if missing:
-        raise IngestError(
-            400, "missing_field", _("필수 필드 %(name)s가 없습니다.") % {"name": missing[0]}
-        )
+        raise errors.MissingField(_("필수 필드 %(name)s가 없습니다.") % {"name": missing[0]})
     if set(map(type, rows)) != {list} or set(map(len, rows)) != {len(fields)}:
         index = next(i for i, r in enumerate(rows) if type(r) is not list or len(r) != len(fields))
-        raise IngestError(
-            400, "invalid",
+        raise errors.Invalid(
             _("rows[%(i)d]: fields와 같은 길이(%(n)d)의 배열이어야 합니다.")
             % {"i": index, "n": len(fields)},
         )
@@ -261,7 +276,7 @@ def _columns_of_samples(samples):
     """Columns in ``SAMPLE_KEYS`` order from sample objects; unknown or missing keys refused."""
     if set(map(type, samples)) != {dict}:
         index = next(i for i, s in enumerate(samples) if type(s) is not dict)
-        raise IngestError(400, "invalid", _("samples[%(i)d]: JSON 객체여야 합니다.") % {"i": index})
+        raise errors.Invalid(_("samples[%(i)d]: JSON 객체여야 합니다.") % {"i": index})
     if set(map(len, samples)) == {len(SAMPLE_KEYS)}:
         try:
             # Every sample has exactly the known keys: one C-level pass per column.
@@ -273,15 +288,13 @@ def _columns_of_samples(samples):
     for index, sample in enumerate(samples):
         extra = sample.keys() - KNOWN_KEYS
         if extra:
-            raise IngestError(
-                400, "unknown_field",
+            raise errors.UnknownField(
                 _("samples[%(i)d]: 알 수 없는 필드 %(name)s")
-                % {"i": index, "name": sorted(extra)[0]},
+                % {"i": index, "name": _shown(sorted(extra)[0])},
             )
         missing = _missing_required(sample)
         if missing:
-            raise IngestError(
-                400, "missing_field",
+            raise errors.MissingField(
                 _("samples[%(i)d]: 필수 필드 %(name)s가 없습니다.")
                 % {"i": index, "name": missing[0]},
             )
@@ -297,10 +310,9 @@ def _check_column(column, name, nullable, lowest, highest, where):
     types = set(map(type, column))
     if not types <= (NUMBER_OR_NONE if nullable else NUMBER):
         index = _first_bad(column, lambda v: v is None and nullable or type(v) in NUMBER)
-        raise IngestError(
-            400, "not_a_number",
+        raise errors.NotANumber(
             _("%(where)s[%(i)d].%(name)s: 숫자여야 합니다 (받은 값 %(value)s).")
-            % {"where": where, "i": index, "name": name, "value": json.dumps(column[index])},
+            % {"where": where, "i": index, "name": name, "value": _shown(column[index])},
         )
     values = [v for v in column if v is not None] if type(None) in types else column
     if not values:
@@ -312,42 +324,51 @@ def _check_column(column, name, nullable, lowest, highest, where):
     index = _first_bad(column, lambda v: v is None or lowest <= v <= highest)
     value = column[index]
     if value < 0:
-        code, message = "negative", _(
+        error, message = errors.Negative, _(
             "%(where)s[%(i)d].%(name)s: 음수는 허용되지 않습니다 (받은 값 %(value)s)."
         )
     else:
-        code, message = "out_of_range", _(
+        error, message = errors.OutOfRange, _(
             "%(where)s[%(i)d].%(name)s: %(low)g 이상 %(high)g 이하여야 합니다 (받은 값 %(value)s)."
         )
-    raise IngestError(400, code, message % {
-        "where": where, "i": index, "name": name, "value": value, "low": lowest, "high": highest,
+    raise error(message % {
+        "where": where, "i": index, "name": name, "value": _shown(value), "low": lowest,
+        "high": highest,
     })
 
 
-def _check_timestamps(column, now, where):
+def _instants(column, now, where):
+    """The batch's instants in stored microseconds, once every ``ts`` is a number in the
+    accepted window and no two are equal at that resolution (two timestamps a fraction of a
+    microsecond apart would be stored as one: refused as duplicates, not half stored)."""
     if not set(map(type, column)) <= NUMBER:
         index = _first_bad(column, lambda v: type(v) in NUMBER)
-        raise IngestError(
-            400, "not_a_number",
+        raise errors.NotANumber(
             _("%(where)s[%(i)d].ts: 유닉스 시각(초)이어야 합니다 (받은 값 %(value)s).")
-            % {"where": where, "i": index, "value": json.dumps(column[index])},
+            % {"where": where, "i": index, "value": _shown(column[index])},
         )
     oldest = now - conf.get("METRICS_MAX_AGE_SECONDS")
     newest = now + conf.get("METRICS_MAX_FUTURE_SECONDS")
     if min(column) < oldest:
         index = _first_bad(column, lambda v: v >= oldest)
-        raise IngestError(
-            400, "too_old",
+        raise errors.TooOld(
             _("%(where)s[%(i)d].ts: %(days)g일보다 오래된 샘플은 받지 않습니다.")
             % {"where": where, "i": index, "days": conf.get("METRICS_MAX_AGE_SECONDS") / 86400},
         )
     if max(column) > newest:
         index = _first_bad(column, lambda v: v <= newest)
-        raise IngestError(
-            400, "in_future",
+        raise errors.InFuture(
             _("%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. "
               "시계를 확인하세요.")
             % {"where": where, "i": index, "seconds": conf.get("METRICS_MAX_FUTURE_SECONDS")},
         )
-    if len(set(column)) != len(column):
-        raise IngestError(400, "duplicate_ts", _("같은 시각의 샘플이 두 번 들어 있습니다."))
+    micros = storage.to_micros(column)
+    if len(set(micros)) != len(micros):
+        first = {}
+        index = next(i for i, m in enumerate(micros) if first.setdefault(m, i) != i)
+        raise errors.DuplicateTimestamp(
+            _("%(where)s[%(i)d].ts: %(where)s[%(first)d]과 같은 시각입니다 (마이크로초 단위). "
+              "같은 시각의 샘플은 하나만 보낼 수 있습니다.")
+            % {"where": where, "i": index, "first": first[micros[index]]},
+        )
+    return micros

@@ -9,13 +9,12 @@ nothing, as a real stopped VM would.
 
 import math
 import random
-from datetime import UTC
 
 from django.utils import timezone
 
 from clusters.models import ClusterStatus
-from metrics import storage
-from metrics.models import Sample
+from metrics import errors, storage
+from metrics.models import METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
 
 CHECKPOINT_EVERY = 600  # seconds between checkpoints
@@ -25,20 +24,24 @@ FABRIC_PEAK = 22e9  # bytes/s per member during all-reduce (~180 Gbit/s of a 200
 
 
 def emit_samples(now=None):
-    """Write one sample at ``now`` for every RUNNING VM; returns how many were written."""
+    """Write one sample at ``now`` for every RUNNING VM, as agents' batches are written;
+    returns how many were written (none for a tick at an instant already written: the same
+    samples again)."""
     now = now or timezone.now()
     vms = VirtualMachine.objects.filter(status=VmStatus.RUNNING).values_list(
         "pk", "status_changed_at", "cluster__status", "instance_type__gpu_count"
     )
-    samples = [
-        Sample(vm_id=vm_id, ts=now, **simulated_metrics(vm_id, now, started, cluster_status, gpus))
-        for vm_id, started, cluster_status, gpus in vms
-    ]
-    if samples:
-        storage.ensure_partitions({now.astimezone(UTC).date()})
-        # ignore_conflicts: a duplicate tick at the same instant is the same sample.
-        Sample.objects.bulk_create(samples, ignore_conflicts=True)
-    return len(samples)
+    rows = []
+    for vm_id, started, cluster_status, gpus in vms:
+        metrics = simulated_metrics(vm_id, now, started, cluster_status, gpus)
+        rows.append((vm_id, now, *(metrics[name] for name in METRIC_NAMES)))
+    if not rows:
+        return 0
+    try:
+        storage.write_samples(rows)
+    except errors.Duplicate:
+        return 0
+    return len(rows)
 
 
 def simulated_metrics(vm_id, now, started, cluster_status, gpu_count):

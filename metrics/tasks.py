@@ -1,9 +1,9 @@
 """Beat tasks for metrics storage and the simulator's samples (schedule: see README)."""
 
 from celery import shared_task
-from django.conf import settings
 from django.db import OperationalError
 
+from clusters.backends import get_backend
 from metrics import simulate, storage
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
@@ -33,10 +33,11 @@ def maintain_storage():
 
 @shared_task(ignore_result=True)
 def emit_simulated_samples():
-    """One sample per running VM, when the simulator is the compute backend (SPEC §8).
+    """One sample per running VM, when the compute backend's VMs run no agent and the portal
+    emits their metrics (``ComputeBackend.emits_metrics``: the simulator, SPEC §8).
 
     Not retried and not acked late: a lost tick is a 10-second hole, a late one is noise.
     """
-    if not settings.COMPUTE_BACKEND.endswith(".SimulatorBackend"):
+    if not get_backend().emits_metrics:
         return 0
     return simulate.emit_samples()

@@ -12,19 +12,20 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
-from metrics import charts, ingest, services, storage
+from metrics import charts, errors, ingest, services
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 
-def _refusal(error):
+def _refusal(error: errors.IngestError) -> JsonResponse:
     response = JsonResponse(
         {"error": error.code, "detail": str(error.message)}, status=error.status
     )
     if error.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
     if error.status == 429:
-        response["Retry-After"] = str(60 - int(time.time() % 60))
+        # A window opens at the token's first request: it has closed a window's length on.
+        response["Retry-After"] = str(ingest.RATE_WINDOW_SECONDS)
     return response
 
 
@@ -40,27 +41,14 @@ def ingest_samples(request):
     try:
         token_hash = ingest.bearer_hash(request)
         try:
-            payload = ingest.parse(ingest.read_body(request))
-            claimed_vm = payload.get("vm") if type(payload) is dict else None
-            columns = ingest.validate(payload, claimed_vm, now)
-        except ingest.IngestError:
+            claimed_vm, columns = ingest.validate(ingest.parse(ingest.read_body(request)), now)
+        except errors.IngestError:
             ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
             raise
-        # The rate is counted per token hash before the token is looked up, so that the
-        # common case (an on-time agent batch) is one statement that checks the token too.
-        ingest.check_rate(token_hash[:32], now)
-        if not storage.write_for_token(token_hash, claimed_vm, columns, now):
-            _token_id, vm_id = ingest.lookup(token_hash)
-            ingest.validate(payload, vm_id, now)  # 403 if the body names another VM
-            backlog = storage.late_batch(vm_id, min(columns[0]), max(columns[0]), now)
-            storage.write_batch(vm_id, columns, backlog)
-    except ingest.IngestError as error:
+        counted = ingest.check_rate(token_hash)
+        ingest.store(token_hash, claimed_vm, columns, now, counted)
+    except errors.IngestError as error:
         return _refusal(error)
-    except storage.DuplicateSamples:
-        return _refusal(ingest.IngestError(
-            409, "duplicate",
-            _("이미 저장된 시각의 샘플이 있어 이 배치는 저장하지 않았습니다 (다시 보낸 배치)."),
-        ))
     return JsonResponse({"stored": len(columns[0])})
 
 
@@ -69,8 +57,8 @@ def ingest_samples(request):
 def ingest_check(request):
     """Which VM this token writes for (``metrics.agent --check``); nothing is stored."""
     try:
-        _token_id, vm_id = ingest.authenticate(request)
-    except ingest.IngestError as error:
+        vm_id = ingest.authenticate(request)
+    except errors.IngestError as error:
         return _refusal(error)
     return JsonResponse({"vm": vm_id})
 

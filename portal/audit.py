@@ -48,8 +48,8 @@ def printable(text, limit):
     return str(text).translate(_CONTROL)[:limit]
 
 
-def record(attempt, outcome, error: RuleViolation | None = None):
-    """Write the audit event of ``attempt``; a refusal or failure stores ``error``'s code."""
+def build_event(attempt, outcome, error: RuleViolation | None = None) -> AuditEvent:
+    """The audit event of ``attempt``, not saved; a refusal or failure stores ``error``'s code."""
     actor = attempt.actor if getattr(attempt.actor, "pk", None) else None
     if error is not None:
         stored = error.stored()
@@ -59,7 +59,7 @@ def record(attempt, outcome, error: RuleViolation | None = None):
     else:
         code, params, text = attempt.code, attempt.params, attempt.message
     ids = request_ids()
-    event = AuditEvent.objects.create(
+    return AuditEvent(
         project_id=attempt.project_id,
         actor=actor,
         action=attempt.action,
@@ -74,18 +74,35 @@ def record(attempt, outcome, error: RuleViolation | None = None):
         request_id=ids.server,
         client_request_id=printable(ids.client, 64),
     )
+
+
+def _log(event) -> None:
     log.info(
         "action=%s outcome=%s target=%s:%s project=%s actor=%s code=%s message=%r",
-        attempt.action,
-        outcome,
-        attempt.target_type,
-        attempt.target_id,
-        attempt.project_id,
-        getattr(actor, "username", "system"),
-        code,
+        event.action,
+        event.outcome,
+        event.target_type,
+        event.target_id,
+        event.project_id,
+        getattr(event.actor, "username", "system"),
+        event.code,
         event.message,
     )
+
+
+def record(attempt, outcome, error: RuleViolation | None = None) -> AuditEvent:
+    """Write the audit event of ``attempt`` (and its log line)."""
+    event = build_event(attempt, outcome, error)
+    event.save()
+    _log(event)
     return event
+
+
+def record_many(events: list[AuditEvent]) -> None:
+    """Write events made by ``build_event`` in one statement (a bulk action's per-VM events)."""
+    AuditEvent.objects.bulk_create(events)
+    for event in events:
+        _log(event)
 
 
 @contextmanager

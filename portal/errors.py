@@ -272,3 +272,26 @@ def last_error_to_code(app_label: str, model_name: str):
             row.save(update_fields=["error_code"])
 
     return forwards
+
+
+class TargetsRequired(InvalidInput):
+    code = "vm_ids_required"
+    field = "vm_ids"
+    default_message = _("가상머신을 하나 이상 선택하세요.")
+
+
+class TooManyTargets(InvalidInput):
+    code = "too_many_targets"
+    field = "vm_ids"
+    default_message = _("한 번에 최대 %(max)d대까지 처리할 수 있습니다.")
+
+
+class CountInvalid(InvalidInput):
+    code = "count_invalid"
+    field = "count"
+    default_message = _("개수는 1에서 %(max)d 사이로 입력하세요.")
+
+
+class IdempotencyConflict(RuleViolation):
+    code = "idempotency_conflict"
+    default_message = _("같은 Idempotency-Key의 요청이 이미 처리되고 있습니다")

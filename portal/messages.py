@@ -11,6 +11,8 @@ from portal.errors import RuleViolation
 NOTICES = {
     "members_detached": _("멤버 %(count)d대를 분리했습니다."),
     "reconcile_started": _("시간 초과된 전환을 복구합니다."),
+    "operation_done": _("%(total)d대 중 %(failed)d대 실패"),
+    "operation_queued": _("%(total)d대 작업을 시작했습니다."),
 }
 
 ACTION_LABELS = {
@@ -33,6 +35,12 @@ ACTION_LABELS = {
     "vm.stopped": _("가상머신 중지 완료"),
     "vm.delete": _("가상머신 삭제"),
     "vm.metrics_token": _("메트릭 토큰 발급"),
+    "operation.attach": _("가상머신 연결"),
+    "operation.detach": _("가상머신 분리"),
+    "operation.start_members": _("멤버 시작"),
+    "operation.stop_members": _("멤버 중지"),
+    "operation.stop_cluster": _("멤버와 함께 클러스터 중지"),
+    "operation.create_vms": _("가상머신 생성"),
 }
 
 

@@ -1,14 +1,28 @@
-"""Login throttling: after repeated failures, refuse logins for a while, per username and per
-client address (SPEC §3 hardening, issue 6 item 5).
+"""Counting events per key in windows (``Counter``), and login throttling with it: after repeated
+failures, refuse logins for a while, per username and per client address (SPEC §3 hardening,
+issue 6 item 5). The metrics ingest API's per-token rate limit counts with the same helper.
 
 Counting lives on Django's ``user_login_failed`` / ``user_logged_in`` signals and refusing in
 ``ThrottledModelBackend``, so every way in — the console's login page and the admin's — is
 throttled in one place. The login page also asks ``blocked()`` first so it can answer with the
 Korean message and 429 instead of the generic "wrong password".
 
-Counters are fixed windows in Django's cache (``cache.add`` + ``cache.incr``, both atomic on
-Redis). With several web processes the cache must be shared (``CACHE_URL=redis://...``);
-a per-process LocMem cache only throttles per process.
+Counters live in Django's default cache. With several web processes it must be shared
+(``CACHE_URL=redis://...``); the local-memory default counts per process, and keeps at most
+300 entries, evicting the least recently used. So that no traffic can evict a failed-login
+counter (issue 9 item 4), nothing counts per value an anonymous client can vary at will: the
+ingest limit opens a token's window only once the token is verified (one entry per issued
+token, however many requests), and an attempt refused while throttled adds no counter for a
+new username.
+A second cache just for login counters was the alternative; it needs a settings entry in
+every deployment, and leaves the cache open to the next per-request key someone adds.
+
+Hand-written rather than a library: django-ratelimit counts in one cache alias with
+clock-aligned windows (a burst of twice the limit across a boundary; a lockout that may end a
+second after it began) around request-shaped keys, while login failures are counted in auth
+signals where there may be no request; django-axes keeps failures in the database (robust)
+but needs its own app, middleware and backend, replaces the login flow, and does nothing for
+the ingest limit, which would keep a second mechanism.
 """
 
 import hashlib
@@ -58,9 +72,61 @@ def client_address(request):
     return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
 
 
+class Counter:
+    """Events per key in Django's default cache, in windows that open at a key's first event
+    and last the ``seconds`` given then (not clock-aligned: a lockout lasts its full length
+    from the first failure, and a limit never allows twice its count across a boundary).
+
+    Each key is one cache entry whatever the number of events: count only keys whose number
+    is bounded (see the module docstring).
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def _entry(self, key: str) -> str:
+        return f"{self.prefix}:{key}"
+
+    def counts(self, keys: list[str]) -> dict[str, int]:
+        """{key: events in its open window} (0 for none); reads only, creates nothing."""
+        found = cache.get_many([self._entry(key) for key in keys])
+        return {key: found.get(self._entry(key), 0) for key in keys}
+
+    def hit(self, key: str, seconds: int) -> int:
+        """Count one event; returns the events in the key's window so far, this one included.
+        One cache operation while a window is open (atomic on Redis)."""
+        return self.hit_open(key) or self.open(key, seconds)
+
+    def hit_open(self, key: str) -> int:
+        """Count one event in the key's open window and return the events in it so far; 0,
+        counting and creating nothing, when no window is open."""
+        try:
+            return cache.incr(self._entry(key))
+        except ValueError:
+            return 0
+
+    def open(self, key: str, seconds: int) -> int:
+        """Open the key's window with one event (if a concurrent event opened it first, count
+        in that one); returns the events in it."""
+        entry = self._entry(key)
+        if cache.add(entry, 1, timeout=seconds):
+            return 1
+        count = self.hit_open(key)
+        if count:
+            return count
+        cache.set(entry, 1, timeout=seconds)  # ...and it has expired already
+        return 1
+
+    def reset(self, key: str) -> None:
+        cache.delete(self._entry(key))
+
+
+LOGIN_FAILURES = Counter("login-fail")
+
+
 def _key(kind, value):
     digest = hashlib.sha256(str(value).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"login-fail:{kind}:{digest}"
+    return f"{kind}:{digest}"
 
 
 def _normalise(username):
@@ -68,7 +134,7 @@ def _normalise(username):
 
 
 def _counters(request, username):
-    """(cache key, limit) of every counter this attempt is charged to."""
+    """(counter key, limit) of every counter this attempt is charged to."""
     counters = [(_key("user", _normalise(username)), int(_setting("LOGIN_THROTTLE_PER_USER", 5)))]
     if request is not None:
         counters.append(
@@ -80,25 +146,24 @@ def _counters(request, username):
 def blocked(request, username):
     """True while the username or the client address has used up its failures."""
     counters = _counters(request, username)
-    counts = cache.get_many([key for key, _limit in counters])
-    return any(counts.get(key, 0) >= limit for key, limit in counters)
+    counts = LOGIN_FAILURES.counts([key for key, _limit in counters])
+    return any(counts[key] >= limit for key, limit in counters)
 
 
 def note_failure(request, username):
+    """Count a failed login against the username and the address. An attempt refused while
+    either is throttled checked no password and counts nothing: otherwise a blocked client
+    could still add an entry per made-up username, and evict the counters that block it."""
+    if blocked(request, username):
+        return
     for key, _limit in _counters(request, username):
-        # add() starts the window only if it is not running; incr() is atomic.
-        cache.add(key, 0, timeout=window_seconds())
-        try:
-            cache.incr(key)
-        except ValueError:
-            # The window expired between add() and incr(): start a new one.
-            cache.add(key, 1, timeout=window_seconds())
+        LOGIN_FAILURES.hit(key, window_seconds())
 
 
 def note_success(request, username):
     """A successful login clears the username's counter (not the address's: an attacker
     with an account of their own must not be able to reset it)."""
-    cache.delete(_key("user", _normalise(username)))
+    LOGIN_FAILURES.reset(_key("user", _normalise(username)))
 
 
 class ThrottledModelBackend(ModelBackend):

@@ -25,6 +25,10 @@ class ComputeBackend:
     Errors are ``portal.errors.CapacityUnavailable`` (no room) or ``BackendError``.
     """
 
+    # True when the backend's VMs run no metrics agent and the portal writes their samples
+    # itself (``metrics.tasks.emit_simulated_samples``); a real cloud's VMs report their own.
+    emits_metrics = False
+
     def capacity(self, zone, instance_type, fabric) -> Capacity:
         raise NotImplementedError
 

@@ -36,6 +36,7 @@ ROCE_MAX_MEMBERS = ROCE_BLOCK_SIZE - ROCE_FIRST_HOST - 1
 
 
 class SimulatorBackend(ComputeBackend):
+    emits_metrics = True  # simulated VMs run no agent: metrics.simulate writes their samples
     # {method name: exception instance or callable} raised once at the next call (tests).
     faults = {}
 

@@ -8,6 +8,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -334,8 +335,6 @@ def test_success_clears_the_username_counter(scene, client):
 
 @override_settings(LOGIN_THROTTLE_WINDOW_SECONDS=1)
 def test_throttle_expires_after_its_window(scene, client):
-    import time
-
     for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
         _fail(client, "viewer")
     assert (
@@ -347,6 +346,41 @@ def test_throttle_expires_after_its_window(scene, client):
         client.post(reverse("login"), {"username": "viewer", "password": PASSWORD}).status_code
         == 302
     )
+
+
+@override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}})
+def test_throttle_survives_a_flood_of_ingest_requests_with_random_tokens(scene, client):
+    """The default cache (local memory) keeps 300 entries: the ingest limit must not spend one
+    per unverified token, or a flood of made-up tokens evicts the login counters (issue 9
+    item 4)."""
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
+        _fail(client, "viewer")
+    assert _fail(client, "viewer").status_code == 429
+    batch = {"samples": [{"ts": time.time(), "cpu_util": 1.0, "mem_util": 1.0, "net_rx": 0.0,
+                          "net_tx": 0.0}]}
+    for _request in range(400):
+        response = client.post(
+            reverse("metrics:ingest"), batch, content_type="application/json",
+            headers={"Authorization": f"Bearer vcm_{secrets.token_hex(16)}"},
+        )
+        assert response.status_code == 401
+    response = client.post(reverse("login"), {"username": "viewer", "password": PASSWORD})
+    assert response.status_code == 429
+
+
+@override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}})
+def test_a_throttled_client_cannot_flush_the_counters_with_made_up_usernames(scene, client):
+    """An attempt refused while throttled counts nothing: the admin's login form reaches the
+    backend even then, and a counter per made-up username would evict viewer's."""
+    for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
+        _fail(client, "viewer")
+    attacker = {"REMOTE_ADDR": "203.0.113.50"}
+    for attempt in range(400):
+        client.post("/admin/login/", {"username": f"u{attempt}", "password": "x"}, **attacker)
+    response = client.post(
+        reverse("login"), {"username": "viewer", "password": PASSWORD}, REMOTE_ADDR="10.9.8.7"
+    )
+    assert response.status_code == 429
 
 
 def test_admin_login_is_throttled_too(scene, client, django_user_model):

@@ -1,0 +1,53 @@
+"""Cluster-scale actions, each recorded as one ``Operation`` with an item per VM.
+
+Every item is decided by the single-VM action's own rule function and written by its own
+write (``clusters.services``, ``vms.services``), with its own audit event, so SPEC §5 holds
+per VM and one refusal never undoes or blocks the others. Membership changes are done in
+the request (one transaction, rows locked in the fixed order); starts and stops are fanned
+out to workers (``run_items``), and ``watch`` marks each item once its VM settles, then
+finishes the operation (stopping the cluster last for ``stop_cluster_with_members``).
+
+This module sits above the services: nothing below it imports it. Its tasks are registered
+through ``CELERY_IMPORTS``.
+"""
+
+from clusters.operations.fanout import (
+    run_items,
+    start_members,
+    stop_cluster_with_members,
+    stop_members,
+    watch,
+    watch_stale,
+)
+from clusters.operations.membership import attach_many, create_vms, detach_many
+from clusters.operations.reads import attach_candidates, visible_operations
+from clusters.operations.single import (
+    create_cluster_op,
+    delete_cluster_op,
+    delete_vm_op,
+    start_cluster_op,
+    start_vm_op,
+    stop_cluster_op,
+    stop_vm_op,
+)
+
+__all__ = [
+    "attach_candidates",
+    "attach_many",
+    "create_cluster_op",
+    "create_vms",
+    "delete_cluster_op",
+    "delete_vm_op",
+    "detach_many",
+    "run_items",
+    "start_cluster_op",
+    "start_members",
+    "start_vm_op",
+    "stop_cluster_op",
+    "stop_cluster_with_members",
+    "stop_members",
+    "stop_vm_op",
+    "visible_operations",
+    "watch",
+    "watch_stale",
+]

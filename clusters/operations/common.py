@@ -1,0 +1,103 @@
+"""What every kind of operation shares: targets, the record, its items, its end."""
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters.models import (
+    Operation,
+    OperationItem,
+)
+from portal.audit import attempt
+from portal.errors import (
+    IdempotencyConflict,
+    TargetsRequired,
+    TooManyTargets,
+    VmNotFound,
+)
+from portal.kernel import parse_id, permission_refusal
+from portal.permissions import Perm
+from vms import services as vm_services
+from vms.models import VmStatus
+
+K, ItemStatus = Operation.Kind, OperationItem.Status
+MAX_TARGETS = 1024
+MAX_CREATE = 64
+CHUNK = 32  # items per worker task: 256 members fan out over 8 tasks
+WATCH_EVERY = 1.0
+# What each fanned-out kind runs per item, and the VM status that means it succeeded.
+ITEM_ACTIONS = {
+    K.START_MEMBERS: (vm_services.start_vm, VmStatus.RUNNING),
+    K.START_VM: (vm_services.start_vm, VmStatus.RUNNING),
+    K.STOP_MEMBERS: (vm_services.stop_vm, VmStatus.STOPPED),
+    K.STOP_VM: (vm_services.stop_vm, VmStatus.STOPPED),
+    K.STOP_CLUSTER: (vm_services.stop_vm, VmStatus.STOPPED),
+}
+
+
+def _target_ids(vm_ids) -> list[int]:
+    """The VM ids of a request, in order, each once; refused whole if any is not an id."""
+    if vm_ids is None or isinstance(vm_ids, str | bytes | dict):
+        raise TargetsRequired()
+    ids = [parse_id(value) for value in vm_ids]
+    if not ids or None in ids:
+        raise TargetsRequired()
+    ids = list(dict.fromkeys(ids))
+    if len(ids) > MAX_TARGETS:
+        raise TooManyTargets(max=MAX_TARGETS)
+    return ids
+
+
+def _new_operation(kind, *, actor, project_id, cluster=None, idempotency=None) -> Operation:
+    key, request_hash = idempotency or ("", "")
+    operation = Operation(
+        kind=kind,
+        project_id=project_id,
+        cluster=cluster,
+        actor=actor if getattr(actor, "pk", None) else None,
+        idempotency_key=key,
+        request_hash=request_hash,
+    )
+    try:
+        with transaction.atomic():
+            operation.save()
+    except IntegrityError:  # the same key, sent twice at once: the other one holds it
+        raise IdempotencyConflict() from None
+    return operation
+
+
+def _item(operation, position, vm, error=None, *, name="") -> OperationItem:
+    item = OperationItem(
+        operation=operation,
+        position=position,
+        vm=vm,
+        target_name=(vm.name if vm is not None else name)[:100],
+        status=ItemStatus.FAILED if error is not None else ItemStatus.PENDING,
+        finished_at=timezone.now() if error is not None else None,
+    )
+    item.set_error(error)
+    return item
+
+
+def _succeed(item) -> OperationItem:
+    item.status, item.finished_at = ItemStatus.SUCCEEDED, timezone.now()
+    return item
+
+
+def _vm_refusal(actor, vm, permission):
+    """Who may not touch ``vm`` is refused as the single action would be: not found, then
+    the permission."""
+    if vm is None or vm.status == VmStatus.DELETED:
+        return VmNotFound()
+    if actor is not None and not actor.has_perm(Perm.VM_READ, vm):
+        return VmNotFound()
+    return permission_refusal(actor, permission, vm)
+
+
+def _finish(operation, error=None) -> None:
+    operation.finished_at = timezone.now()
+    operation.set_error(error)
+    operation.save(update_fields=["finished_at", "error_code", "error_params"])
+
+
+def _cluster_attempt(action, actor, cluster_id):
+    return attempt(action, actor=actor, target_type="cluster", target_id=parse_id(cluster_id))

@@ -1,0 +1,265 @@
+"""Starts and stops fanned out to workers: ``run_items`` runs each item's single-VM
+action, ``watch`` marks items as their VMs settle and finishes the operation (stopping the
+cluster last for ``stop_cluster_with_members``), ``watch_stale`` picks up lost watchers."""
+
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from clusters import services
+from clusters.locking import lock_cluster
+from clusters.models import (
+    STOPPABLE,
+    TRANSITIONAL,
+    ClusterStatus,
+    Operation,
+    OperationItem,
+    VirtualCluster,
+)
+from clusters.operations.common import (
+    CHUNK,
+    ITEM_ACTIONS,
+    WATCH_EVERY,
+    ItemStatus,
+    K,
+    _cluster_attempt,
+    _finish,
+    _item,
+    _new_operation,
+    _succeed,
+    _target_ids,
+    _vm_refusal,
+)
+from portal.broker import publish
+from portal.errors import (
+    ClusterNotRunning,
+    InvalidTransition,
+    NotMember,
+    PermissionRequired,
+    RuleViolation,
+    TargetsRequired,
+    TransitionTimedOut,
+    VmNotFound,
+)
+from portal.kernel import permission_refusal
+from portal.permissions import Perm
+from vms.models import VM_STARTABLE, VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
+
+
+def _fan_out(operation) -> None:
+    """Queue the items' work in chunks once the operation commits; the last chunk queues
+    the watcher after the work it started (so it looks after, not before, those steps)."""
+    positions = list(operation.items.order_by("position").values_list("position", flat=True))
+    if not positions:
+        transaction.on_commit(lambda: publish(watch, operation.pk))
+    for start in range(0, len(positions), CHUNK):
+        chunk = positions[start : start + CHUNK]
+        last = start + CHUNK >= len(positions)
+        transaction.on_commit(
+            lambda chunk=chunk, last=last: publish(run_items, operation.pk, chunk, last)
+        )
+
+
+def _member_operation(kind, cluster_id, vm_ids, *, actor, wanted, idempotency):
+    with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
+            raise ClusterNotRunning()  # SPEC §5.6, for the whole request
+        members = cluster.members.order_by("name", "pk")
+        if vm_ids is None:
+            targets = list(members.filter(status__in=wanted))
+        else:
+            ids = _target_ids(vm_ids)
+            by_id = {vm.pk: vm for vm in VirtualMachine.objects.filter(pk__in=ids)}
+            targets = [by_id.get(vm_id) for vm_id in ids]
+        if not targets:
+            raise TargetsRequired()
+        operation = _new_operation(
+            kind,
+            actor=actor,
+            project_id=cluster.project_id,
+            cluster=cluster,
+            idempotency=idempotency,
+        )
+        items = []
+        for position, vm in enumerate(targets):
+            refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
+            if refusal is None and vm.cluster_id != cluster.pk:
+                refusal = NotMember()
+            shown = vm if not isinstance(refusal, VmNotFound) else None
+            name = vm.name if shown is not None else str(vm_ids[position] if vm_ids else "")
+            items.append(_item(operation, position, shown, refusal, name=name))
+        OperationItem.objects.bulk_create(items)
+        att.notice("operation_queued", total=len(items))
+        _fan_out(operation)
+    return operation
+
+
+def start_members(cluster_id, *, actor, vm_ids=None, idempotency=None) -> Operation:
+    """멤버 모두 시작 (or the selected ones): each member through ``start_vm``."""
+    return _member_operation(
+        K.START_MEMBERS,
+        cluster_id,
+        vm_ids,
+        actor=actor,
+        wanted=VM_STARTABLE,
+        idempotency=idempotency,
+    )
+
+
+def stop_members(cluster_id, *, actor, vm_ids=None, idempotency=None) -> Operation:
+    """멤버 모두 중지 (or the selected ones): each member through ``stop_vm``."""
+    return _member_operation(
+        K.STOP_MEMBERS,
+        cluster_id,
+        vm_ids,
+        actor=actor,
+        wanted=VM_STOPPABLE,
+        idempotency=idempotency,
+    )
+
+
+def stop_cluster_with_members(cluster_id, *, actor, idempotency=None) -> Operation:
+    """클러스터 중지 with 멤버 가상머신도 함께 중지: stop the running members, then (when all
+    are 중지됨) the cluster through ``stop_cluster``, whose rule still decides."""
+    with _cluster_attempt("operation.stop_cluster", actor, cluster_id) as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
+        if cluster.status not in STOPPABLE:
+            raise InvalidTransition()
+        operation = _new_operation(
+            K.STOP_CLUSTER,
+            actor=actor,
+            project_id=cluster.project_id,
+            cluster=cluster,
+            idempotency=idempotency,
+        )
+        active = list(cluster.members.exclude(status=VmStatus.STOPPED).order_by("name", "pk"))
+        items = []
+        for position, vm in enumerate(active):
+            refusal = permission_refusal(actor, Perm.VM_UPDATE, vm)
+            item = _item(operation, position, vm, refusal)
+            if vm.status in VM_TRANSITIONAL and refusal is None:
+                item.started_at = timezone.now()  # already on its way: just wait for it
+            items.append(item)
+        OperationItem.objects.bulk_create(items)
+        att.notice("operation_queued", total=len(items))
+        _fan_out(operation)
+    return operation
+
+
+def _actor_of(operation):
+    """The user an operation acts as; a deleted user acts as nobody (never as the system)."""
+    if operation.actor_id is None:
+        return None
+    return get_user_model().objects.filter(pk=operation.actor_id, is_active=True).first()
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def run_items(operation_id, positions, then_watch=True):
+    """Run the single-VM action of each item at ``positions`` (each audited by its service).
+
+    Idempotent: an item already started or finished is skipped.
+    """
+    operation = Operation.objects.filter(pk=operation_id).first()
+    if operation is None or operation.done:
+        return
+    action, _goal = ITEM_ACTIONS[operation.kind]
+    actor = _actor_of(operation)
+    pending = operation.items.filter(
+        position__in=positions, status=ItemStatus.PENDING, started_at__isnull=True
+    )
+    for item in pending.order_by("position"):
+        try:
+            if actor is None:
+                raise PermissionRequired(Perm.VM_UPDATE)
+            if item.vm_id is None:
+                raise VmNotFound()
+            action(item.vm_id, actor=actor)
+        except RuleViolation as refusal:
+            item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
+            item.set_error(refusal)
+        else:
+            item.started_at = timezone.now()
+        item.save(
+            update_fields=["status", "finished_at", "started_at", "error_code", "error_params"]
+        )
+    if then_watch:
+        # After commit, so that it follows the steps the actions above queued.
+        transaction.on_commit(lambda: publish(watch, operation_id))
+
+
+def _settle_items(operation, goal) -> None:
+    """Mark started items whose VM has settled: at ``goal`` 성공, elsewhere 실패 with the
+    VM's own error (or the transition's)."""
+    started = operation.items.filter(status=ItemStatus.PENDING, started_at__isnull=False)
+    for item in started.select_related("vm"):
+        vm = item.vm
+        if vm is not None and vm.status in VM_TRANSITIONAL:
+            continue
+        if vm is not None and vm.status == goal:
+            _succeed(item)
+        else:
+            item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
+            item.set_error((vm.last_error if vm is not None else None) or InvalidTransition())
+        item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
+
+
+def _settle(operation) -> bool:
+    """Bring ``operation`` forward from what its targets show now; True once it is done."""
+    if operation.kind in ITEM_ACTIONS:
+        _settle_items(operation, ITEM_ACTIONS[operation.kind][1])
+        if operation.items.filter(status=ItemStatus.PENDING).exists():
+            return False
+        error = None
+        if operation.kind == K.STOP_CLUSTER:
+            failed = operation.items.filter(status=ItemStatus.FAILED).first()
+            error = failed.last_error if failed is not None else None
+            if error is None:
+                try:
+                    services.stop_cluster(operation.cluster_id, actor=_actor_of(operation))
+                except RuleViolation as refusal:
+                    error = refusal
+        _finish(operation, error)
+        return True
+    cluster = VirtualCluster.objects.filter(pk=operation.cluster_id).first()
+    if cluster is not None and cluster.status in TRANSITIONAL:
+        return False
+    _finish(operation, cluster.last_error if cluster is not None else None)
+    return True
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def watch(operation_id, round=0):  # noqa: A002 - Celery keyword
+    """Settle an operation's items as their VMs settle; look again shortly until done. After
+    the transition timeout the reconciler (``watch_stale``) takes over."""
+    operation = Operation.objects.filter(pk=operation_id).first()
+    if operation is None or operation.done:
+        return
+    with transaction.atomic():
+        locked = Operation.objects.select_for_update().get(pk=operation_id)
+        if locked.done or _settle(locked):
+            return
+    rounds = settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
+    if round < rounds and not watch.app.conf.task_always_eager:
+        watch.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def watch_stale():
+    """The beat's look at open operations whose watcher is gone (a dead worker, a lost
+    message): settle them; items still waiting past twice the transition timeout fail."""
+    cutoff = timezone.now() - timedelta(seconds=2 * settings.TRANSITION_TIMEOUT_SECONDS)
+    for operation_id in Operation.objects.open().values_list("pk", flat=True):
+        with transaction.atomic():
+            operation = Operation.objects.select_for_update().get(pk=operation_id)
+            if operation.done or _settle(operation) or operation.created_at >= cutoff:
+                continue
+            for item in operation.items.filter(status=ItemStatus.PENDING):
+                item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
+                item.set_error(TransitionTimedOut())
+                item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
+            _settle(operation)

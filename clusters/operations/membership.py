@@ -1,0 +1,195 @@
+"""Attach, detach and create-many: done in the request, one transaction, rows locked in
+the fixed order, an item and an audit event per VM."""
+
+from clusters import services
+from clusters.backends import get_backend
+from clusters.locking import lock_cluster
+from clusters.models import (
+    ClusterStatus,
+    Operation,
+    OperationItem,
+)
+from clusters.operations.common import (
+    MAX_CREATE,
+    K,
+    _cluster_attempt,
+    _finish,
+    _item,
+    _new_operation,
+    _succeed,
+    _target_ids,
+    _vm_refusal,
+)
+from portal.audit import Attempt, attempt, build_event, record_many
+from portal.errors import (
+    BackendError,
+    CapacityUnavailable,
+    CountInvalid,
+    NotMember,
+    VmNameTaken,
+    VmNotFound,
+)
+from portal.kernel import parse_id, validate_name
+from portal.models import AuditEvent
+from portal.permissions import Perm
+from vms import services as vm_services
+from vms.models import VirtualMachine
+
+
+def _attach_each(operation, cluster, vm_ids, actor) -> None:
+    """Attach each VM by the attach rule and write; an item and an audit event per VM."""
+    vms = {
+        vm.pk: vm
+        for vm in VirtualMachine.objects.select_for_update().filter(pk__in=vm_ids).order_by("pk")
+    }
+    members = cluster.members.count() if cluster.status == ClusterStatus.RUNNING else 0
+    items, events = [], []
+    for position, vm_id in enumerate(vm_ids):
+        vm = vms.get(vm_id)
+        att = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=vm_id)
+        refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
+        visible = not isinstance(refusal, VmNotFound)
+        if visible:
+            att.about(vm)
+            if vm.project_id == cluster.project_id:
+                att.message, att.cluster_id = cluster.name, cluster.pk
+        if refusal is None:
+            refusal = services.attach_refusal(vm, cluster)
+        if refusal is None and cluster.status == ClusterStatus.RUNNING:
+            try:  # a running cluster's fabric grows with it: reserve the node now
+                get_backend().allocate(cluster, members + 1)
+            except (CapacityUnavailable, BackendError) as exc:
+                refusal = exc
+        if refusal is None:
+            services.join(vm, cluster)
+            members += 1
+        item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
+        items.append(item if refusal is not None else _succeed(item))
+        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
+        events.append(build_event(att, outcome, refusal))
+    OperationItem.objects.bulk_create(items)
+    record_many(events)
+
+
+def _membership_operation(kind, cluster_id, vm_ids, *, actor, idempotency, each) -> Operation:
+    """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
+    readable), the operation, ``each(operation, cluster, ids)``, its end and its audit."""
+    ids = _target_ids(vm_ids)
+    with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        operation = _new_operation(
+            kind,
+            actor=actor,
+            project_id=cluster.project_id,
+            cluster=cluster,
+            idempotency=idempotency,
+        )
+        each(operation, cluster, ids, actor)
+        _finish(operation)
+        att.notice("operation_done", total=len(ids), failed=operation.failed)
+    return operation
+
+
+def attach_many(cluster_id, vm_ids, *, actor, idempotency=None) -> Operation:
+    """Attach many VMs to a cluster (가상머신 연결): one item per VM, done on return."""
+    return _membership_operation(
+        K.ATTACH, cluster_id, vm_ids, actor=actor, idempotency=idempotency, each=_attach_each
+    )
+
+
+def _detach_each(operation, cluster, ids, actor) -> None:
+    """Detach each member by the detach rule, counting the members left as it goes."""
+    members = {vm.pk: vm for vm in services.lock_members(cluster)}
+    others = {
+        vm.pk: vm for vm in VirtualMachine.objects.filter(pk__in=ids).exclude(cluster=cluster)
+    }
+    count = len(members)
+    items, events = [], []
+    for position, vm_id in enumerate(ids):
+        vm = members.get(vm_id) or others.get(vm_id)
+        evt = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=vm_id)
+        refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
+        visible = not isinstance(refusal, VmNotFound)
+        if visible:
+            evt.about(vm)
+        if refusal is None and vm_id not in members:
+            refusal = NotMember()
+        if refusal is None:
+            evt.message, evt.cluster_id = cluster.name, cluster.pk
+            refusal = services.detach_refusal(vm, cluster, services.MemberStates(count=count))
+        if refusal is None:
+            services.leave(vm)
+            count -= 1
+        item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
+        items.append(item if refusal is not None else _succeed(item))
+        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
+        events.append(build_event(evt, outcome, refusal))
+    OperationItem.objects.bulk_create(items)
+    record_many(events)
+
+
+def detach_many(cluster_id, vm_ids, *, actor, idempotency=None) -> Operation:
+    """Detach many members (분리): one item per VM, done on return."""
+    return _membership_operation(
+        K.DETACH, cluster_id, vm_ids, actor=actor, idempotency=idempotency, each=_detach_each
+    )
+
+
+def create_vms(
+    *,
+    actor,
+    project,
+    name,
+    count,
+    zone_id,
+    instance_type_id,
+    billing_type,
+    disaster_recovery=False,
+    cluster_id=None,
+    idempotency=None,
+) -> Operation:
+    """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, then
+    attach each to ``cluster_id`` if given (an item per VM: created, and attached)."""
+    number = parse_id(count)
+    if number is None or number > MAX_CREATE:
+        raise CountInvalid(max=MAX_CREATE)
+    base = validate_name(name)
+    names = [base] if number == 1 else [f"{base}-{i:02d}" for i in range(1, number + 1)]
+    for each in names:
+        validate_name(each)  # the suffix may make it too long
+    with attempt("operation.create_vms", actor=actor, target_type="vm") as att:
+        att.project_id, att.target_name = project.pk, base
+        cluster = None
+        if cluster_id not in (None, ""):
+            cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
+            att.cluster_id = cluster.pk
+        if VirtualMachine.objects.alive().filter(project=project, name__in=names).exists():
+            raise VmNameTaken()
+        operation = _new_operation(
+            K.CREATE_VMS,
+            actor=actor,
+            project_id=project.pk,
+            cluster=cluster,
+            idempotency=idempotency,
+        )
+        created = [
+            vm_services.create_vm(
+                actor=actor,
+                project=project,
+                name=each,
+                zone_id=zone_id,
+                instance_type_id=instance_type_id,
+                billing_type=billing_type,
+                disaster_recovery=disaster_recovery,
+            )
+            for each in names
+        ]
+        if cluster is not None:
+            _attach_each(operation, cluster, [vm.pk for vm in created], actor)
+        else:
+            OperationItem.objects.bulk_create(
+                [_succeed(_item(operation, i, vm)) for i, vm in enumerate(created)]
+            )
+        _finish(operation)
+        att.notice("operation_done", total=len(names), failed=operation.failed)
+    return operation

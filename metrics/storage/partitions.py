@@ -1,0 +1,101 @@
+"""Day partitions of the raw samples (PostgreSQL only) and retention.
+
+``metrics_sample`` is partitioned by UTC day (migration 0001): a partition per day the ingest
+window accepts and a few ahead, created by the hourly ``maintain_storage`` task (or on the
+spot by a write that finds one missing), and dropped whole once retention passes it.
+"""
+
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
+
+from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.utils import timezone
+
+from metrics import conf
+from metrics.models import HourRollup, MinuteRollup, Sample
+from metrics.storage.db import is_postgresql, sqlstate
+
+PARTITION_PREFIX = f"{Sample._meta.db_table}_p"
+
+
+def partition_name(day: date) -> str:
+    return f"{PARTITION_PREFIX}{day:%Y%m%d}"
+
+
+def ensure_partitions(days: Iterable[date]) -> None:
+    """Create the day partitions of ``days`` (UTC dates) that do not exist yet."""
+    if not is_postgresql():
+        return
+    quote = connection.ops.quote_name
+    for day in sorted(set(days)):
+        lower = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        upper = lower + timedelta(days=1)
+        # DDL takes no parameters; the bounds are our own ISO dates.
+        sql = (
+            f"CREATE TABLE IF NOT EXISTS {quote(partition_name(day))} "
+            f"PARTITION OF {quote(Sample._meta.db_table)} "
+            f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
+        )
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql)
+        except (ProgrammingError, IntegrityError) as exc:
+            # Another process created it between IF NOT EXISTS and the catalog insert.
+            if sqlstate(exc) not in {"42P07", "23505"}:
+                raise
+
+
+def existing_partitions() -> dict[date, str]:
+    """{UTC date: partition name} of the day partitions that exist."""
+    if not is_postgresql():
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = %s::regclass",
+            [Sample._meta.db_table],
+        )
+        names = [name for (name,) in cursor.fetchall()]
+    found = {}
+    for name in names:
+        if name.startswith(PARTITION_PREFIX):
+            found[datetime.strptime(name[len(PARTITION_PREFIX):], "%Y%m%d").date()] = name
+    return found
+
+
+def maintain(now: datetime | None = None) -> tuple[int, int]:
+    """Create partitions for every day a sample may be accepted for (the ingest window and a
+    few days ahead), then drop what retention no longer keeps. Returns (created, dropped)."""
+    now = now or timezone.now()
+    today = now.astimezone(UTC).date()
+    first = (now - timedelta(seconds=conf.get("METRICS_MAX_AGE_SECONDS"))).astimezone(UTC).date()
+    wanted = {
+        first + timedelta(days=i)
+        for i in range((today - first).days + conf.get("METRICS_PARTITIONS_AHEAD_DAYS") + 1)
+    }
+    before = existing_partitions()
+    ensure_partitions(wanted - set(before))
+    dropped = drop_expired(now)
+    return len(wanted - set(before)), dropped
+
+
+def drop_expired(now: datetime) -> int:
+    """Drop raw samples and rollups older than their retention; returns partitions dropped."""
+    raw_cutoff = now - timedelta(days=conf.get("METRICS_RAW_RETENTION_DAYS"))
+    dropped = 0
+    if is_postgresql():
+        # A day partition goes once all of it is older than the cutoff: no row-by-row delete.
+        for day, name in sorted(existing_partitions().items()):
+            if datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1) <= raw_cutoff:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DROP TABLE IF EXISTS {connection.ops.quote_name(name)}")
+                dropped += 1
+    else:
+        Sample.objects.filter(ts__lt=raw_cutoff).delete()
+    MinuteRollup.objects.filter(
+        bucket__lt=now - timedelta(days=conf.get("METRICS_MINUTE_RETENTION_DAYS"))
+    ).delete()
+    HourRollup.objects.filter(
+        bucket__lt=now - timedelta(days=conf.get("METRICS_HOUR_RETENTION_DAYS"))
+    ).delete()
+    return dropped

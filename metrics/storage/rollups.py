@@ -1,0 +1,170 @@
+"""Minute and hour rollups of the raw samples, recomputed by upsert (SPEC §7).
+
+Each range is recomputed from the rows below it with one ``INSERT … SELECT … GROUP BY …
+ON CONFLICT DO UPDATE``, so a rerun over the same buckets is harmless: a beat task can retry,
+overlap or run late. A batch that lands in buckets already rolled up (an agent's backlog)
+queues its range in ``RollupBacklog``, redone on the next run.
+"""
+
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from metrics import conf
+from metrics.models import (
+    METRIC_FIELDS,
+    METRIC_NAMES,
+    HourRollup,
+    MinuteRollup,
+    RollupBacklog,
+    RollupCursor,
+    Sample,
+)
+from metrics.storage.db import MICROS_PER_SECOND, datetime_of, is_postgresql
+
+# A minute is closed (rolled up) this long after it ends: agents send every ~10 s.
+CLOSE_GRACE = timedelta(seconds=20)
+# Each rollup run also redoes this much before its cursor, for samples that came in late
+# (an agent that retried a few times). Older late batches are queued in RollupBacklog.
+LATE_WINDOW = timedelta(minutes=5)
+# One transaction rolls up at most this much (a first run over a week of data).
+ROLLUP_CHUNK = timedelta(hours=6)
+CURSOR = "rollups"
+
+
+def floor_to(moment: datetime, seconds: int) -> datetime:
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
+
+
+def is_late(first_micros: int, now: float) -> bool:
+    """Whether a batch starting at ``first_micros`` may be older than the rollups' late
+    window (``now`` in Unix seconds), so that its buckets must be redone."""
+    late_after = (LATE_WINDOW - timedelta(minutes=1)).total_seconds()
+    return first_micros < (now - late_after) * MICROS_PER_SECOND
+
+
+def late_batch(vm_id: int, micros: list[int], now: float) -> RollupBacklog | None:
+    """A ``RollupBacklog`` (unsaved) for a late batch at ``micros``, to be written with the
+    batch; None for a batch on time."""
+    first, last = min(micros), max(micros)
+    if not is_late(first, now):
+        return None
+    return RollupBacklog(vm_id=vm_id, start=datetime_of(first), end=datetime_of(last))
+
+
+def _bucket_sql(column, unit):
+    if is_postgresql():
+        return f"date_trunc('{unit}', {column})"
+    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC.
+    # %% because the statement goes through Django's %s-parameter formatting (and, under
+    # DEBUG, through ``sql % params`` for the query log).
+    pattern = {"minute": "%%Y-%%m-%%d %%H:%%M:00", "hour": "%%Y-%%m-%%d %%H:00:00"}[unit]
+    return f"strftime('{pattern}', {column})"
+
+
+def _rollup_columns():
+    return ["n"] + [f"{name}_{kind}" for name in METRIC_NAMES for kind in ("avg", "max")]
+
+
+def _upsert_sql(table, select_sql):
+    columns = _rollup_columns()
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+    return (
+        f"INSERT INTO {table} (vm_id, bucket, {', '.join(columns)}) {select_sql} "
+        f"ON CONFLICT (vm_id, bucket) DO UPDATE SET {updates}"
+    )
+
+
+def _param(moment):
+    return connection.ops.adapt_datetimefield_value(moment)
+
+
+def roll_minutes(start: datetime, stop: datetime, vm_id: int | None = None) -> None:
+    """(Re)compute the minute rollups of [start, stop) from raw samples."""
+    aggregates = ", ".join(f"avg({n}), max({n})" for n in METRIC_NAMES)
+    _upsert(MinuteRollup, f"{_bucket_sql('ts', 'minute')} AS b, count(*), {aggregates}",
+            Sample, "ts", start, stop, vm_id)
+
+
+def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> None:
+    """(Re)compute the hour rollups of [start, stop) from the minute rollups.
+
+    An hour's average weights each minute by its sample count, which is exact as long as a
+    VM reports a nullable metric (GPU, fabric) in all or none of a minute's samples.
+    """
+    parts = []
+    for name, nullable, *_range in METRIC_FIELDS:
+        weight = f"CASE WHEN {name}_avg IS NOT NULL THEN n END" if nullable else "n"
+        parts.append(f"sum({name}_avg * n) / sum({weight}), max({name}_max)")
+    _upsert(HourRollup, f"{_bucket_sql('bucket', 'hour')} AS b, sum(n), {', '.join(parts)}",
+            MinuteRollup, "bucket", start, stop, vm_id)
+
+
+def _upsert(target, aggregates, source, time_column, start, stop, vm_id):
+    """Upsert ``target``'s rows from ``source``'s over [start, stop), of one VM or all."""
+    where = f"{time_column} >= %s AND {time_column} < %s"
+    params = [_param(start), _param(stop)]
+    if vm_id is not None:
+        where += " AND vm_id = %s"
+        params.append(vm_id)
+    select = (
+        f"SELECT vm_id, {aggregates} FROM {source._meta.db_table} WHERE {where} "
+        "GROUP BY vm_id, b"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(_upsert_sql(target._meta.db_table, select), params)
+
+
+def _locked_cursor(end):
+    initial = floor_to(end - timedelta(seconds=conf.get("METRICS_MAX_AGE_SECONDS")), 3600)
+    RollupCursor.objects.get_or_create(name=CURSOR, defaults={"upto": initial})
+    return RollupCursor.objects.select_for_update().get(name=CURSOR)
+
+
+def rollup(now: datetime | None = None) -> int:
+    """Roll up every closed minute and hour up to ``now``; returns the minutes advanced.
+
+    The cursor row is locked for each chunk, so concurrent runs take turns. Each chunk also
+    redoes ``LATE_WINDOW`` before the cursor (samples a few intervals late); hours are
+    recomputed once their last minute is in, and again while late minutes may still land.
+    """
+    now = now or timezone.now()
+    end = floor_to(now - CLOSE_GRACE, 60)
+    advanced = 0
+    while True:
+        with transaction.atomic():
+            cursor = _locked_cursor(end)
+            if cursor.upto >= end:
+                break
+            start = cursor.upto - LATE_WINDOW
+            stop = min(cursor.upto + ROLLUP_CHUNK, end)
+            roll_minutes(start, stop)
+            hours_from, hours_to = floor_to(start, 3600), floor_to(stop, 3600)
+            if hours_from < hours_to:
+                roll_hours(hours_from, hours_to)
+            advanced += int((stop - cursor.upto).total_seconds() // 60)
+            cursor.upto = stop
+            cursor.save(update_fields=["upto"])
+    roll_backlog()
+    return advanced
+
+
+def roll_backlog() -> int:
+    """Redo the closed buckets that late batches landed in, then forget those batches."""
+    with transaction.atomic():
+        cursor = RollupCursor.objects.select_for_update().filter(name=CURSOR).first()
+        entries = list(RollupBacklog.objects.order_by("id")[:200]) if cursor else []
+        for entry in entries:
+            start = floor_to(entry.start, 60)
+            stop = min(floor_to(entry.end, 60) + timedelta(minutes=1), cursor.upto)
+            if start >= stop:
+                continue  # not rolled up yet: the normal run will get it
+            roll_minutes(start, stop, vm_id=entry.vm_id)
+            hours_to = min(floor_to(stop - timedelta(microseconds=1), 3600) + timedelta(hours=1),
+                           floor_to(cursor.upto, 3600))
+            if floor_to(start, 3600) < hours_to:
+                roll_hours(floor_to(start, 3600), hours_to, vm_id=entry.vm_id)
+        RollupBacklog.objects.filter(pk__in=[e.pk for e in entries]).delete()
+    return len(entries)
