@@ -6,6 +6,7 @@ from django.db.models import F
 from django.http import HttpResponse
 from ninja import Query, Router
 
+from clusters import operations as ops
 from clusters.launch import hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.api import pagination
@@ -17,9 +18,20 @@ from portal.api.common import (
     labels,
     member_count,
     path_id,
+    project,
     stored_error_json,
 )
-from portal.api.schemas import ClusterOut, ClusterPage, LaunchOut, VmPage
+from portal.api.operations import accepted
+from portal.api.schemas import (
+    AttachIn,
+    ClusterCreateIn,
+    ClusterOut,
+    ClusterPage,
+    LaunchOut,
+    OperationOut,
+    StopIn,
+    VmPage,
+)
 from portal.api.vms import VmFilters, readable_vms, vm_page
 from portal.errors import ClusterNotFound
 from portal.permissions import Perm
@@ -44,15 +56,12 @@ RUNNING_MEMBERS = member_count(status=VmStatus.RUNNING)
 def cluster_rows(user):
     """The clusters ``user`` may read as the dicts their JSON is made of (no model
     instances: the list's cost is the rows, not the ORM), member counts included."""
-    return (
-        VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ)
-        .values(
-            *CLUSTER_FIELDS,
-            zone_code=F("zone__code"),
-            type_code=F("instance_type__code"),
-            member_count=MEMBERS,
-            running_member_count=RUNNING_MEMBERS,
-        )
+    return VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ).values(
+        *CLUSTER_FIELDS,
+        zone_code=F("zone__code"),
+        type_code=F("instance_type__code"),
+        member_count=MEMBERS,
+        running_member_count=RUNNING_MEMBERS,
     )
 
 
@@ -99,7 +108,7 @@ def list_clusters(request, filters: Query[ClusterFilters]):
     return json_response({"items": items, "next_page_token": next_token})
 
 
-@router.get("/virtual-clusters/{cluster_id}", response=ClusterOut, summary="가상 클러스터")
+@router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
 def get_cluster(request, cluster_id: int):
     rows = cluster_rows(actor(request)).filter(pk=path_id(cluster_id, ClusterNotFound))
     for row in rows:
@@ -107,7 +116,9 @@ def get_cluster(request, cluster_id: int):
     raise ClusterNotFound()
 
 
-@router.get("/virtual-clusters/{cluster_id}/members", response=VmPage, summary="연결된 가상머신")
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/members", response=VmPage, summary="연결된 가상머신"
+)
 def list_members(request, cluster_id: int, filters: Query[VmFilters]):
     cluster = readable_cluster(request, cluster_id)
     return vm_page(request, readable_vms(actor(request)).filter(cluster=cluster), filters)
@@ -122,7 +133,7 @@ def _members(request, cluster):
 
 
 @router.get(
-    "/virtual-clusters/{cluster_id}/hostfile",
+    "/virtual-clusters/{int:cluster_id}/hostfile",
     summary="호스트 파일 (MPI hostfile)",
     openapi_extra={
         "responses": {
@@ -141,7 +152,9 @@ def get_hostfile(request, cluster_id: int):
     )
 
 
-@router.get("/virtual-clusters/{cluster_id}/launch", response=LaunchOut, summary="torchrun 실행")
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/launch", response=LaunchOut, summary="torchrun 실행"
+)
 def get_launch(request, cluster_id: int):
     """The torchrun command of each rank and the fabric's NCCL environment, as on the 정보
     tab (rank = member order; rank 0's address is the master)."""
@@ -165,3 +178,83 @@ def get_launch(request, cluster_id: int):
             for rank in plan.ranks
         ],
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Changes: each one clusters.operations call, answered 202 with its Operation
+
+ACCEPTED = {202: OperationOut}
+
+
+@router.post("/virtual-clusters", response=ACCEPTED, summary="가상 클러스터 생성")
+def create_cluster(request, payload: ClusterCreateIn):
+    """An empty cluster (준비중, then 미할당); the Operation is done when it is 미할당."""
+    return accepted(
+        request,
+        lambda claim: ops.create_cluster_op(
+            actor=actor(request),
+            project=project(request),
+            idempotency=claim,
+            name=payload.name,
+            zone_id=payload.zone_id,
+            instance_type_id=payload.instance_type_id,
+            fabric_type=payload.fabric_type,
+        ),
+    )
+
+
+@router.delete(
+    "/virtual-clusters/{int:cluster_id}", response=ACCEPTED, summary="가상 클러스터 삭제"
+)
+def delete_cluster(request, cluster_id: int):
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request, lambda claim: ops.delete_cluster_op(cid, actor=actor(request), idempotency=claim)
+    )
+
+
+@router.post("/virtual-clusters/{int:cluster_id}:start", response=ACCEPTED, summary="클러스터 시작")
+def start_cluster(request, cluster_id: int):
+    """Done when the cluster is 실행중, or back where it was with the reason as its error."""
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request, lambda claim: ops.start_cluster_op(cid, actor=actor(request), idempotency=claim)
+    )
+
+
+@router.post("/virtual-clusters/{int:cluster_id}:stop", response=ACCEPTED, summary="클러스터 중지")
+def stop_cluster(request, cluster_id: int, payload: StopIn | None = None):
+    """``{"stop_members": true}`` stops the running members first (멤버 가상머신도 함께 중지)."""
+    cid = path_id(cluster_id, ClusterNotFound)
+    stop_members = payload is not None and payload.stop_members
+    return accepted(
+        request,
+        lambda claim: ops.stop_cluster_op(
+            cid, actor=actor(request), stop_members=stop_members, idempotency=claim
+        ),
+    )
+
+
+@router.post(
+    "/virtual-clusters/{int:cluster_id}/members", response=ACCEPTED, summary="가상머신 연결"
+)
+def attach_members(request, cluster_id: int, payload: AttachIn):
+    """One Operation, an item per VM, each by the attach rule (one refusal blocks no other)."""
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request,
+        lambda claim: ops.attach_many(cid, payload.vm_ids, actor=actor(request), idempotency=claim),
+    )
+
+
+@router.delete(
+    "/virtual-clusters/{int:cluster_id}/members/{int:vm_id}",
+    response=ACCEPTED,
+    summary="가상머신 분리",
+)
+def detach_member(request, cluster_id: int, vm_id: int):
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request,
+        lambda claim: ops.detach_many(cid, [vm_id], actor=actor(request), idempotency=claim),
+    )

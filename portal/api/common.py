@@ -5,11 +5,9 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.utils import translation
-from ninja import Schema
 
 from portal.api import pagination
-from portal.api.problems import RequestInvalid
-from portal.errors import RuleViolation
+from portal.errors import RequestInvalid, RuleViolation
 from portal.kernel import require_id
 from vms.models import VirtualMachine
 
@@ -71,11 +69,9 @@ def member_count(**filters):
     return Coalesce(Subquery(members), 0)
 
 
-class ListFilters(Schema):
+class ListFilters(pagination.PageRequest):
     """The console's list filters and the page of a list (``order_by``: see each list)."""
 
-    page_size: int = pagination.DEFAULT_PAGE_SIZE
-    page_token: str | None = None
     status: str | None = None
     zone: str | None = None
     instance_type: str | None = None

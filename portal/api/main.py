@@ -19,13 +19,13 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError
+from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal.api import tokens
+from portal.api import catalog, clusters, operations, tokens, vms
 from portal.api.common import api_headers
 from portal.api.problems import (
     PROBLEM_TYPE,
@@ -34,10 +34,12 @@ from portal.api.problems import (
     validation_problem,
 )
 from portal.api.schemas import Problem
-from portal.errors import NotFound, RuleViolation
+from portal.errors import NotFound, RequestInvalid, RuleViolation, TokenRequired
 
-# Every authenticated operation may answer these, whatever else it documents.
+# Every authenticated operation may answer these, whatever else it documents; a change may
+# also be refused for a missing permission or by a rule.
 COMMON_ERRORS = (401, 404, 422, 429)
+CHANGE_ERRORS = (403, 409)
 SWAGGER_DIR = Path(ninja.__file__).parent / "static" / "ninja"
 SWAGGER_ASSETS = {
     "swagger-ui-bundle.js": "text/javascript",
@@ -114,10 +116,11 @@ class PortalApi(NinjaAPI):
         components.setdefault("Problem", Problem.model_json_schema())
         problem = {"$ref": "#/components/schemas/Problem"}
         for path_item in schema["paths"].values():
-            for operation in path_item.values():
+            for method, operation in path_item.items():
                 responses = operation.setdefault("responses", {})
+                errors = COMMON_ERRORS + (CHANGE_ERRORS if method != "get" else ())
                 if operation.get("security"):
-                    for status in COMMON_ERRORS:
+                    for status in errors:
                         responses.setdefault(status, {"description": HTTPStatus(status).phrase})
                 for status, response in responses.items():
                     if int(status) >= 400:
@@ -152,6 +155,16 @@ def _invalid(request, exc):
     return problem_response(request, validation_problem(exc.errors), api)
 
 
+@api.exception_handler(HttpError)
+def _http_error(request, exc):
+    """Ninja's own refusals: a body it cannot parse is invalid input like any other."""
+    if exc.status_code in (400, 422):
+        return problem_response(request, RequestInvalid(field="body", name="body"), api)
+    refusal = RuleViolation()
+    refusal.status = exc.status_code
+    return problem_response(request, refusal, api)
+
+
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return problem_response(request, NotFound(), api)
@@ -159,17 +172,11 @@ def _not_found(request, exc):
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
-    return problem_response(request, tokens.TokenRequired(), api)
+    return problem_response(request, TokenRequired(), api)
 
 
-def _register_routes() -> None:
-    from portal.api import catalog, clusters, operations, vms
-
-    for module in (catalog, clusters, vms, operations):
-        api.add_router("/", module.router)
-
-
-_register_routes()
+for _module in (catalog, clusters, vms, operations):
+    api.add_router("/", _module.router)
 
 
 @csrf_exempt

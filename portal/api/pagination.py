@@ -10,12 +10,20 @@ from datetime import datetime
 
 from django.core import signing
 from django.db.models import Q, QuerySet
+from ninja import Schema
 
-from portal.api.problems import PageTokenInvalid, RequestInvalid
+from portal.errors import PageTokenInvalid, RequestInvalid
 
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50
 SALT = "portal.api.page"
+
+
+class PageRequest(Schema):
+    """What every list takes: how many rows, from where (each list adds ``order_by``)."""
+
+    page_size: int = DEFAULT_PAGE_SIZE
+    page_token: str | None = None
 
 
 @dataclass(frozen=True)

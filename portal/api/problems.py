@@ -11,31 +11,16 @@ from http import HTTPStatus
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import translation
-from django.utils.translation import gettext_lazy as _
 from django.utils.translation.trans_real import parse_accept_lang_header
 
-from portal.errors import InvalidInput, PermissionRequired, RuleViolation
+from portal.errors import PermissionRequired, RequestInvalid, RuleViolation
 
 PROBLEM_TYPE = "application/problem+json"
+# The console's form fields that the API's bodies name by id.
+BODY_FIELDS = {"zone": "zone_id", "instance_type": "instance_type_id", "cluster": "cluster_id"}
 
 
-class RequestInvalid(InvalidInput):
-    """A request the schema refuses (a missing field, a string where an id goes)."""
 
-    code = "request_invalid"
-    default_message = _("요청 값이 올바르지 않습니다: %(name)s")
-
-
-class IdempotencyKeyReused(InvalidInput):
-    code = "idempotency_key_reused"
-    field = "Idempotency-Key"
-    default_message = _("같은 Idempotency-Key로 다른 요청을 보냈습니다. 새 키를 쓰세요.")
-
-
-class PageTokenInvalid(InvalidInput):
-    code = "page_token_invalid"
-    field = "page_token"
-    default_message = _("page_token이 올바르지 않습니다. 첫 페이지부터 다시 요청하세요.")
 
 
 def api_language(request: HttpRequest) -> str:
@@ -66,7 +51,7 @@ def problem_body(exc: RuleViolation) -> dict:
     }
     field = getattr(exc, "field", None)
     if field:
-        body["field"] = field
+        body["field"] = BODY_FIELDS.get(field, field)
     if isinstance(exc, PermissionRequired):
         body["permission"] = exc.permission
     return body

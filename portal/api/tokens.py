@@ -13,10 +13,20 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
 
 from portal.audit import attempt
-from portal.errors import InvalidInput, NotFound, RuleViolation
+from portal.errors import (
+    NotFound,
+    RateLimited,
+    TokenDaysInvalid,
+    TokenExpired,
+    TokenInvalid,
+    TokenNameRequired,
+    TokenProjectInvalid,
+    TokenRequired,
+    TokenRevoked,
+    TokenRoleGone,
+)
 from portal.kernel import parse_id
 from portal.models import ApiToken, Project, RoleBinding
 
@@ -25,62 +35,13 @@ from portal.models import ApiToken, Project, RoleBinding
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-class TokenRequired(RuleViolation):
-    code = "token_required"
-    status = 401
-    default_message = _("Authorization: Bearer 헤더에 API 토큰이 필요합니다.")
 
 
-class TokenInvalid(RuleViolation):
-    code = "token_invalid"
-    status = 401
-    default_message = _("유효하지 않은 API 토큰입니다.")
 
 
-class TokenExpired(RuleViolation):
-    code = "token_expired"
-    status = 401
-    default_message = _("만료된 API 토큰입니다.")
 
 
-class TokenRevoked(RuleViolation):
-    code = "token_revoked"
-    status = 401
-    default_message = _("폐기된 API 토큰입니다.")
 
-
-class TokenRoleGone(RuleViolation):
-    code = "token_role_gone"
-    status = 401
-    default_message = _("이 토큰의 프로젝트에 대한 역할이 없어 토큰을 쓸 수 없습니다.")
-
-
-class RateLimited(RuleViolation):
-    code = "rate_limited"
-    status = 429
-    default_message = _("요청이 너무 많습니다. 분당 %(limit)d회까지 보낼 수 있습니다.")
-
-    def __init__(self, *, limit: int, retry_after: int):
-        super().__init__(limit=limit)
-        self.retry_after = retry_after
-
-
-class TokenNameRequired(InvalidInput):
-    code = "token_name_required"
-    field = "name"
-    default_message = _("토큰 이름을 1~100자로 입력하세요.")
-
-
-class TokenDaysInvalid(InvalidInput):
-    code = "token_days_invalid"
-    field = "days"
-    default_message = _("유효 기간은 1~%(max)d일로 입력하세요.")
-
-
-class TokenProjectInvalid(InvalidInput):
-    code = "token_project_invalid"
-    field = "project"
-    default_message = _("역할이 있는 프로젝트만 선택할 수 있습니다.")
 
 
 def hash_token(secret: str) -> str:

@@ -3,12 +3,15 @@ Reads go through ``restrict()``; changes call ``vms.services`` / ``clusters.oper
 
 from ninja import Query, Router
 
+from clusters import operations as ops
 from portal.api import pagination
 from portal.api.common import ListFilters, actor, error_json, filtered, labels, path_id, project
-from portal.api.schemas import VmOut, VmPage
+from portal.api.operations import accepted
+from portal.api.schemas import OperationOut, RenameIn, VmCreateIn, VmOut, VmPage
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
 from portal.permissions import Perm
+from vms import services
 from vms.models import VirtualMachine, VmStatus
 
 router = Router(tags=["virtual-machines"])
@@ -82,8 +85,56 @@ def list_vms(request, filters: Query[VmListFilters]):
     return vm_page(request, vms, filters)
 
 
-@router.get("/virtual-machines/{vm_id}", response=VmOut, summary="가상머신")
+@router.get("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신")
 def get_vm(request, vm_id: int):
     vm = readable_vm(request, vm_id)
     visible = actor(request).has_perm(Perm.CLUSTER_READ, vm)
     return vm_json(vm, cluster_visible=visible, status_labels=labels(VmStatus))
+
+
+# ---------------------------------------------------------------------------------------------
+# Changes
+
+ACCEPTED = {202: OperationOut}
+
+
+@router.post("/virtual-machines", response=ACCEPTED, summary="가상머신 생성")
+def create_vms(request, payload: VmCreateIn):
+    """``count`` stopped VMs (``<name>-01`` … when more than one), all or none, each attached
+    to ``cluster_id`` if given: an Operation with an item per VM."""
+    return accepted(
+        request,
+        lambda claim: ops.create_vms(
+            actor=actor(request),
+            project=project(request),
+            idempotency=claim,
+            **payload.dict(),
+        ),
+    )
+
+
+@router.patch("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신 이름 변경")
+def rename_vm(request, vm_id: int, payload: RenameIn):
+    services.rename_vm(path_id(vm_id, VmNotFound), actor=actor(request), name=payload.name)
+    return get_vm(request, vm_id)
+
+
+def _vm_change(request, vm_id: int, operation):
+    vid = path_id(vm_id, VmNotFound)
+    return accepted(request, lambda claim: operation(vid, actor=actor(request), idempotency=claim))
+
+
+@router.delete("/virtual-machines/{int:vm_id}", response=ACCEPTED, summary="가상머신 삭제")
+def delete_vm(request, vm_id: int):
+    return _vm_change(request, vm_id, ops.delete_vm_op)
+
+
+@router.post("/virtual-machines/{int:vm_id}:start", response=ACCEPTED, summary="가상머신 시작")
+def start_vm(request, vm_id: int):
+    """Done when the VM is 실행중 (a member starts only while its cluster is 실행중)."""
+    return _vm_change(request, vm_id, ops.start_vm_op)
+
+
+@router.post("/virtual-machines/{int:vm_id}:stop", response=ACCEPTED, summary="가상머신 중지")
+def stop_vm(request, vm_id: int):
+    return _vm_change(request, vm_id, ops.stop_vm_op)

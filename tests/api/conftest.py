@@ -34,7 +34,7 @@ def openapi_document() -> dict:
 
 def _operation(method: str, path: str) -> dict:
     for template, item in openapi_document()["paths"].items():
-        pattern = "^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)) + "$"
+        pattern = "^" + re.sub(r"\\{[^}]+\\}", "[^/:]+", re.escape(template)) + "$"
         if re.match(pattern, path) and method.lower() in item:
             return item[method.lower()]
     raise AssertionError(f"{method} {path} is not in the OpenAPI document")
