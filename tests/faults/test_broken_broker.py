@@ -11,7 +11,7 @@ import shutil
 import pytest
 from django.urls import reverse
 
-from clusters import services as cluster_services
+from clusters import progress as cluster_progress
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.broker import ensure_folders
 from portal.celery import app
@@ -83,7 +83,7 @@ def test_a_broker_that_cannot_take_messages_leaves_the_work_to_the_reconciler(
     queue.unlink()  # the broker is back: the reconciler picks the work up
     assert client.get(reverse("healthz")).json()["broker"] == "ok"
     settings.TRANSITION_TIMEOUT_SECONDS = 0
-    cluster_services.reconcile()
+    cluster_progress.reconcile()
     assert VirtualMachine.objects.get(pk=vm.pk).status == VmStatus.RUNNING
     assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.UNALLOCATED
 

@@ -77,8 +77,10 @@ def _graph():
     nested_imports = []
     for name, path in known.items():
         for module, names, nested in imports_of(path):
-            targets = {module} | {f"{module}.{n}" for n in names}
-            for target in targets & known.keys():
+            # ``from pkg import mod`` imports the module mod; ``from pkg import name``, pkg.
+            submodules = {f"{module}.{n}" for n in names} & known.keys()
+            targets = submodules if submodules and len(submodules) == len(names) else {module}
+            for target in (targets | submodules) & known.keys():
                 if target != name:
                     graph[name].add(target)
                     if nested:
