@@ -27,10 +27,26 @@ from pathlib import Path
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_SERVER, EXIT_TIMEOUT = 1, 2, 3, 4, 5, 6
 COLUMNS = {
-    "cluster": ("id", "name", "status", "fabric_type", "instance_type", "zone", "member_count",
-                "running_member_count"),
-    "vm": ("id", "name", "status", "zone", "instance_type", "billing_type", "cluster_id",
-           "private_ip"),
+    "cluster": (
+        "id",
+        "name",
+        "status",
+        "fabric_type",
+        "instance_type",
+        "zone",
+        "member_count",
+        "running_member_count",
+    ),
+    "vm": (
+        "id",
+        "name",
+        "status",
+        "zone",
+        "instance_type",
+        "billing_type",
+        "cluster_id",
+        "private_ip",
+    ),
     "op": ("id", "kind", "done", "created_at", "finished_at"),
     "item": ("vm_id", "target_name", "status", "error"),
 }
@@ -171,8 +187,11 @@ def wait(client: Client, op: dict, timeout: float, poll: float) -> dict:
         if progress != last:
             print(progress, file=sys.stderr)
             last = progress
-    failures = [f"{item['target_name']}: {item['error']['message']}"
-                for item in op["items"] if item["status"] == "FAILED" and item["error"]]
+    failures = [
+        f"{item['target_name']}: {item['error']['message']}"
+        for item in op["items"]
+        if item["status"] == "FAILED" and item["error"]
+    ]
     if op.get("error"):
         failures.insert(0, op["error"]["message"])
     if failures:
@@ -194,8 +213,12 @@ def accepted(client: Client, args, op: dict) -> None:
 def cluster_command(client: Client, args) -> None:
     action = args.action
     if action == "list":
-        query = {"status": args.status, "zone": args.zone, "instance_type": args.instance_type,
-                 "name": args.name}
+        query = {
+            "status": args.status,
+            "zone": args.zone,
+            "instance_type": args.instance_type,
+            "name": args.name,
+        }
         return show(args, list(client.pages("/virtual-clusters", query)), "cluster")
     if action == "create":
         body = {
@@ -217,8 +240,6 @@ def cluster_command(client: Client, args) -> None:
             return show(args, plan, "launch")
         print("\n".join(f"export {k}={v}" for k, v in plan["nccl_env"].items()))
         return print("\n".join(f"# {r['vm_name']}\n{r['command']}" for r in plan["ranks"]))
-    if action == "rename":
-        return accepted(client, args, client.call("PATCH", path, {"name": args.name}))
     if action == "delete":
         return accepted(client, args, client.call("DELETE", path))
     if action == "start":
@@ -238,8 +259,12 @@ def cluster_command(client: Client, args) -> None:
 def vm_command(client: Client, args) -> None:
     action = args.action
     if action == "list":
-        query = {"status": args.status, "zone": args.zone, "name": args.name,
-                 "cluster": resolve(client, "cluster", args.cluster) if args.cluster else None}
+        query = {
+            "status": args.status,
+            "zone": args.zone,
+            "name": args.name,
+            "cluster": resolve(client, "cluster", args.cluster) if args.cluster else None,
+        }
         return show(args, list(client.pages("/virtual-machines", query)), "vm")
     if action == "create":
         body = {
@@ -268,9 +293,12 @@ def op_command(client: Client, args) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="vc", description=__doc__.split("\n\n")[0],
-                                   epilog=__doc__.split("\n\n", 2)[2],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = argparse.ArgumentParser(
+        prog="vc",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     root.add_argument("--url", help="portal URL (VC_URL)")
     root.add_argument("--token", help="API token vcp_… (VC_TOKEN)")
     root.add_argument("--output", "-o", choices=("table", "json"), default="table")
@@ -298,12 +326,13 @@ def parser() -> argparse.ArgumentParser:
     action(cluster, "list", filters=("--status", "--zone", "--instance-type", "--name"))
     action(cluster, "get", "cluster")
     action(cluster, "create", "name", waits=True, placed=True).add_argument(
-        "--fabric", required=True, choices=("INFINIBAND", "ROCE_V2"))
-    action(cluster, "rename", "cluster", "name")
+        "--fabric", required=True, choices=("INFINIBAND", "ROCE_V2")
+    )
     action(cluster, "delete", "cluster", waits=True)
     action(cluster, "start", "cluster", waits=True)
     action(cluster, "stop", "cluster", waits=True).add_argument(
-        "--stop-members", action="store_true", help="stop running members first")
+        "--stop-members", action="store_true", help="stop running members first"
+    )
     action(cluster, "attach", "cluster", "vms", waits=True)
     action(cluster, "detach", "cluster", "vm", waits=True)
     action(cluster, "hostfile", "cluster")

@@ -1,5 +1,5 @@
-"""virtual-clusters: list, read, create, rename, delete, start, stop, members, hostfile,
-launch. Reads go through ``restrict()``; every change is a ``clusters.operations`` call
+"""virtual-clusters: list, read, create, delete, start, stop, members, hostfile, launch.
+Reads go through ``restrict()``; every change is a ``clusters.operations`` call
 answered 202 with its Operation."""
 
 from django.db.models import F
@@ -50,7 +50,7 @@ CLUSTER_FIELDS = (
     "error_code", "error_params", "created_at", "status_changed_at",
 )  # fmt: skip
 MEMBERS = member_count()
-RUNNING_MEMBERS = member_count(status=VmStatus.RUNNING)
+RUNNING_MEMBERS = member_count(VmStatus.RUNNING)
 
 
 def cluster_rows(user):

@@ -1,8 +1,8 @@
 """What every resource module shares: who is calling, ids from paths, stored errors."""
 
 import orjson
-from django.db.models import Count, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import IntegerField, QuerySet
+from django.db.models.expressions import RawSQL
 from django.http import HttpResponse
 from django.utils import translation
 
@@ -55,18 +55,16 @@ def api_headers(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def member_count(**filters):
-    """Members of each cluster (matching ``filters``) as a correlated subquery: it runs for
-    the rows of the page only. Build it once (a module constant): expressions are copied
-    when a query uses them, and building one costs more than the detail's SQL."""
-    members = (
-        VirtualMachine.objects.filter(cluster=OuterRef("pk"), **filters)
-        .order_by()
-        .values("cluster")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(members), 0)
+def member_count(status: str | None = None) -> RawSQL:
+    """Members of each cluster (of ``status``, if given) as a correlated subquery, written as
+    SQL: the ORM's Subquery cost more to compile (1.1 ms for two) than the detail's whole SQL
+    takes to run; this runs for the rows of the page only."""
+    vms = VirtualMachine._meta.db_table
+    clusters = VirtualMachine._meta.get_field("cluster").related_model._meta.db_table
+    sql = f"SELECT count(*) FROM {vms} m WHERE m.cluster_id = {clusters}.id"
+    if status is None:
+        return RawSQL(sql, (), output_field=IntegerField())
+    return RawSQL(f"{sql} AND m.status = %s", (status,), output_field=IntegerField())
 
 
 class ListFilters(pagination.PageRequest):

@@ -20,9 +20,6 @@ PROBLEM_TYPE = "application/problem+json"
 BODY_FIELDS = {"zone": "zone_id", "instance_type": "instance_type_id", "cluster": "cluster_id"}
 
 
-
-
-
 def api_language(request: HttpRequest) -> str:
     """The first supported language of Accept-Language by quality, else Korean."""
     supported = {code for code, _name in settings.LANGUAGES}

@@ -35,15 +35,6 @@ from portal.models import ApiToken, Project, RoleBinding
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-
-
-
-
-
-
-
-
-
 def hash_token(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -54,9 +45,7 @@ def token_projects(user):
     return Project.objects.filter(bindings__user=user).order_by("name")
 
 
-def issue_token(
-    *, user, project_id, name, days=ApiToken.DEFAULT_DAYS
-) -> tuple[ApiToken, str]:
+def issue_token(*, user, project_id, name, days=ApiToken.DEFAULT_DAYS) -> tuple[ApiToken, str]:
     """A new token of ``user`` for a project they hold a role in, and its secret (shown
     once, never stored). Audited like every other change."""
     with attempt("token.create", actor=user, target_type="api_token") as att:
@@ -91,9 +80,7 @@ def revoke_token(token_id, *, user) -> ApiToken:
     """Revoke one of ``user``'s own tokens (another's is a 404); it stops working at once."""
     with attempt("token.revoke", actor=user, target_type="api_token") as att:
         token = (
-            ApiToken.objects.select_for_update()
-            .filter(user=user, pk=parse_id(token_id))
-            .first()
+            ApiToken.objects.select_for_update().filter(user=user, pk=parse_id(token_id)).first()
         )
         if token is None:
             raise NotFound()

@@ -41,8 +41,23 @@ def ok(result):
 
 def test_cluster_life_through_the_cli(vc, world, worker):  # noqa: F811
     place = ("--zone", "kr-central-1a", "--instance-type", "gpu.h100x8")
-    created = json.loads(ok(vc("-o", "json", "cluster", "create", "e2e", *place,
-                               "--fabric", "INFINIBAND", "--wait", "--poll", "0.1")))
+    created = json.loads(
+        ok(
+            vc(
+                "-o",
+                "json",
+                "cluster",
+                "create",
+                "e2e",
+                *place,
+                "--fabric",
+                "INFINIBAND",
+                "--wait",
+                "--poll",
+                "0.1",
+            )
+        )
+    )
     assert created["done"] and created["kind"] == "create_cluster"
     cluster = VirtualCluster.objects.get(name="e2e")
     assert cluster.status == ClusterStatus.UNALLOCATED

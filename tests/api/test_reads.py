@@ -21,10 +21,16 @@ def test_instance_types_name_the_fabrics_of_each_zone(api, secrets, world):
     types = api.get("/instance-types?zone=kr-central-1b", token=secrets["viewer"]).json()
     by_code = {t["code"]: t["offerings"] for t in types}
     assert by_code == {
-        "gpu.h100x8": [{"zone_id": world.zone_b.pk, "zone": "kr-central-1b",
-                        "fabrics": ["INFINIBAND", "ROCE_V2"]}],
-        "gpu.l40sx4": [{"zone_id": world.zone_b.pk, "zone": "kr-central-1b",
-                        "fabrics": ["ROCE_V2"]}],
+        "gpu.h100x8": [
+            {
+                "zone_id": world.zone_b.pk,
+                "zone": "kr-central-1b",
+                "fabrics": ["INFINIBAND", "ROCE_V2"],
+            }
+        ],
+        "gpu.l40sx4": [
+            {"zone_id": world.zone_b.pk, "zone": "kr-central-1b", "fabrics": ["ROCE_V2"]}
+        ],
     }
     assert api.get("/instance-types?zone=nowhere", token=secrets["viewer"]).json() == []
 
@@ -68,8 +74,9 @@ def test_a_page_token_of_another_order_is_refused(api, secrets, world):
     token = api.get("/virtual-clusters?page_size=1", token=secrets["viewer"]).json()[
         "next_page_token"
     ]
-    response = api.get(f"/virtual-clusters?order_by=name&page_token={token}",
-                       token=secrets["viewer"])
+    response = api.get(
+        f"/virtual-clusters?order_by=name&page_token={token}", token=secrets["viewer"]
+    )
     assert response.json()["code"] == "page_token_invalid"
 
 
@@ -93,8 +100,11 @@ def test_cluster_json_counts_members_and_speaks_the_callers_language(api, secret
 
     cluster.set_error(CapacityUnavailable())
     cluster.save()
-    body = api.get(f"/virtual-clusters/{cluster.pk}", token=secrets["viewer"],
-                   headers={"Accept-Language": "en"}).json()
+    body = api.get(
+        f"/virtual-clusters/{cluster.pk}",
+        token=secrets["viewer"],
+        headers={"Accept-Language": "en"},
+    ).json()
     assert (body["member_count"], body["running_member_count"]) == (3, 1)
     assert (body["status"], body["status_label"]) == ("RUNNING", "Running")
     assert body["last_error"]["code"] == "capacity_unavailable"
@@ -127,12 +137,12 @@ def test_members_hostfile_and_launch_lines_are_the_info_tabs(api, login, secrets
         vm.save()
     token = secrets["viewer"]
     assert names(api.get(f"/virtual-clusters/{cluster.pk}/members", token=token)) == [
-        "ib-m0", "ib-m1"]
+        "ib-m0",
+        "ib-m1",
+    ]
     hostfile = api.get(f"/virtual-clusters/{cluster.pk}/hostfile", token=token)
     assert hostfile["Content-Type"].startswith("text/plain")
-    assert hostfile.content.decode() == (
-        "10.0.0.10 slots=8  # ib-m0\n10.0.0.11 slots=8  # ib-m1\n"
-    )
+    assert hostfile.content.decode() == ("10.0.0.10 slots=8  # ib-m0\n10.0.0.11 slots=8  # ib-m1\n")
     launch = api.get(f"/virtual-clusters/{cluster.pk}/launch", token=token).json()
     assert launch["master_addr"] == "10.0.0.10" and launch["nnodes"] == 2
     assert launch["nccl_env"]["NCCL_IB_HCA"] == "mlx5"
@@ -165,5 +175,7 @@ def test_vm_list_filters_by_cluster(api, secrets, world):
     world.vm("loose")
     token = secrets["viewer"]
     assert names(api.get(f"/virtual-machines?cluster={cluster.pk}", token=token)) == [
-        "c-m0", "c-m1"]
+        "c-m0",
+        "c-m1",
+    ]
     assert names(api.get("/virtual-machines?cluster=99999999999999999999", token=token)) == []

@@ -26,7 +26,7 @@ def test_create_shows_the_secret_once_then_lists_its_prefix(login, world):
     assert "no-store" in response["Cache-Control"]
     token = ApiToken.objects.get(user=world.users["operator"])
     page = response.content.decode()
-    secret = page.split('data-token>')[1].split("<")[0]
+    secret = page.split("data-token>")[1].split("<")[0]
     assert tokens.hash_token(secret) == token.token_hash
     later = client.get(reverse("api_tokens")).content.decode()
     assert secret not in later

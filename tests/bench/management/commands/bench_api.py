@@ -100,16 +100,20 @@ class Command(BaseCommand):
     def run_bench(self):
         started = time.perf_counter()
         secrets, clusters = self.world()
-        self.say(f"data: 10 + {self.opts['clusters']:,} clusters "
-                 f"({time.perf_counter() - started:.1f} s)")
+        self.say(
+            f"data: 10 + {self.opts['clusters']:,} clusters ({time.perf_counter() - started:.1f} s)"
+        )
         handler = WSGIHandler()
         list_path = "/api/v1/virtual-clusters"
         pages = {
             "floor": ("/__bench__/api-floor/", "", secrets["large"]),
             "list10": (list_path, "page_size=50", secrets["small"]),
             "list10k": (list_path, "page_size=50", secrets["large"]),
-            "last10k": (list_path, "page_size=50&page_token=" + self.last_token(
-                handler, secrets["large"]), secrets["large"]),
+            "last10k": (
+                list_path,
+                "page_size=50&page_token=" + self.last_token(handler, secrets["large"]),
+                secrets["large"],
+            ),
             "detail": (f"{list_path}/{clusters['large'][-1].pk}", "", secrets["large"]),
         }
         for secret in secrets.values():  # last_used_at written now, not inside a count
@@ -160,8 +164,11 @@ class Command(BaseCommand):
             p95 = statistics.quantiles(values, n=20, method="inclusive")[-1]
             self.say(f"{key:10} {counts[key]:>7} {median:>8.2f} {p95:>8.2f} {median / floor:>8.2f}")
         checks = [
-            ("queries equal at 10 and 10,000", f"{counts['list10']} vs {counts['list10k']}",
-             counts["list10"] == counts["list10k"]),
+            (
+                "queries equal at 10 and 10,000",
+                f"{counts['list10']} vs {counts['list10k']}",
+                counts["list10"] == counts["list10k"],
+            ),
         ]
         for key, limit in TARGETS.items():
             ratio = statistics.median(samples[key]) / floor
