@@ -78,10 +78,14 @@ def test_cluster_life_through_the_cli(vc, world, worker):  # noqa: F811
     hostfile = ok(vc("cluster", "hostfile", "e2e")).splitlines()
     ips = VirtualMachine.objects.order_by("pk").values_list("private_ip", flat=True)
     assert hostfile == [f"{ip} slots=8  # node-0{i + 1}" for i, ip in enumerate(ips)]
+    launch = ok(vc("cluster", "launch", "e2e"))
+    assert "export NCCL_IB_HCA=mlx5" in launch and "--node_rank=1" in launch
     listed = ok(vc("cluster", "list"))
     assert "e2e" in listed and "RUNNING" in listed.splitlines()[1]
 
-    ok(vc("cluster", "stop", "e2e", "--stop-members", "--wait", "--poll", "0.1"))
+    stopping = json.loads(ok(vc("-o", "json", "cluster", "stop", "e2e", "--stop-members")))
+    waited = json.loads(ok(vc("-o", "json", "op", "wait", str(stopping["id"]), "--poll", "0.1")))
+    assert waited["done"] and waited["error"] is None
     assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.TERMINATED
     assert set(VirtualMachine.objects.values_list("status", flat=True)) == {VmStatus.STOPPED}
     ok(vc("cluster", "delete", "e2e", "--wait"))
