@@ -27,6 +27,7 @@ from ninja.security import HttpBearer
 
 from portal.api import catalog, clusters, operations, tokens, vms
 from portal.api.common import api_headers
+from portal.api.errors import RequestInvalid, TokenRequired
 from portal.api.problems import (
     PROBLEM_TYPE,
     activate_api_language,
@@ -34,7 +35,7 @@ from portal.api.problems import (
     validation_problem,
 )
 from portal.api.schemas import Problem
-from portal.errors import NotFound, RequestInvalid, RuleViolation, TokenRequired
+from portal.errors import NotFound, RuleViolation
 
 # Every authenticated operation may answer these, whatever else it documents; a change may
 # also be refused for a missing permission or by a rule.

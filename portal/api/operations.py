@@ -18,8 +18,9 @@ from clusters.models import Operation
 from clusters.operations import visible_operations
 from portal.api import pagination
 from portal.api.common import actor, json_response, labels, path_id, stored_error_json
+from portal.api.errors import IdempotencyKeyReused, RequestInvalid
 from portal.api.schemas import OperationOut, OperationPage
-from portal.errors import IdempotencyKeyReused, NotFound, RequestInvalid
+from portal.errors import NotFound
 from portal.kernel import parse_id
 
 router = Router(tags=["operations"])

@@ -12,7 +12,7 @@ from django.core import signing
 from django.db.models import Q, QuerySet
 from ninja import Schema
 
-from portal.errors import PageTokenInvalid, RequestInvalid
+from portal.api.errors import PageTokenInvalid, RequestInvalid
 
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50

@@ -14,9 +14,7 @@ from django.core.cache import cache
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
-from portal.audit import attempt
-from portal.errors import (
-    NotFound,
+from portal.api.errors import (
     RateLimited,
     TokenDaysInvalid,
     TokenExpired,
@@ -27,6 +25,8 @@ from portal.errors import (
     TokenRevoked,
     TokenRoleGone,
 )
+from portal.audit import attempt
+from portal.errors import NotFound
 from portal.kernel import parse_id
 from portal.models import ApiToken, Project, RoleBinding
 
