@@ -6,7 +6,6 @@ from playwright.sync_api import expect
 
 from tests.api.conftest import openapi_document
 from tests.browser.conftest import (  # noqa: F401 - the fixtures
-    browser_context_args,
     browser_type_launch_args,
     page,
 )
