@@ -21,6 +21,8 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import services, views_members
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
+from clusters.launch import fabric_usage as _fabric_usage
+from clusters.launch import hostfile_text
 from clusters.models import (
     DELETABLE,
     STARTABLE,
@@ -39,7 +41,7 @@ from portal.kernel import check_perm
 from portal.models import AuditEvent
 from portal.permissions import Perm
 from portal.rendering import render_form
-from vms.models import FabricType, VirtualMachine
+from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
 # Members in node_rank order (torchrun's --node_rank, the hostfile): a 교체 spare takes the
@@ -261,50 +263,6 @@ def _fingerprint(user, cluster, members):
     if user.has_perm(Perm.VM_READ, cluster):
         shown.append(members.digest)
     return salted_hmac("cluster-fingerprint", ":".join(shown)).hexdigest()[:20]
-
-
-NCCL_ENV = {
-    FabricType.INFINIBAND: [
-        ("NCCL_IB_DISABLE", "0"),
-        ("NCCL_IB_HCA", "mlx5"),
-        ("NCCL_NET_GDR_LEVEL", "PHB"),
-        ("NCCL_SOCKET_IFNAME", "eth0"),
-    ],
-    FabricType.ROCE_V2: [
-        ("NCCL_IB_DISABLE", "0"),
-        ("NCCL_IB_HCA", "mlx5"),
-        ("NCCL_IB_GID_INDEX", "3"),
-        ("NCCL_IB_TC", "106"),
-        ("NCCL_SOCKET_IFNAME", "eth0"),
-    ],
-}
-MASTER_PORT = 29500
-
-
-def _fabric_usage(cluster, members):
-    """The ready-to-paste lines of the Info tab, filled in from the real members."""
-    if not members:
-        return None
-    gpus = cluster.instance_type.gpu_count
-    master = members[0].private_ip or "<master-ip>"
-    commands = [
-        {
-            "vm": vm,
-            "line": (
-                f"torchrun --nproc_per_node={gpus} --nnodes={len(members)} "
-                f"--node_rank={rank} --master_addr={master} "
-                f"--master_port={MASTER_PORT} train.py"
-            ),
-        }
-        for rank, vm in enumerate(members)
-    ]
-    env = "\n".join(f"export {key}={value}" for key, value in NCCL_ENV[cluster.fabric_type])
-    return {"commands": commands, "nccl_env": env, "master": master}
-
-
-def hostfile_text(cluster, members):
-    gpus = cluster.instance_type.gpu_count
-    return "".join(f"{vm.private_ip} slots={gpus}  # {vm.name}\n" for vm in members)
 
 
 def _render_tab(request, pk, tab):

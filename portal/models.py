@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.errors import RuleViolation
@@ -189,3 +190,49 @@ class AuditEvent(models.Model):
     @property
     def action_label(self) -> str:
         return action_label(self.action)
+
+
+class ApiToken(models.Model):
+    """A personal access token for the API (``vcp_…``): one user, one project.
+
+    Only its SHA-256 is kept; the secret is shown once. It acts with the user's *current*
+    role in ``project`` (read on every request), so it never does more than the user may,
+    and stops the moment it is revoked, expires or the role is gone.
+    """
+
+    PREFIX = "vcp_"
+    DEFAULT_DAYS = 90
+    MAX_DAYS = 365
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        verbose_name=_("사용자"),
+    )
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("프로젝트")
+    )
+    name = models.CharField(_("이름"), max_length=100)
+    token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
+    # The first characters, so a user can tell their tokens apart without the secret.
+    prefix = models.CharField(_("토큰 앞부분"), max_length=12)
+    created_at = models.DateTimeField(_("발급일"), auto_now_add=True)
+    expires_at = models.DateTimeField(_("만료일"))
+    last_used_at = models.DateTimeField(_("마지막 사용"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("폐기일"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("API 토큰")
+        verbose_name_plural = _("API 토큰")
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def state(self) -> str:
+        """``revoked``, ``expired`` or ``active`` (what the API 토큰 page shows)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expires_at <= timezone.now() else "active"

@@ -3,6 +3,8 @@ from django.urls import include, path
 from django.views.i18n import set_language
 
 from portal import views
+from portal.api import pages as api_pages
+from portal.api.main import api, api_not_found, swagger_asset
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,4 +17,10 @@ urlpatterns = [
     path("vms/", include("vms.urls")),
     path("", include("metrics.urls")),
     path("admin/", admin.site.urls),
+    path("account/api-tokens/", api_pages.token_list, name="api_tokens"),
+    path("account/api-tokens/<int:pk>/revoke/", api_pages.token_revoke, name="api_token_revoke"),
+    path("api/v1/docs/assets/<str:name>", swagger_asset, name="api_docs_asset"),
+    path("api/v1/", api.urls),
+    # Anything else under the API is a problem+json 404, not the console's HTML page.
+    path("api/v1/<path:rest>", api_not_found),
 ]

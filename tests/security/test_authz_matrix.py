@@ -20,7 +20,8 @@ from tests.conftest import PASSWORD
 from vms.models import VirtualMachine, VmStatus
 
 ROLES = ("anonymous", "norole", "viewer", "operator", "admin", "other")
-SKIPPED_PREFIXES = ("admin/", settings.STATIC_URL.lstrip("/"))
+# The API (bearer tokens, problem+json) has its own matrix: tests/api/test_authz_matrix.py.
+SKIPPED_PREFIXES = ("admin/", "api/v1/", settings.STATIC_URL.lstrip("/"))
 
 
 def discover_urls():
@@ -260,6 +261,10 @@ MATRIX = {
     ],
     "set_language": [Case("post", everyone(Expect(302)), data={"language": "en"})],
     "healthz": [Case("get", everyone(Expect(200)))],
+    # A user's own API tokens: no project role needed to see the page; a token id that is
+    # not the user's (here: none of theirs) is a 404 (tests/api/test_token_page.py).
+    "api_tokens": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
+    "api_token_revoke": [Case("post", everyone(NOT_FOUND, anonymous=LOGIN), target="cluster")],
     "clusters:cluster_list": [
         Case("get", project_list("cluster", "other_cluster")),
         Case("get", project_list("cluster", "other_cluster"), query="q=cluster&status=UNALLOCATED"),

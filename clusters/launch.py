@@ -1,0 +1,80 @@
+"""How to use a running cluster's fabric: the hostfile and, per rank, the torchrun line and
+the NCCL environment, filled in from the real members.
+
+One module for the Info tab (``clusters.views``) and the API (``/hostfile``, ``/launch``),
+so the two never print different commands.
+"""
+
+from dataclasses import dataclass
+
+from vms.models import FabricType
+
+NCCL_ENV = {
+    FabricType.INFINIBAND: [
+        ("NCCL_IB_DISABLE", "0"),
+        ("NCCL_IB_HCA", "mlx5"),
+        ("NCCL_NET_GDR_LEVEL", "PHB"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+    ],
+    FabricType.ROCE_V2: [
+        ("NCCL_IB_DISABLE", "0"),
+        ("NCCL_IB_HCA", "mlx5"),
+        ("NCCL_IB_GID_INDEX", "3"),
+        ("NCCL_IB_TC", "106"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+    ],
+}
+MASTER_PORT = 29500
+MASTER_PLACEHOLDER = "<master-ip>"
+
+
+@dataclass(frozen=True)
+class Rank:
+    node_rank: int
+    vm: object
+    command: str
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    master_addr: str
+    master_port: int
+    nproc_per_node: int
+    ranks: list[Rank]
+    nccl_env: list[tuple[str, str]]
+
+    @property
+    def env_lines(self) -> str:
+        return "\n".join(f"export {key}={value}" for key, value in self.nccl_env)
+
+
+def launch_plan(cluster, members) -> LaunchPlan:
+    """The torchrun command of each member (rank = position in ``members``, the first is the
+    master) and the NCCL variables of the cluster's fabric."""
+    gpus = cluster.instance_type.gpu_count
+    master = (members[0].private_ip if members else None) or MASTER_PLACEHOLDER
+    ranks = [
+        Rank(
+            rank,
+            vm,
+            f"torchrun --nproc_per_node={gpus} --nnodes={len(members)} "
+            f"--node_rank={rank} --master_addr={master} "
+            f"--master_port={MASTER_PORT} train.py",
+        )
+        for rank, vm in enumerate(members)
+    ]
+    return LaunchPlan(master, MASTER_PORT, gpus, ranks, NCCL_ENV[cluster.fabric_type])
+
+
+def fabric_usage(cluster, members) -> dict | None:
+    """The ready-to-paste lines of the Info tab, filled in from the real members."""
+    if not members:
+        return None
+    plan = launch_plan(cluster, members)
+    commands = [{"vm": rank.vm, "line": rank.command} for rank in plan.ranks]
+    return {"commands": commands, "nccl_env": plan.env_lines, "master": plan.master_addr}
+
+
+def hostfile_text(cluster, members) -> str:
+    gpus = cluster.instance_type.gpu_count
+    return "".join(f"{vm.private_ip} slots={gpus}  # {vm.name}\n" for vm in members)

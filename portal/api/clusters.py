@@ -1,0 +1,260 @@
+"""virtual-clusters: list, read, create, delete, start, stop, members, hostfile, launch.
+Reads go through ``restrict()``; every change is a ``clusters.operations`` call
+answered 202 with its Operation."""
+
+from django.db.models import F
+from django.http import HttpResponse
+from ninja import Query, Router
+
+from clusters import operations as ops
+from clusters.launch import hostfile_text, launch_plan
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.api import pagination
+from portal.api.common import (
+    ListFilters,
+    actor,
+    filtered,
+    json_response,
+    labels,
+    member_count,
+    path_id,
+    project,
+    stored_error_json,
+)
+from portal.api.operations import accepted
+from portal.api.schemas import (
+    AttachIn,
+    ClusterCreateIn,
+    ClusterOut,
+    ClusterPage,
+    LaunchOut,
+    OperationOut,
+    StopIn,
+    VmPage,
+)
+from portal.api.vms import VmFilters, readable_vms, vm_page
+from portal.errors import ClusterNotFound
+from portal.permissions import Perm
+from vms.models import VirtualMachine, VmStatus
+
+router = Router(tags=["virtual-clusters"])
+ORDERS = pagination.orders("created_at", "name")
+
+
+class ClusterFilters(ListFilters):
+    order_by: str = "-created_at"
+
+
+CLUSTER_FIELDS = (
+    "id", "project_id", "name", "zone_id", "instance_type_id", "fabric_type", "status",
+    "error_code", "error_params", "created_at", "status_changed_at",
+)  # fmt: skip
+MEMBERS = member_count()
+RUNNING_MEMBERS = member_count(VmStatus.RUNNING)
+
+
+def cluster_rows(user):
+    """The clusters ``user`` may read as the dicts their JSON is made of (no model
+    instances: the list's cost is the rows, not the ORM), member counts included."""
+    return VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ).values(
+        *CLUSTER_FIELDS,
+        zone_code=F("zone__code"),
+        type_code=F("instance_type__code"),
+        member_count=MEMBERS,
+        running_member_count=RUNNING_MEMBERS,
+    )
+
+
+def readable_cluster(request, cluster_id: int) -> VirtualCluster:
+    cluster = (
+        VirtualCluster.objects.restrict(actor(request), Perm.CLUSTER_READ)
+        .select_related("instance_type")
+        .filter(pk=path_id(cluster_id, ClusterNotFound))
+        .first()
+    )
+    if cluster is None:
+        raise ClusterNotFound()
+    return cluster
+
+
+def cluster_json(row: dict, status_labels: dict[str, str]) -> dict:
+    return {
+        "id": row["id"],
+        "project_id": row["project_id"],
+        "name": row["name"],
+        "zone_id": row["zone_id"],
+        "zone": row["zone_code"],
+        "instance_type_id": row["instance_type_id"],
+        "instance_type": row["type_code"],
+        "fabric_type": row["fabric_type"],
+        "status": row["status"],
+        "status_label": status_labels[row["status"]],
+        "member_count": row["member_count"],
+        "running_member_count": row["running_member_count"],
+        "last_error": stored_error_json(row["error_code"], row["error_params"]),
+        "created_at": row["created_at"],
+        "status_changed_at": row["status_changed_at"],
+    }
+
+
+@router.get("/virtual-clusters", response=ClusterPage, summary="가상 클러스터 목록")
+def list_clusters(request, filters: Query[ClusterFilters]):
+    """Filters as on the console (삭제됨 is hidden unless ``status`` asks for it); keyset
+    pages, ``order_by`` one of created_at, -created_at, name, -name."""
+    clusters = filtered(cluster_rows(actor(request)), filters, ClusterStatus.values)
+    rows, next_token = pagination.page(clusters, ORDERS, filters)
+    status_labels = labels(ClusterStatus)
+    items = [cluster_json(row, status_labels) for row in rows]
+    return json_response({"items": items, "next_page_token": next_token})
+
+
+@router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
+def get_cluster(request, cluster_id: int):
+    rows = cluster_rows(actor(request)).filter(pk=path_id(cluster_id, ClusterNotFound))
+    for row in rows:
+        return json_response(cluster_json(row, labels(ClusterStatus)))
+    raise ClusterNotFound()
+
+
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/members", response=VmPage, summary="연결된 가상머신"
+)
+def list_members(request, cluster_id: int, filters: Query[VmFilters]):
+    cluster = readable_cluster(request, cluster_id)
+    return vm_page(request, readable_vms(actor(request)).filter(cluster=cluster), filters)
+
+
+def _members(request, cluster):
+    return list(
+        VirtualMachine.objects.restrict(actor(request), Perm.VM_READ)
+        .filter(cluster=cluster)
+        .order_by("pk")
+    )
+
+
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/hostfile",
+    summary="호스트 파일 (MPI hostfile)",
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "One line per member: IP slots=GPUs",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def get_hostfile(request, cluster_id: int):
+    cluster = readable_cluster(request, cluster_id)
+    return HttpResponse(
+        hostfile_text(cluster, _members(request, cluster)),
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/launch", response=LaunchOut, summary="torchrun 실행"
+)
+def get_launch(request, cluster_id: int):
+    """The torchrun command of each rank and the fabric's NCCL environment, as on the 정보
+    tab (rank = member order; rank 0's address is the master)."""
+    cluster = readable_cluster(request, cluster_id)
+    members = _members(request, cluster)
+    plan = launch_plan(cluster, members)
+    return {
+        "master_addr": plan.master_addr,
+        "master_port": plan.master_port,
+        "nproc_per_node": plan.nproc_per_node,
+        "nnodes": len(members),
+        "nccl_env": dict(plan.nccl_env),
+        "ranks": [
+            {
+                "node_rank": rank.node_rank,
+                "vm_id": rank.vm.pk,
+                "vm_name": rank.vm.name,
+                "private_ip": rank.vm.private_ip,
+                "command": rank.command,
+            }
+            for rank in plan.ranks
+        ],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Changes: each one clusters.operations call, answered 202 with its Operation
+
+ACCEPTED = {202: OperationOut}
+
+
+@router.post("/virtual-clusters", response=ACCEPTED, summary="가상 클러스터 생성")
+def create_cluster(request, payload: ClusterCreateIn):
+    """An empty cluster (준비중, then 미할당); the Operation is done when it is 미할당."""
+    return accepted(
+        request,
+        lambda claim: ops.create_cluster_op(
+            actor=actor(request),
+            project=project(request),
+            idempotency=claim,
+            name=payload.name,
+            zone_id=payload.zone_id,
+            instance_type_id=payload.instance_type_id,
+            fabric_type=payload.fabric_type,
+        ),
+    )
+
+
+@router.delete(
+    "/virtual-clusters/{int:cluster_id}", response=ACCEPTED, summary="가상 클러스터 삭제"
+)
+def delete_cluster(request, cluster_id: int):
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request, lambda claim: ops.delete_cluster_op(cid, actor=actor(request), idempotency=claim)
+    )
+
+
+@router.post("/virtual-clusters/{int:cluster_id}:start", response=ACCEPTED, summary="클러스터 시작")
+def start_cluster(request, cluster_id: int):
+    """Done when the cluster is 실행중, or back where it was with the reason as its error."""
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request, lambda claim: ops.start_cluster_op(cid, actor=actor(request), idempotency=claim)
+    )
+
+
+@router.post("/virtual-clusters/{int:cluster_id}:stop", response=ACCEPTED, summary="클러스터 중지")
+def stop_cluster(request, cluster_id: int, payload: StopIn | None = None):
+    """``{"stop_members": true}`` stops the running members first (멤버 가상머신도 함께 중지)."""
+    cid = path_id(cluster_id, ClusterNotFound)
+    stop_members = payload is not None and payload.stop_members
+    return accepted(
+        request,
+        lambda claim: ops.stop_cluster_op(
+            cid, actor=actor(request), stop_members=stop_members, idempotency=claim
+        ),
+    )
+
+
+@router.post(
+    "/virtual-clusters/{int:cluster_id}/members", response=ACCEPTED, summary="가상머신 연결"
+)
+def attach_members(request, cluster_id: int, payload: AttachIn):
+    """One Operation, an item per VM, each by the attach rule (one refusal blocks no other)."""
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request,
+        lambda claim: ops.attach_many(cid, payload.vm_ids, actor=actor(request), idempotency=claim),
+    )
+
+
+@router.delete(
+    "/virtual-clusters/{int:cluster_id}/members/{int:vm_id}",
+    response=ACCEPTED,
+    summary="가상머신 분리",
+)
+def detach_member(request, cluster_id: int, vm_id: int):
+    cid = path_id(cluster_id, ClusterNotFound)
+    return accepted(
+        request,
+        lambda claim: ops.detach_many(cid, [vm_id], actor=actor(request), idempotency=claim),
+    )

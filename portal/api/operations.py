@@ -1,0 +1,116 @@
+"""operations: the record of every change (``clusters.operations``), and how a change is
+answered: 202 with its Operation, once per ``Idempotency-Key``.
+
+The same key with the same request within 24 hours answers the first Operation again (no
+second change); with another request it is a 422. A key is the caller's (one user), kept
+on the Operation itself (``idempotency_key``, ``request_hash``).
+"""
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.utils import timezone
+from ninja import Query, Router
+
+from clusters.models import Operation
+from clusters.operations import visible_operations
+from portal.api import pagination
+from portal.api.common import actor, json_response, labels, path_id, stored_error_json
+from portal.api.errors import IdempotencyKeyReused, RequestInvalid
+from portal.api.schemas import OperationOut, OperationPage
+from portal.errors import NotFound
+from portal.kernel import parse_id
+
+router = Router(tags=["operations"])
+ORDERS = pagination.orders("created_at")
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+KEY_MAX = 100  # Operation.idempotency_key
+
+
+class OperationFilters(pagination.PageRequest):
+    order_by: str = "-created_at"
+    cluster: int | None = None
+
+
+def operation_json(operation: Operation, kind_labels: dict[str, str]) -> dict:
+    return {
+        "id": operation.pk,
+        "kind": operation.kind,
+        "kind_label": kind_labels[operation.kind],
+        "cluster_id": operation.cluster_id,
+        "done": operation.done,
+        "created_at": operation.created_at,
+        "finished_at": operation.finished_at,
+        "items": [
+            {
+                "vm_id": item.vm_id,
+                "target_name": item.target_name,
+                "status": item.status,
+                "error": stored_error_json(item.error_code, item.error_params),
+                "finished_at": item.finished_at,
+            }
+            for item in operation.items.all()
+        ],
+        "error": stored_error_json(operation.error_code, operation.error_params),
+    }
+
+
+def _with_items():
+    return Operation.objects.prefetch_related("items")
+
+
+def idempotency(request) -> tuple[str, str] | None:
+    """(key, hash of the request) from ``Idempotency-Key``, or None without one."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    key = key.strip()
+    if not (0 < len(key) <= KEY_MAX and key.isascii() and key.isprintable()):
+        raise RequestInvalid(field="Idempotency-Key", name="Idempotency-Key")
+    try:
+        body = json.dumps(json.loads(request.body or b"null"), sort_keys=True)
+    except ValueError:
+        body = request.body.decode("utf-8", "replace")
+    digest = hashlib.sha256(f"{request.method} {request.path}\n{body}".encode()).hexdigest()
+    return key, digest
+
+
+def accepted(request, run: Callable[[tuple[str, str] | None], object]):
+    """Run a change (``run(idempotency)`` calls one ``clusters.operations`` function) and
+    answer 202 with its Operation — or, for a key already used, the first Operation."""
+    claim = idempotency(request)
+    if claim is not None:
+        earlier = _with_items().filter(actor_id=actor(request).pk, idempotency_key=claim[0]).first()
+        if earlier is not None:
+            if earlier.request_hash != claim[1] or (
+                timezone.now() - earlier.created_at > IDEMPOTENCY_WINDOW
+            ):
+                raise IdempotencyKeyReused()
+            return json_response(operation_json(earlier, labels(Operation.Kind)), status=202)
+    result = run(claim)
+    operation = result[0] if isinstance(result, tuple) else result
+    operation = _with_items().get(pk=operation.pk)
+    return json_response(operation_json(operation, labels(Operation.Kind)), status=202)
+
+
+@router.get("/operations/{int:operation_id}", response=OperationOut, summary="작업")
+def get_operation(request, operation_id: int):
+    operations = visible_operations(actor(request)).prefetch_related("items")
+    for row in operations.filter(pk=path_id(operation_id, NotFound)):
+        return json_response(operation_json(row, labels(Operation.Kind)))
+    raise NotFound()
+
+
+@router.get("/operations", response=OperationPage, summary="작업 목록")
+def list_operations(request, filters: Query[OperationFilters]):
+    """Newest first; ``cluster`` keeps one cluster's."""
+    operations = visible_operations(actor(request)).prefetch_related("items")
+    if filters.cluster is not None:
+        cluster_id = parse_id(filters.cluster)
+        operations = operations.filter(cluster_id=cluster_id) if cluster_id else operations.none()
+    rows, next_token = pagination.page(operations, ORDERS, filters)
+    kind_labels = labels(Operation.Kind)
+    items = [operation_json(row, kind_labels) for row in rows]
+    return json_response({"items": items, "next_page_token": next_token})

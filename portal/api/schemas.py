@@ -1,0 +1,164 @@
+"""The JSON shapes of the API (snake_case, integer ids, ISO 8601 UTC times).
+
+Labels (``status_label``, ``kind_label``) and error messages are rendered in the caller's
+language when the response is built; codes never change with the language.
+"""
+
+from datetime import datetime
+
+from ninja import Field, Schema
+
+
+class ErrorOut(Schema):
+    """A stored error (a cluster's or an item's ``last_error``) as its code and message."""
+
+    code: str
+    message: str
+
+
+class Problem(Schema):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    code: str
+    detail: str
+    field: str | None = None
+    permission: str | None = None
+
+
+class ZoneOut(Schema):
+    id: int
+    code: str
+    name: str
+
+
+class OfferingOut(Schema):
+    zone_id: int
+    zone: str
+    fabrics: list[str]
+
+
+class InstanceTypeOut(Schema):
+    id: int
+    code: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gib: int
+    vcpu: int
+    memory_gib: int
+    offerings: list[OfferingOut]
+
+
+class Placed(Schema):
+    """What clusters and VMs share: a named thing of a project, in a zone, of a type, with a
+    status (code, and label in the caller's language) and the last error of its last step."""
+
+    id: int
+    project_id: int
+    name: str
+    zone_id: int
+    zone: str
+    instance_type_id: int
+    instance_type: str
+    status: str
+    status_label: str
+    last_error: ErrorOut | None
+    created_at: datetime
+
+
+class ClusterOut(Placed):
+    fabric_type: str
+    member_count: int
+    running_member_count: int
+    status_changed_at: datetime
+
+
+class VmOut(Placed):
+    billing_type: str
+    disaster_recovery: bool
+    cluster_id: int | None
+    private_ip: str | None
+    fabric_address: str
+
+
+class OperationItemOut(Schema):
+    vm_id: int | None
+    target_name: str
+    status: str
+    error: ErrorOut | None
+    finished_at: datetime | None
+
+
+class OperationOut(Schema):
+    id: int
+    kind: str
+    kind_label: str
+    cluster_id: int | None
+    done: bool
+    created_at: datetime
+    finished_at: datetime | None
+    items: list[OperationItemOut]
+    error: ErrorOut | None
+
+
+class ClusterPage(Schema):
+    items: list[ClusterOut]
+    next_page_token: str | None
+
+
+class VmPage(Schema):
+    items: list[VmOut]
+    next_page_token: str | None
+
+
+class OperationPage(Schema):
+    items: list[OperationOut]
+    next_page_token: str | None
+
+
+class LaunchRank(Schema):
+    node_rank: int
+    vm_id: int
+    vm_name: str
+    private_ip: str | None
+    command: str
+
+
+class LaunchOut(Schema):
+    master_addr: str
+    master_port: int
+    nproc_per_node: int
+    nnodes: int
+    nccl_env: dict[str, str]
+    ranks: list[LaunchRank]
+
+
+class ClusterCreateIn(Schema):
+    name: str = Field(max_length=200)
+    zone_id: int
+    instance_type_id: int
+    fabric_type: str
+
+
+class RenameIn(Schema):
+    name: str = Field(max_length=200)
+
+
+class StopIn(Schema):
+    stop_members: bool = False
+
+
+class AttachIn(Schema):
+    vm_ids: list[int] = Field(min_length=1, max_length=500)
+
+
+class VmCreateIn(Schema):
+    name: str = Field(max_length=200)
+    zone_id: int
+    instance_type_id: int
+    billing_type: str
+    disaster_recovery: bool = False
+    count: int = 1
+    cluster_id: int | None = None

@@ -1,0 +1,196 @@
+"""The API's authorization matrix: every route of the OpenAPI document × every actor
+(anonymous, bad token, revoked token, another project's admin, viewer, operator, admin).
+
+Routes come from the document, so a route added without an entry here fails. A refusal
+(401, 403, 404) leaves clusters and VMs exactly as they were; a 403 names the permission.
+"""
+
+from dataclasses import dataclass
+
+import pytest
+
+from clusters.models import ClusterStatus, Operation
+from clusters.operations import attach_many
+from portal.api import tokens
+from portal.models import ApiToken
+from portal.permissions import Perm
+from tests.api.conftest import openapi_document
+from vms.models import VirtualMachine, VmStatus
+
+pytestmark = pytest.mark.django_db
+ACTORS = ("anonymous", "bad", "revoked", "other", "viewer", "operator", "admin")
+
+
+@dataclass(frozen=True)
+class Scene:
+    cluster: object  # 미할당, two stopped members: may start, be deleted
+    running: object  # 실행중, two stopped members: may stop
+    member: object  # a stopped member of ``cluster``
+    loose: object  # a stopped VM of no cluster
+    running_vm: object
+    operation: object
+
+
+@pytest.fixture
+def scene(world):
+    cluster = world.cluster("matrix")
+    member, _second = world.members(cluster, 2)
+    running = world.cluster("matrix-run", status=ClusterStatus.RUNNING)
+    world.members(running, 2)
+    loose = world.vm("loose")
+    running_vm = world.vm("busy", status=VmStatus.RUNNING)
+    operation = attach_many(cluster.pk, [loose.pk], actor=None)
+    loose.refresh_from_db()
+    loose.cluster = None
+    loose.save()
+    return Scene(cluster, running, member, loose, running_vm, operation)
+
+
+def seen():
+    """Who may read the project: its three roles; ``other`` is outside (404)."""
+    return {"other": 404, "viewer": 200, "operator": 200, "admin": 200}
+
+
+def listing():
+    return {"other": 200, "viewer": 200, "operator": 200, "admin": 200}
+
+
+def change(perm, operator_may, code=202, other=404):
+    return {
+        "other": other,
+        "viewer": (403, perm),
+        "operator": code if operator_may else (403, perm),
+        "admin": code,
+    }
+
+
+def per_item():
+    """Membership changes: one Operation whose item a missing VM permission refuses."""
+    return {"other": 404, "viewer": (202, Perm.VM_UPDATE), "operator": 202, "admin": 202}
+
+
+MATRIX = {
+    ("get", "/zones"): [("", None, listing())],
+    ("get", "/instance-types"): [("", None, listing())],
+    ("get", "/virtual-clusters"): [("", None, listing())],
+    ("post", "/virtual-clusters"): [
+        ("", "cluster_body", change(Perm.CLUSTER_CREATE, False, other=202))
+    ],
+    ("get", "/virtual-clusters/{cluster_id}"): [("cluster", None, seen())],
+    ("delete", "/virtual-clusters/{cluster_id}"): [
+        ("cluster", None, change(Perm.CLUSTER_DELETE, False))
+    ],
+    ("get", "/virtual-clusters/{cluster_id}/members"): [("cluster", None, seen())],
+    ("post", "/virtual-clusters/{cluster_id}/members"): [("cluster", "attach_body", per_item())],
+    ("get", "/virtual-clusters/{cluster_id}/hostfile"): [("cluster", None, seen())],
+    ("get", "/virtual-clusters/{cluster_id}/launch"): [("cluster", None, seen())],
+    ("post", "/virtual-clusters/{cluster_id}:start"): [
+        ("cluster", {}, change(Perm.CLUSTER_UPDATE, True))
+    ],
+    ("post", "/virtual-clusters/{cluster_id}:stop"): [
+        ("running", {}, change(Perm.CLUSTER_UPDATE, True))
+    ],
+    ("delete", "/virtual-clusters/{cluster_id}/members/{vm_id}"): [("member", None, per_item())],
+    ("get", "/virtual-machines"): [("", None, listing())],
+    ("post", "/virtual-machines"): [("", "vm_body", change(Perm.VM_CREATE, False, other=202))],
+    ("get", "/virtual-machines/{vm_id}"): [("loose", None, seen())],
+    ("patch", "/virtual-machines/{vm_id}"): [
+        ("loose", {"name": "renamed"}, change(Perm.VM_UPDATE, True, code=200))
+    ],
+    ("delete", "/virtual-machines/{vm_id}"): [("loose", None, change(Perm.VM_DELETE, False))],
+    ("post", "/virtual-machines/{vm_id}:start"): [("loose", {}, change(Perm.VM_UPDATE, True))],
+    ("post", "/virtual-machines/{vm_id}:stop"): [("running_vm", {}, change(Perm.VM_UPDATE, True))],
+    ("get", "/operations"): [("", None, listing())],
+    ("get", "/operations/{operation_id}"): [("operation", None, seen())],
+}
+
+
+def documented_routes():
+    prefix = "/api/v1"
+    return sorted(
+        (method, path.removeprefix(prefix))
+        for path, item in openapi_document()["paths"].items()
+        for method in item
+    )
+
+
+def test_every_documented_route_has_an_entry_and_no_entry_is_stale():
+    assert sorted(MATRIX) == documented_routes()
+
+
+def body_of(name, scene, world):
+    bodies = {
+        "cluster_body": {
+            "name": "made-by-api", "zone_id": world.zone_a.pk, "instance_type_id": world.h100.pk,
+            "fabric_type": "INFINIBAND",
+        },
+        "vm_body": {
+            "name": "vm-by-api", "zone_id": world.zone_a.pk, "instance_type_id": world.h100.pk,
+            "billing_type": "ON_DEMAND",
+        },
+        "attach_body": {"vm_ids": [scene.loose.pk]},
+    }  # fmt: skip
+    return bodies[name] if isinstance(name, str) else name
+
+
+def url_of(path, target, scene):
+    if not target:
+        return path
+    obj = getattr(scene, target)
+    if target == "member":
+        return path.format(cluster_id=obj.cluster_id, vm_id=obj.pk)
+    return path.format(cluster_id=obj.pk, vm_id=obj.pk, operation_id=obj.pk)
+
+
+def snapshot():
+    from clusters.models import VirtualCluster
+
+    return (
+        sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
+        sorted(VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id")),
+    )
+
+
+def token_of(actor, secrets, world):
+    if actor == "anonymous":
+        return None
+    if actor == "bad":
+        return "vcp_" + "0" * 43
+    if actor == "revoked":
+        token, secret = tokens.issue_token(user=world.admin, project_id=world.demo.pk, name="r")
+        ApiToken.objects.filter(pk=token.pk).update(revoked_at=token.created_at)
+        return secret
+    return secrets[actor]
+
+
+def _cases():
+    for (method, path), cases in sorted(MATRIX.items()):
+        for index in range(len(cases)):
+            for actor in ACTORS:
+                name = f"{method} {path} #{index} {actor}"
+                yield pytest.param(method, path, index, actor, id=name)
+
+
+@pytest.mark.parametrize(("method", "path", "index", "actor"), list(_cases()))
+def test_api_authorization_matrix(method, path, index, actor, api, world, secrets, scene):
+    target, body, expected = MATRIX[(method, path)][index]
+    expect = 401 if actor in ("anonymous", "bad", "revoked") else expected[actor]
+    status, perm = expect if isinstance(expect, tuple) else (expect, None)
+    before, operations = snapshot(), Operation.objects.count()
+    kwargs = {"token": token_of(actor, secrets, world)}
+    if body is not None:
+        kwargs["json_body"] = body_of(body, scene, world)
+
+    response = api.request(method.upper(), url_of(path, target, scene), **kwargs)
+
+    assert response.status_code == status, response.content[:500]
+    if status == 403:
+        assert response.json()["permission"] == str(perm)
+        assert response.json()["detail"] == f"{perm} 권한이 필요합니다."
+    if status == 202 and perm:  # refused per item: the Operation says which and why
+        items = response.json()["items"]
+        assert items and all(i["error"]["code"] == "permission_required" for i in items)
+    if status in (401, 403, 404) or perm:
+        assert snapshot() == before, "a refused request changed the database"
+    if status in (401, 403, 404):
+        assert Operation.objects.count() == operations

@@ -1,0 +1,209 @@
+"""Changes through the API: 202 with the Operation, the rule's own code and message on a
+refusal (409/422, Korean by default, English on request), Idempotency-Key."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from clusters.models import ClusterStatus, Operation, VirtualCluster
+from portal.errors import MembersStillRunning, NotEnoughMembers, SpotOrDrVm
+from vms.models import BillingType, VirtualMachine, VmStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def cluster_body(world, **kw):
+    return {
+        "name": "api-c",
+        "zone_id": world.zone_a.pk,
+        "instance_type_id": world.h100.pk,
+        "fabric_type": "INFINIBAND",
+        **kw,
+    }
+
+
+def test_a_change_answers_202_and_the_resource_already_shows_it(api, world, secrets):
+    cluster = world.cluster("go")
+    world.members(cluster, 2)
+    response = api.post(f"/virtual-clusters/{cluster.pk}:start", token=secrets["operator"])
+    assert response.status_code == 202
+    operation = response.json()
+    assert (operation["kind"], operation["cluster_id"], operation["done"]) == (
+        "start_cluster",
+        cluster.pk,
+        False,
+    )
+    assert (
+        api.get(f"/virtual-clusters/{cluster.pk}", token=secrets["viewer"]).json()["status"]
+        == ClusterStatus.PROVISIONING
+    )
+    again = api.get(f"/operations/{operation['id']}", token=secrets["viewer"]).json()
+    assert again["id"] == operation["id"]
+    listed = api.get(f"/operations?cluster={cluster.pk}", token=secrets["viewer"]).json()
+    assert [op["id"] for op in listed["items"]] == [operation["id"]]
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_rule_refusals_are_409_with_the_rules_code_and_message(api, world, secrets, language):
+    from django.utils import translation
+
+    lonely = world.cluster("lonely")
+    world.members(lonely, 1)
+    busy = world.cluster("busy", status=ClusterStatus.RUNNING)
+    world.members(busy, 2, status=VmStatus.RUNNING)
+    headers = {"Accept-Language": language}
+    before = sorted(VirtualCluster.objects.values_list("pk", "status"))
+    start = api.post(
+        f"/virtual-clusters/{lonely.pk}:start", token=secrets["admin"], headers=headers
+    )
+    stop = api.post(f"/virtual-clusters/{busy.pk}:stop", token=secrets["admin"], headers=headers)
+    with translation.override(language):
+        assert (start.status_code, start.json()["code"], start.json()["detail"]) == (
+            409,
+            "not_enough_members",
+            NotEnoughMembers().message,
+        )
+        assert (stop.status_code, stop.json()["code"], stop.json()["detail"]) == (
+            409,
+            "members_still_running",
+            MembersStillRunning().message,
+        )
+    assert start["Content-Type"] == "application/problem+json"
+    assert sorted(VirtualCluster.objects.values_list("pk", "status")) == before
+    assert not Operation.objects.exists()
+
+
+def test_stop_members_first(api, world, secrets):
+    busy = world.cluster("busy", status=ClusterStatus.RUNNING)
+    world.members(busy, 2, status=VmStatus.RUNNING)
+    response = api.post(
+        f"/virtual-clusters/{busy.pk}:stop", {"stop_members": True}, token=secrets["operator"]
+    )
+    assert response.status_code == 202
+    assert [i["status"] for i in response.json()["items"]] == ["PENDING", "PENDING"]
+
+
+def test_attach_is_one_operation_with_an_item_per_vm(api, world, secrets):
+    cluster = world.cluster("c")
+    good = world.vm("good")
+    spot = world.vm("spot", billing_type=BillingType.SPOT)
+    response = api.post(
+        f"/virtual-clusters/{cluster.pk}/members",
+        {"vm_ids": [good.pk, spot.pk]},
+        token=secrets["operator"],
+    )
+    assert response.status_code == 202
+    body = response.json()
+    assert body["done"] is True and body["kind"] == "attach"
+    assert [(i["vm_id"], i["status"]) for i in body["items"]] == [
+        (good.pk, "SUCCEEDED"),
+        (spot.pk, "FAILED"),
+    ]
+    assert body["items"][1]["error"] == {"code": "spot_or_dr_vm", "message": SpotOrDrVm().message}
+    assert list(cluster.members.values_list("name", flat=True)) == ["good"]
+    detach = api.delete(
+        f"/virtual-clusters/{cluster.pk}/members/{good.pk}", token=secrets["operator"]
+    )
+    assert detach.json()["items"][0]["status"] == "SUCCEEDED"
+    assert not cluster.members.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        ({"name": "bad name!"}, "name_invalid", "name"),
+        ({"name": ""}, "name_required", "name"),
+        ({"instance_type_id": 10**30}, "instance_type_required", "instance_type_id"),
+        ({"fabric_type": "TOKEN_RING"}, "fabric_type_required", "fabric_type"),
+        ({"zone_id": "x"}, "request_invalid", "zone_id"),
+    ],
+)
+def test_invalid_input_is_422_naming_the_field(api, world, secrets, body, code, field):
+    response = api.post("/virtual-clusters", cluster_body(world, **body), token=secrets["admin"])
+    assert response.status_code == 422, response.content
+    assert (response.json()["code"], response.json()["field"]) == (code, field)
+    assert not VirtualCluster.objects.exists()
+
+
+def test_a_body_that_is_not_json_is_422(api, world, secrets):
+    response = api.client.post(
+        "/api/v1/virtual-clusters",
+        data="{nope",
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secrets['admin']}"},
+    )
+    assert response.status_code == 422
+    assert response["Content-Type"] == "application/problem+json"
+
+
+def test_the_same_idempotency_key_answers_the_first_operation(api, world, secrets):
+    key = {"Idempotency-Key": "create-1"}
+    first = api.post("/virtual-clusters", cluster_body(world), token=secrets["admin"], headers=key)
+    again = api.post("/virtual-clusters", cluster_body(world), token=secrets["admin"], headers=key)
+    assert first.status_code == again.status_code == 202
+    assert again.json()["id"] == first.json()["id"]
+    assert VirtualCluster.objects.count() == 1
+    other = api.post(
+        "/virtual-clusters", cluster_body(world, name="api-d"), token=secrets["admin"], headers=key
+    )
+    assert (other.status_code, other.json()["code"]) == (422, "idempotency_key_reused")
+    assert VirtualCluster.objects.count() == 1
+    # Past 24 hours the key is spent: a new key is needed.
+    Operation.objects.filter(pk=first.json()["id"]).update(
+        created_at=timezone.now() - timedelta(hours=25)
+    )
+    late = api.post("/virtual-clusters", cluster_body(world), token=secrets["admin"], headers=key)
+    assert late.json()["code"] == "idempotency_key_reused"
+
+
+def test_idempotency_keys_are_each_users_own(api, world, secrets):
+    key = {"Idempotency-Key": "shared"}
+    api.post("/virtual-clusters", cluster_body(world), token=secrets["admin"], headers=key)
+    theirs = api.post("/virtual-clusters", cluster_body(world), token=secrets["other"], headers=key)
+    assert theirs.status_code == 202
+    assert VirtualCluster.objects.filter(project=world.other).count() == 1
+
+
+def test_a_bad_idempotency_key_is_422(api, world, secrets):
+    response = api.post(
+        "/virtual-clusters",
+        cluster_body(world),
+        token=secrets["admin"],
+        headers={"Idempotency-Key": "x" * 101},
+    )
+    assert (response.status_code, response.json()["field"]) == (422, "Idempotency-Key")
+
+
+def test_a_session_cookie_cannot_write(api, world):
+    api.client.force_login(world.admin)
+    assert api.post("/virtual-clusters", cluster_body(world)).status_code == 401
+    assert not VirtualCluster.objects.exists()
+
+
+def test_vms_create_many_rename_and_name_taken(api, world, secrets):
+    cluster = world.cluster("c")
+    response = api.post(
+        "/virtual-machines",
+        {
+            "name": "n",
+            "count": 2,
+            "zone_id": world.zone_a.pk,
+            "instance_type_id": world.h100.pk,
+            "billing_type": "ON_DEMAND",
+            "cluster_id": cluster.pk,
+        },
+        token=secrets["admin"],
+    )
+    assert response.status_code == 202
+    assert [i["target_name"] for i in response.json()["items"]] == ["n-01", "n-02"]
+    assert sorted(cluster.members.values_list("name", flat=True)) == ["n-01", "n-02"]
+    vm = VirtualMachine.objects.get(name="n-01")
+    renamed = api.patch(f"/virtual-machines/{vm.pk}", {"name": "m"}, token=secrets["operator"])
+    assert (renamed.status_code, renamed.json()["name"]) == (200, "m")
+    taken = api.patch(f"/virtual-machines/{vm.pk}", {"name": "n-02"}, token=secrets["operator"])
+    assert (taken.status_code, taken.json()["code"], taken.json()["field"]) == (
+        422,
+        "vm_name_taken",
+        "name",
+    )

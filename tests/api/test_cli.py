@@ -1,0 +1,135 @@
+"""The ``vc`` CLI end to end: over HTTP against the live test server, a real Celery worker on
+Redis running every transition (tests/clusters/test_worker.py's worker)."""
+
+import json
+
+import pytest
+from django.utils import translation
+
+from clusters.models import ClusterStatus, VirtualCluster
+from portal import cli
+from portal.api import tokens
+from portal.errors import NotEnoughMembers
+from tests.clusters.test_worker import worker  # noqa: F401 - the fixture
+from vms.models import VirtualMachine, VmStatus
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def vc(live_server, world, monkeypatch, capsys):
+    """``vc("cluster", "list")`` runs the CLI as ``admin`` of ``demo``: (exit code, stdout,
+    stderr)."""
+    _token, secret = tokens.issue_token(user=world.admin, project_id=world.demo.pk, name="cli")
+    monkeypatch.setenv("VC_URL", live_server.url)
+    monkeypatch.setenv("VC_TOKEN", secret)
+    monkeypatch.setenv("VC_CONFIG", "/nonexistent")
+
+    def run(*argv):
+        code = cli.main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+def ok(result):
+    code, out, err = result
+    assert code == 0, err
+    return out
+
+
+def test_cluster_life_through_the_cli(vc, world, worker):  # noqa: F811
+    place = ("--zone", "kr-central-1a", "--instance-type", "gpu.h100x8")
+    created = json.loads(
+        ok(
+            vc(
+                "-o",
+                "json",
+                "cluster",
+                "create",
+                "e2e",
+                *place,
+                "--fabric",
+                "INFINIBAND",
+                "--wait",
+                "--poll",
+                "0.1",
+            )
+        )
+    )
+    assert created["done"] and created["kind"] == "create_cluster"
+    cluster = VirtualCluster.objects.get(name="e2e")
+    assert cluster.status == ClusterStatus.UNALLOCATED
+
+    vms = json.loads(ok(vc("-o", "json", "vm", "create", "node", *place, "--count", "2")))
+    assert [i["target_name"] for i in vms["items"]] == ["node-01", "node-02"]
+    attached = ok(vc("cluster", "attach", "e2e", "node-01", "node-02", "--wait"))
+    assert "SUCCEEDED" in attached and "FAILED" not in attached
+
+    _code, _out, err = vc("cluster", "start", "e2e", "--wait", "--poll", "0.1")
+    assert _code == 0, err
+    assert "operation" in err  # progress on stderr
+    assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.RUNNING
+    for name in ("node-01", "node-02"):
+        ok(vc("vm", "start", name, "--wait", "--poll", "0.1"))
+    assert set(VirtualMachine.objects.values_list("status", flat=True)) == {VmStatus.RUNNING}
+
+    hostfile = ok(vc("cluster", "hostfile", "e2e")).splitlines()
+    ips = VirtualMachine.objects.order_by("pk").values_list("private_ip", flat=True)
+    assert hostfile == [f"{ip} slots=8  # node-0{i + 1}" for i, ip in enumerate(ips)]
+    launch = ok(vc("cluster", "launch", "e2e"))
+    assert "export NCCL_IB_HCA=mlx5" in launch and "--node_rank=1" in launch
+    listed = ok(vc("cluster", "list"))
+    assert "e2e" in listed and "RUNNING" in listed.splitlines()[1]
+
+    stopping = json.loads(ok(vc("-o", "json", "cluster", "stop", "e2e", "--stop-members")))
+    waited = json.loads(ok(vc("-o", "json", "op", "wait", str(stopping["id"]), "--poll", "0.1")))
+    assert waited["done"] and waited["error"] is None
+    assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.TERMINATED
+    assert set(VirtualMachine.objects.values_list("status", flat=True)) == {VmStatus.STOPPED}
+    ok(vc("cluster", "delete", "e2e", "--wait"))
+    assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.DELETED
+
+
+def test_refusals_exit_non_zero_with_the_rules_message(vc, world):
+    lonely = world.cluster("lonely")
+    world.members(lonely, 1)
+    code, _out, err = vc("cluster", "start", "lonely", "--wait")
+    assert code == cli.EXIT_REFUSED
+    assert NotEnoughMembers().message in err
+    code, _out, err = vc("cluster", "get", "999999")
+    assert code == cli.EXIT_NOT_FOUND
+    code, _out, err = vc("--token", "vcp_nope", "cluster", "list")
+    assert code == cli.EXIT_AUTH and "API" in err
+    code, _out, err = vc("--lang", "en", "cluster", "start", "lonely")
+    with translation.override("en"):
+        english = NotEnoughMembers().message
+    assert code == cli.EXIT_REFUSED and english in err and english != NotEnoughMembers().message
+
+
+def test_no_configuration_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.delenv("VC_URL", raising=False)
+    monkeypatch.delenv("VC_TOKEN", raising=False)
+    monkeypatch.setenv("VC_CONFIG", "/nonexistent")
+    assert cli.main(["cluster", "list"]) == cli.EXIT_USAGE
+    assert "VC_URL" in capsys.readouterr().err
+
+
+def test_a_config_file_is_read(tmp_path, monkeypatch, capsys):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"url": "http://127.0.0.1:9", "token": "vcp_x"}))
+    monkeypatch.delenv("VC_URL", raising=False)
+    monkeypatch.delenv("VC_TOKEN", raising=False)
+    monkeypatch.setenv("VC_CONFIG", str(config))
+    # Port 9 (discard) refuses: the file's URL was used, and a network failure is exit 5.
+    assert cli.main(["cluster", "list"]) == cli.EXIT_SERVER
+    assert "127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_table_output():
+    rows = [{"id": 1, "name": "a", "status": "RUNNING", "last_error": None}]
+    assert cli.table(rows, ("id", "name", "status", "last_error")).splitlines() == [
+        "ID  NAME  STATUS   LAST_ERROR",
+        "1   a     RUNNING  -",
+    ]

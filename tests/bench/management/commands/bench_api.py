@@ -1,0 +1,178 @@
+"""``manage.py bench_api``: server time and query counts of the API's cluster list and
+detail, each divided by a floor measured in the same run (issue 12, Benchmarks).
+
+Like ``bench_pages``: PostgreSQL only, a scratch database of its own (``tests.bench.scratch``),
+requests straight into Django's WSGI handler with the full middleware stack. The floor is a
+trivial view authenticated the same way as the API (the bearer token: ``tests.bench.api_urls``).
+
+- ``GET virtual-clusters?page_size=50`` of a project with 10 and with ``--clusters``
+  (10,000) clusters of two members each; the last page is also timed, reached by following
+  ``next_page_token``;
+- ``GET virtual-clusters/{id}``.
+
+Targets: list at 10,000 <= 3x floor, detail <= 2x floor (medians), query counts equal at 10
+and 10,000. Rounds are shuffled every round (``--seed``).
+"""
+
+import json
+import random
+import statistics
+import time
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext, override_settings
+
+from clusters.models import ClusterStatus
+from portal.api import tokens
+from portal.models import Project, Role, RoleBinding
+from tests.bench.inprocess import BENCH_SETTINGS, environ
+from tests.bench.scratch import scratch_database
+from tests.bench.worlds import bench_catalog, clusters_with_members
+
+TARGETS = {"list10k": 3.0, "detail": 2.0}
+API_SETTINGS = {
+    **BENCH_SETTINGS,
+    "ROOT_URLCONF": "tests.bench.api_urls",
+    "API_RATE_PER_MINUTE": 10**9,  # the counter still runs; its limit must not
+}
+
+
+def call(handler, path: str, query: str, token: str) -> tuple[str, bytes]:
+    env = environ(path, query, "")
+    env["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    status = []
+    result = handler(env, lambda s, headers, exc_info=None: status.append(s))
+    try:
+        return status[0], b"".join(result)
+    finally:
+        result.close()
+
+
+class Command(BaseCommand):
+    help = "Benchmark the API's cluster list and detail against a token-authenticated floor."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--rounds", type=int, default=200)
+        parser.add_argument("--warmup", type=int, default=20)
+        parser.add_argument("--clusters", type=int, default=10_000, help="the large project")
+        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+
+    def handle(self, *args, **opts):
+        if connection.vendor != "postgresql":
+            raise CommandError("bench_api measures PostgreSQL: set DATABASE_URL=postgres://...")
+        if settings.DEBUG:
+            raise CommandError("run with DEBUG=0: DEBUG keeps every query in memory")
+        if opts["rounds"] < 2 or opts["clusters"] < 100:
+            raise CommandError("--rounds must be >= 2 and --clusters >= 100")
+        self.opts = opts
+        with scratch_database(keep=opts["keep"], say=self.say), override_settings(**API_SETTINGS):
+            self.run_bench()
+
+    def say(self, text=""):
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def world(self):
+        zone, h100, _capacity = bench_catalog()
+        user = get_user_model().objects.create_user("bench", password="bench-pass-1234")
+        admin = Role.objects.get(name="admin")
+        secrets, clusters = {}, {}
+        statuses = [ClusterStatus.RUNNING, ClusterStatus.UNALLOCATED, ClusterStatus.TERMINATED]
+        for slug, count in (("small", 10), ("large", self.opts["clusters"])):
+            project = Project.objects.create(slug=slug, name=slug)
+            RoleBinding.objects.create(user=user, project=project, role=admin)
+            clusters[slug] = clusters_with_members(
+                project, zone, h100, count, lambda _i: 2, name=f"{slug}-cluster",
+                status=lambda i: statuses[i % 3],
+                member=lambda i, j: {"private_ip": f"10.{j}.{i // 250}.{i % 250 + 2}"},
+                created_by=user,
+            )  # fmt: skip
+            secrets[slug] = tokens.issue_token(user=user, project_id=project.pk, name="bench")[1]
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+        return secrets, clusters
+
+    def run_bench(self):
+        started = time.perf_counter()
+        secrets, clusters = self.world()
+        self.say(
+            f"data: 10 + {self.opts['clusters']:,} clusters ({time.perf_counter() - started:.1f} s)"
+        )
+        handler = WSGIHandler()
+        list_path = "/api/v1/virtual-clusters"
+        pages = {
+            "floor": ("/__bench__/api-floor/", "", secrets["large"]),
+            "list10": (list_path, "page_size=50", secrets["small"]),
+            "list10k": (list_path, "page_size=50", secrets["large"]),
+            "last10k": (
+                list_path,
+                "page_size=50&page_token=" + self.last_token(handler, secrets["large"]),
+                secrets["large"],
+            ),
+            "detail": (f"{list_path}/{clusters['large'][-1].pk}", "", secrets["large"]),
+        }
+        for secret in secrets.values():  # last_used_at written now, not inside a count
+            call(handler, "/__bench__/api-floor/", "", secret)
+        counts = {key: self.count_queries(handler, key, page) for key, page in pages.items()}
+        for _round in range(self.opts["warmup"]):
+            for page in pages.values():
+                call(handler, *page)
+        rng = random.Random(self.opts["seed"])
+        samples = {key: [] for key in pages}
+        order = list(pages)
+        for _round in range(self.opts["rounds"]):
+            rng.shuffle(order)
+            for key in order:
+                started = time.perf_counter()
+                status, _body = call(handler, *pages[key])
+                samples[key].append((time.perf_counter() - started) * 1000)
+                if not status.startswith("200"):
+                    raise CommandError(f"{key} answered {status}")
+        self.report(counts, samples)
+
+    def last_token(self, handler, secret) -> str:
+        """The page_token of the last page of the large project (followed page by page)."""
+        query, token = "page_size=500", ""
+        while True:
+            _status, body = call(handler, "/api/v1/virtual-clusters", query, secret)
+            following = json.loads(body)["next_page_token"]
+            if following is None:
+                return token
+            token, query = following, f"page_size=500&page_token={following}"
+
+    def count_queries(self, handler, key, page) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            status, body = call(handler, *page)
+        if not status.startswith("200"):
+            raise CommandError(f"{key} answered {status}: {body[:300]!r}")
+        expected = {"list10": 10, "list10k": 50}.get(key)
+        if expected is not None and len(json.loads(body)["items"]) != expected:
+            raise CommandError(f"{key}: wrong number of rows")
+        return len(queries)
+
+    def report(self, counts, samples):
+        floor = statistics.median(samples["floor"])
+        self.say(f"\n{self.opts['rounds']} rounds, shuffled (--seed {self.opts['seed']}); ms")
+        self.say(f"{'request':10} {'queries':>7} {'median':>8} {'p95':>8} {'x floor':>8}")
+        for key, values in samples.items():
+            median = statistics.median(values)
+            p95 = statistics.quantiles(values, n=20, method="inclusive")[-1]
+            self.say(f"{key:10} {counts[key]:>7} {median:>8.2f} {p95:>8.2f} {median / floor:>8.2f}")
+        checks = [
+            (
+                "queries equal at 10 and 10,000",
+                f"{counts['list10']} vs {counts['list10k']}",
+                counts["list10"] == counts["list10k"],
+            ),
+        ]
+        for key, limit in TARGETS.items():
+            ratio = statistics.median(samples[key]) / floor
+            checks.append((f"{key} <= {limit:g}x floor (median)", f"{ratio:.2f}x", ratio <= limit))
+        self.say("\ntargets (issue 12):")
+        for label, figure, ok in checks:
+            self.say(f"  {'met' if ok else 'MISSED':6} {label:40} {figure}")

@@ -1,0 +1,32 @@
+"""bench_api runs end to end on a small world (in a process of its own, as a developer runs
+it): every request answers 200 with the rows it should, and the query counts are equal."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+
+@pytest.mark.slow
+def test_bench_api_runs_and_reports_its_targets():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench_api", "--clusters", "120", "--rounds", "3",
+         "--warmup", "1"],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "portal.settings"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "met    queries equal at 10 and 10,000" in result.stdout
+    for key in ("floor", "list10", "list10k", "last10k", "detail"):
+        assert f"\n{key} " in result.stdout
+
+
+def test_bench_api_takes_no_database_name():
+    with pytest.raises(CommandError, match="unrecognized arguments"):
+        call_command("bench_api", "--database", settings.DATABASES["default"]["NAME"])
