@@ -41,12 +41,13 @@ def ingest_samples(request):
     try:
         token_hash = ingest.bearer_hash(request)
         try:
-            claimed_vm, columns = ingest.validate(ingest.parse(ingest.read_body(request)), now)
+            claimed_vm, columns, devices = ingest.validate(
+                ingest.parse(ingest.read_body(request)), now)
         except errors.IngestError:
             ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
             raise
         counted = ingest.check_rate(token_hash)
-        ingest.store(token_hash, claimed_vm, columns, now, counted)
+        ingest.store(token_hash, claimed_vm, columns, now, counted, devices)
     except errors.IngestError as error:
         return _refusal(error)
     return JsonResponse({"stored": len(columns[0])})

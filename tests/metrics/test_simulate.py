@@ -36,7 +36,7 @@ def test_samples_pass_the_ingest_validation(world):
         at = now - timedelta(seconds=10 * i)
         metrics = simulate.simulated_metrics(vm.pk, at, started, ClusterStatus.RUNNING, 8)
         batch.append({"ts": at.timestamp(), **metrics})
-    _vm, columns = ingest.validate({"samples": batch}, now.timestamp())
+    _vm, columns, _devices = ingest.validate({"samples": batch}, now.timestamp())
     gpu = sorted(columns[3])
     assert gpu[len(gpu) // 2] > 80  # a training job: GPUs mostly busy
     assert gpu[0] < 30  # and checkpoint dips
