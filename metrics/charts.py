@@ -2,7 +2,10 @@
 
 Each range reads the coarsest table that still gives it enough points, so the rows scanned
 stay about the same whatever the range (1h: raw samples; 6h and 24h: minute rollups; 7d:
-hour rollups). Two levels of aggregation, both in the database: first each member's average
+hour rollups), and finer ones where the coarse ones are not rolled up yet (the current hour,
+the last minute: ``series_sql``), so every range reaches "now".
+
+Two levels of aggregation, both in the database: first each member's average
 per bucket (so every member weighs the same, however many samples it sent), then across the
 members: averages for utilisations, the minimum for the slowest member's GPU utilisation,
 sums for throughputs. Only the points drawn come back to Python.
@@ -22,7 +25,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from metrics.models import METRIC_FIELDS, METRIC_NAMES, HourRollup, MinuteRollup, Sample
+from metrics import series_sql
+from metrics.models import HOST, METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
 
 
@@ -47,11 +51,6 @@ MAX_POINTS = 500
 # Per-member mode draws members x 8 series: coarser buckets keep the response small.
 PER_MEMBER_VALUE_BUDGET = 12000
 SOURCE_STEP = {"raw": 1, "minute": 60, "hour": 3600}
-SOURCE_TABLE = {
-    "raw": Sample._meta.db_table,
-    "minute": MinuteRollup._meta.db_table,
-    "hour": HourRollup._meta.db_table,
-}
 # The aggregate series, in the order the cross-member query returns them.
 AGGREGATES = (
     ("gpu_util", "avg", "gpu_util"),
@@ -138,38 +137,16 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
     return data
 
 
-def _bucket_expr(column, step):
-    if connection.vendor == "postgresql":
-        return f"floor(extract(epoch FROM {column}) / {int(step)})::bigint"
-    # %% survives the placeholder pass as %.
-    return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"
-
-
 def _query(source, step, vm_ids, start, stop, per_member):
-    if source == "raw":
-        time_column = "ts"
-        per_vm = ", ".join(f"avg({name}) AS {name}" for name in METRIC_NAMES)
-    else:
-        time_column = "bucket"
-        parts = []
-        for name, nullable, *_range in METRIC_FIELDS:
-            weight = f"CASE WHEN {name}_avg IS NOT NULL THEN n END" if nullable else "n"
-            parts.append(f"sum({name}_avg * n) / sum({weight}) AS {name}")
-        per_vm = ", ".join(parts)
-    placeholders = ", ".join(["%s"] * len(vm_ids))
-    level1 = (
-        f"SELECT {_bucket_expr(time_column, step)} AS b, vm_id, {per_vm} "
-        f"FROM {SOURCE_TABLE[source]} "
-        f"WHERE vm_id IN ({placeholders}) AND {time_column} >= %s AND {time_column} < %s "
-        f"GROUP BY b, vm_id"
-    )
+    """Each member's mean per bucket (from the coarsest tables that cover [start, stop)
+    exactly, ``series_sql``), then across the members unless ``per_member``."""
+    parts = series_sql.pieces(start, stop, series_sql.rolled_up_to(), source)
+    level1, params = series_sql.means_sql(HOST, parts, vm_ids, step)
     if per_member:
-        sql = f"{level1} ORDER BY b, vm_id"
+        sql = f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id"
     else:
         across = ", ".join(f"{how}({column})" for _name, how, column in AGGREGATES)
         sql = f"SELECT b, {across} FROM ({level1}) per_vm GROUP BY b ORDER BY b"
-    params = [*vm_ids, connection.ops.adapt_datetimefield_value(start),
-              connection.ops.adapt_datetimefield_value(stop)]
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # JIT compilation costs more than these small aggregates (FIELD-NOTES: 1.2 s).
