@@ -48,6 +48,7 @@ RANGES = {
 DEFAULT_RANGE = "1h"
 TICK_FORMATS = {"1h": "%H:%M", "6h": "%H:%M", "24h": "%m-%d %H:%M", "7d": "%m-%d"}
 MAX_POINTS = 500
+GBIT = 1e9 / 8  # bytes/s in a Gb/s
 # Per-member mode draws members x 8 series: coarser buckets keep the response small.
 PER_MEMBER_VALUE_BUDGET = 12000
 SOURCE_STEP = {"raw": 1, "minute": 60, "hour": 3600}
@@ -177,14 +178,18 @@ def _panels():
          [("mem_util", _("멤버 평균"))], ["mem_util"]),
         ("net", _("네트워크"), _("네트워크 처리량 (MB/s)"), 1e6, 2, None,
          [("net_rx", _("수신 합계")), ("net_tx", _("송신 합계"))], ["net_rx", "net_tx"]),
-        ("fabric", _("패브릭"), _("패브릭 처리량 (GB/s)"), 1e9, 3, None,
+        ("fabric", _("패브릭"), _("패브릭 처리량 (Gb/s)"), GBIT, 1, None,
          [("fabric_rx", _("수신 합계")), ("fabric_tx", _("송신 합계"))],
          ["fabric_rx", "fabric_tx"]),
     ]
 
 
-def figures(data):
-    """[{"id", "title", "figure" (plotly dict), "json"}] for the tab, x as start + step."""
+def figures(data, capacity_gbps=None, markers=None):
+    """[{"id", "title", "figure" (plotly dict), "json"}] for the tab, x as start + step.
+
+    ``capacity_gbps``: the members' summed link rate, for the fabric's "% of link" axis;
+    ``markers``: {panel id: [(local time text, label)]} of error events to mark.
+    """
     x0 = timezone.localtime(data.start).strftime("%Y-%m-%d %H:%M:%S")
     dx = data.step * 1000  # milliseconds on a date axis
     direction = {"rx": _("수신"), "tx": _("송신")}
@@ -215,6 +220,10 @@ def figures(data):
         }
         if y_range:
             layout["yaxis"]["range"] = list(y_range)
+        if key == "fabric" and capacity_gbps and not data.per_member:
+            _link_share(traces, layout, data, capacity_gbps, x0, dx)
+        if markers and markers.get(key):
+            traces.append(_markers(markers[key], y_range))
         figure = {"data": traces, "layout": layout}
         out.append({"id": key, "title": title, "figure": figure,
                     "json": script_safe(pio.to_json(figure, validate=False, engine="orjson"))})
@@ -227,6 +236,29 @@ _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 def script_safe(json_text):
     """JSON that can sit inside <script type="application/json"> (as Django's json_script)."""
     return json_text.translate(_SCRIPT_ESCAPES)
+
+
+def _link_share(traces, layout, data, capacity_gbps, x0, dx):
+    """Receive and send as % of the members' link rate, on a right-hand axis."""
+    for series, label in (("fabric_rx", _("수신 (링크 대비 %)")),
+                          ("fabric_tx", _("송신 (링크 대비 %)"))):
+        trace = _trace(label, data.series[series], GBIT * capacity_gbps / 100, 1, x0, dx,
+                       dash=True)
+        trace["yaxis"] = "y2"
+        traces.append(trace)
+    layout["yaxis2"] = {"title": {"text": _("링크 대비 (%)")}, "overlaying": "y",
+                        "side": "right", "range": [0, 100], "showgrid": False}
+    layout["margin"]["r"] = 48
+
+
+def _markers(events, y_range):
+    """Error events as red crosses along the top of a % chart (along zero of a throughput
+    chart), named on hover."""
+    top = y_range[1] if y_range else 0
+    return {"type": "scatter", "mode": "markers", "name": _("오류"),
+            "x": [at for at, _label in events], "y": [top] * len(events),
+            "text": [label for _at, label in events], "hoverinfo": "text+x",
+            "marker": {"symbol": "x", "size": 10, "color": "#c62828"}}
 
 
 def _trace(name, values, scale, digits, x0, dx, dash=False):

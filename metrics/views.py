@@ -2,6 +2,7 @@
 
 import time
 
+import plotly.io as pio
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -12,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
-from metrics import charts, errors, ingest, services
+from metrics import charts, errors, events, ingest, services, straggler
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
@@ -97,10 +98,24 @@ def cluster_charts(request, pk):
         Perm.VM_READ, cluster
     )
     data = charts.chart_data(cluster, range_key, per_member)
+    last = straggler.last_received([vm_id for vm_id, _name in data.members])
+    # Device figures name the nodes: VM data, like the per-member breakdown.
+    devices = straggler.DeviceView()
+    if data.has_data and request.user.has_perm(Perm.VM_READ, cluster):
+        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds)
+    heatmap = straggler.heatmap_figure(devices, heatmap_labels())
+    figures = []
+    if data.has_data:
+        markers = events.chart_markers(cluster.pk, data.start)
+        figures = charts.figures(data, straggler.link_capacity_gbps(devices), markers)
     context = {
         "cluster": cluster,
         "data": data,
-        "figures": charts.figures(data) if data.has_data else [],
+        "figures": figures,
+        "devices": devices,
+        "heatmap_json": heatmap and charts.script_safe(
+            pio.to_json(heatmap, validate=False, engine="orjson")),
+        "last_received": last,
         "ranges": range_labels(),
         "range_key": range_key,
         "per_member": per_member,
@@ -110,6 +125,15 @@ def cluster_charts(request, pk):
     partial = request.htmx and request.htmx.target == "metrics-body"
     template = "metrics/charts.html#body" if partial else "metrics/charts.html"
     return render(request, template, context)
+
+
+def heatmap_labels():
+    """The heatmap's metrics: {field: (button, unit, colorscale, reversed)}."""
+    return {
+        "util": (_("사용률"), "%", "RdYlGn", False),
+        "temp": (_("온도"), "°C", "YlOrRd", False),
+        "power": (_("전력"), "W", "Blues", False),
+    }
 
 
 def range_labels():

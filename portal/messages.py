@@ -13,6 +13,12 @@ NOTICES = {
     "reconcile_started": _("시간 초과된 전환을 복구합니다."),
     "operation_done": _("%(total)d대 중 %(failed)d대 실패"),
     "operation_queued": _("%(total)d대 작업을 시작했습니다."),
+    "gpu_xid": _("GPU %(gpu)d에서 XID %(xid)d 오류가 발생했습니다."),
+    "gpu_ecc_uncorrectable": _(
+        "GPU %(gpu)d에서 정정할 수 없는 ECC 오류가 발생했습니다 (누적 %(count)d건)."
+    ),
+    "gpu_remapped_rows": _("GPU %(gpu)d의 메모리 행이 재매핑되었습니다 (누적 %(count)d행)."),
+    "port_link_down": _("패브릭 포트 %(port)d의 링크가 끊어졌습니다 (누적 %(count)d회)."),
 }
 
 ACTION_LABELS = {
@@ -41,6 +47,8 @@ ACTION_LABELS = {
     "operation.stop_members": _("멤버 중지"),
     "operation.stop_cluster": _("멤버와 함께 클러스터 중지"),
     "operation.create_vms": _("가상머신 생성"),
+    "vm.gpu_error": _("GPU 오류"),
+    "vm.link_down": _("패브릭 링크 끊김"),
 }
 
 

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from clusters.models import ClusterStatus
 from metrics import charts, storage
-from metrics.storage import rollups
 from vms.models import VmStatus
 
 FIGURE = re.compile(
@@ -32,8 +31,8 @@ EXPECTED = {
     ("mem", 0): ("mem_util", "avg", 1, 1),
     ("net", 0): ("net_rx", "sum", 1e6, 2),
     ("net", 1): ("net_tx", "sum", 1e6, 2),
-    ("fabric", 0): ("fabric_rx", "sum", 1e9, 3),
-    ("fabric", 1): ("fabric_tx", "sum", 1e9, 3),
+    ("fabric", 0): ("fabric_rx", "sum", 1e9 / 8, 1),  # Gb/s
+    ("fabric", 1): ("fabric_tx", "sum", 1e9 / 8, 1),
 }
 COMBINE = {"avg": statistics.fmean, "min": min, "sum": sum}
 
@@ -206,7 +205,7 @@ def test_refresh_returns_only_the_body_and_polls_only_for_1h(login, cluster, sam
     assert "every 30s" not in day
     full = client.get(url, {"range": "bogus"}).content.decode()
     assert 'value="1h" checked' in full and "metrics/charts.js" in full
-    assert "metrics/plotly.min.js" in full
+    assert "metrics/vendor/plotly-cartesian.min.js" in full
 
 
 def test_no_data_says_so_and_explains_the_agent(login, cluster):
