@@ -1,6 +1,6 @@
 """The 메트릭 tab in Chromium: plotly.js (the vendored cartesian bundle) served locally,
-figures drawn under the real CSP,
-redrawn after the range control's htmx swap, and no script error or CSP violation."""
+figures drawn under the real CSP, redrawn after the range control's htmx swap, and no script
+error or CSP violation."""
 
 import os
 import random
