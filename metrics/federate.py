@@ -21,6 +21,12 @@ from portal.models import Project
 from vms.models import VirtualMachine, VmStatus
 
 
+def enabled() -> bool:
+    """Whether scraping is configured at all (the URL is routed only then)."""
+    return bool(conf.get("METRICS_SCRAPE_TOKENS")) or (
+        conf.get("METRICS_SCRAPE_AUTH") != conf.DEFAULTS["METRICS_SCRAPE_AUTH"])
+
+
 class ScrapeRefused(Exception):
     """No project for this request's credentials."""
 

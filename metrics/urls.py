@@ -8,5 +8,8 @@ urlpatterns = [
     path("api/metrics/check", views.ingest_check, name="ingest_check"),
     path("vms/<int:pk>/metrics/token/", views.vm_token_rotate, name="vm_token_rotate"),
     path("clusters/<int:pk>/metrics/charts/", views.cluster_charts, name="cluster_charts"),
-    path("metrics/federate/", federate.federate, name="federate"),
 ]
+# Prometheus federation is opt-in: routed once an operator configures who may scrape
+# (METRICS_SCRAPE_TOKENS, or another METRICS_SCRAPE_AUTH function). metrics/README.md.
+if federate.enabled():
+    urlpatterns.append(path("metrics/federate/", federate.federate, name="federate"))

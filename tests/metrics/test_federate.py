@@ -6,15 +6,21 @@ import hashlib
 from datetime import timedelta
 
 import pytest
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import ClusterStatus
-from metrics import storage
+from metrics import federate, storage
+from portal import urls as portal_urls
 from vms.models import VmStatus
 
 TOKEN = "scrape-demo-token-1"
+# The route exists once scraping is configured (metrics.federate.enabled): this module is
+# its own URLconf, the portal's with the federation route.
+urlpatterns = [*portal_urls.urlpatterns,
+               path("metrics/federate/", federate.federate, name="metrics-federate")]
+pytestmark = pytest.mark.urls(__name__)
 
 
 @pytest.fixture
@@ -41,7 +47,7 @@ def scrape_setup(world, settings):
 
 def scrape(client, token=TOKEN, **params):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return client.get(reverse("metrics:federate"), params, headers=headers)
+    return client.get(reverse("metrics-federate"), params, headers=headers)
 
 
 def samples_of(response):
@@ -90,3 +96,10 @@ def everyone_reads_other(request):
     from portal.models import Project
 
     return Project.objects.get(slug="other")
+
+
+def test_the_route_exists_only_once_scraping_is_configured(settings):
+    settings.METRICS_SCRAPE_TOKENS = ""
+    assert not federate.enabled()
+    settings.METRICS_SCRAPE_TOKENS = "demo=" + "0" * 64
+    assert federate.enabled()
