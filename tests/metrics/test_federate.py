@@ -103,3 +103,19 @@ def test_the_route_exists_only_once_scraping_is_configured(settings):
     assert not federate.enabled()
     settings.METRICS_SCRAPE_TOKENS = "demo=" + "0" * 64
     assert federate.enabled()
+
+
+def test_the_grafana_dashboard_uses_only_exposed_series():
+    import json
+    import re
+    from pathlib import Path
+
+    from metrics import exposition
+
+    dashboard = json.loads((Path(federate.__file__).parent / "grafana" / "vc-gpus.json")
+                           .read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\bvc_[a-z_]+", expr)}
+    exposed = {name for names in exposition.NAMES.values() for name, _help in names.values()}
+    assert used and used <= exposed, used - exposed
+    assert {"vc_gpu_utilization_percent", "vc_fabric_port_rate_gbps"} <= used
