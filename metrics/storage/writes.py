@@ -65,9 +65,10 @@ def _values(types, rows):
 def _insert_sql(rows, by_token, devices=()):
     """The INSERT of ``rows`` samples and ``devices`` ((name, rows), …) device rows.
 
-    ``by_token``: the VM is the token's (parameters: the rows without vm_id, then the device
-    rows without vm_id, then token hash, deleted status, claimed VM id twice). With device
-    rows the statement answers the host rows inserted (they are CTEs of one statement).
+    ``by_token``: the VM is the token's; parameters per table, host first: its rows without
+    vm_id, then token hash, deleted status, claimed VM id twice (each table's insert checks
+    the token). With device rows the inserts are CTEs of one statement, which answers the
+    host rows inserted.
     """
     types = PG_TYPES[1:] if by_token else PG_TYPES
     # set_config(..., true) lasts until the end of this statement's own transaction, whose
