@@ -135,14 +135,15 @@ class NvmlGpus:
             log.info("NVML XID events unavailable (%s)", exc)
             self.events = None
 
-    def _drain_xids(self, index_of):
+    def _drain_xids(self):
         nvml = self.nvml
         while self.events is not None:
             try:
                 event = nvml.nvmlEventSetWait(self.events, 0)
+                # By index: NVML handles are ctypes pointers, equal only to themselves.
+                self.last_xid[nvml.nvmlDeviceGetIndex(event.device)] = int(event.eventData)
             except nvml.NVMLError:  # timeout: no event pending
                 return
-            self.last_xid[index_of(event.device)] = int(event.eventData)
 
     def read(self):
         """A list of GPU dicts, or None when NVML fails as a whole (a driver reload)."""
@@ -153,8 +154,7 @@ class NvmlGpus:
         except nvml.NVMLError as exc:
             log.warning("NVML read failed: %s", exc)
             return None
-        self._drain_xids(lambda handle: next(
-            (i for i, h in enumerate(handles) if h == handle), -1))
+        self._drain_xids()
         return [self._gpu(index, handle) for index, handle in enumerate(handles)]
 
     def _gpu(self, index, handle):

@@ -42,6 +42,9 @@ class FakeNvml:
     def nvmlDeviceGetHandleByIndex(self, index):
         return index
 
+    def nvmlDeviceGetIndex(self, handle):
+        return handle
+
     def nvmlDeviceGetUtilizationRates(self, handle):
         if self.fail:
             raise NVMLError("GPU is lost")
