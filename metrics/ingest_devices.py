@@ -32,7 +32,7 @@ def device_columns(lists: list, micros: list, where: str) -> dict:
 
 
 def _flatten(key, index_key, fields, per_sample, micros, where):
-    if all(value is None for value in per_sample):
+    if per_sample.count(None) == len(per_sample):  # C-level: a host-only backlog costs ~0
         return None
     names = {name for name, *_rest in fields} | {index_key}
     owners, positions, entries = [], [], []
