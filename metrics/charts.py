@@ -247,7 +247,8 @@ def _link_share(traces, layout, data, capacity_gbps, x0, dx):
         trace["yaxis"] = "y2"
         traces.append(trace)
     layout["yaxis2"] = {"title": {"text": _("링크 대비 (%)")}, "overlaying": "y",
-                        "side": "right", "range": [0, 100], "showgrid": False}
+                        "side": "right", "range": [0, 100], "showgrid": False,
+                        "tickmode": "linear", "tick0": 0, "dtick": 25}
     layout["margin"]["r"] = 48
 
 

@@ -144,7 +144,7 @@ def last_received(vm_ids: list) -> datetime | None:
 
 def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
     """The node × GPU heatmap (plotly dict): one heatmap per metric of ``labels``
-    ({metric: (button label, colorbar title, colorscale, reversed)}), utilisation shown,
+    ({metric: (button label, unit, colorscale, z range or None)}), utilisation shown,
     the others a button away. Nodes top to bottom in member order."""
     if not view.gpus:
         return None
@@ -157,26 +157,29 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
         cells[g.node][g.gpu] = g
     x = [f"GPU {index}" for index in columns]
     traces, buttons = [], []
-    for position, (metric, (label, unit, scale, reverse)) in enumerate(labels.items()):
+    for position, (metric, (label, unit, scale, z_range)) in enumerate(labels.items()):
         z = [[_rounded(getattr(cells[node].get(index), metric, None)) for index in columns]
              for node in nodes]
-        traces.append({
+        trace = {
             "type": "heatmap", "x": x, "y": nodes, "z": z, "name": label,
-            "visible": position == 0, "colorscale": scale, "reversescale": reverse,
+            "visible": position == 0, "colorscale": scale,
             "colorbar": {"title": {"text": unit}, "thickness": 10},
             "hovertemplate": f"%{{y}} %{{x}}: %{{z}} {unit}<extra></extra>",
             "xgap": 1, "ygap": 1,
-        })
+        }
+        if z_range:
+            trace["zmin"], trace["zmax"] = z_range
+        traces.append(trace)
         buttons.append({"label": label, "method": "restyle",
                         "args": [{"visible": [i == position for i in range(len(labels))]}]})
     layout = {
         "height": min(max(120 + 18 * len(nodes), 220), 900),
-        "margin": {"l": 8, "r": 8, "t": 36, "b": 32},
-        "xaxis": {"side": "top", "type": "category"},
+        "margin": {"l": 8, "r": 8, "t": 44, "b": 32},
+        "xaxis": {"type": "category"},
         "yaxis": {"autorange": "reversed", "type": "category", "automargin": True},
         "updatemenus": [{"type": "buttons", "direction": "right", "buttons": buttons,
-                         "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
-                         "pad": {"b": 18}, "showactive": True}],
+                         "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
+                         "pad": {"b": 4}, "showactive": True}],
     }
     return {"data": traces, "layout": layout}
 

@@ -3,6 +3,7 @@ the demo seed) started through a real Celery worker, ten minutes of the simulato
 and the 메트릭 tab names gpu-node-03's GPU 5; the first chart draws fast with the partial
 plotly bundle, and at 390 px nothing is wider than the screen."""
 
+import os
 import time
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from vms.models import FabricType, VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NODES = ("gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04")
+SCREENSHOT = os.environ.get("METRICS_SCREENSHOT")  # a path prefix, to look at the tab
 
 
 def wait_for(check, seconds=30.0):
@@ -79,6 +81,9 @@ def test_the_metrics_tab_names_gpu_node_03(running_demo_cluster, browser_login, 
     scripts = page.evaluate(
         "Array.from(document.scripts).map(s => s.src).filter(s => s.includes('plotly'))")
     assert scripts and all(s.endswith("plotly-cartesian.min.js") for s in scripts)
+    if SCREENSHOT:
+        expect(drawn).to_have_count(7)
+        page.screenshot(path=f"{SCREENSHOT}-1280.png", full_page=True)
 
 
 def test_first_chart_within_a_second_and_charts_fit_390_px(running_demo_cluster, browser_login,
@@ -98,6 +103,8 @@ def test_first_chart_within_a_second_and_charts_fit_390_px(running_demo_cluster,
           f"(opens: {[round(t) for t in timings]})")
     assert min(timings) < 1000
     expect(page.locator("#metrics-body .metrics-plot.js-plotly-plot")).to_have_count(7)
+    if SCREENSHOT:
+        page.screenshot(path=f"{SCREENSHOT}-390.png", full_page=True)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, width
     for box in page.locator(".metrics-plot .main-svg").evaluate_all(
