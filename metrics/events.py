@@ -10,7 +10,7 @@ for the first time above zero counts as new. A rerun over the same minutes finds
 events and writes none twice (the event carries its minute, ``params["at"]``).
 """
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 from django.utils import timezone
@@ -60,6 +60,8 @@ def detect(start: datetime | None, stop: datetime | None) -> int:
     for series, action, code, column, xid_like in CHECKS:
         for vm_id, device, bucket, value in _found(series, column, xid_like, start, stop):
             at = bucket if isinstance(bucket, datetime) else datetime.fromisoformat(bucket)
+            if at.tzinfo is None:  # SQLite: naive UTC
+                at = at.replace(tzinfo=UTC)
             params = {series.keys[1]: device, PARAM.get(column, "count"): int(value),
                       "at": int(at.timestamp())}
             found.append((vm_id, action, code, params))

@@ -82,7 +82,7 @@ def maintain(now: datetime | None = None) -> tuple[int, int]:
         for i in range((today - first).days + conf.get("METRICS_PARTITIONS_AHEAD_DAYS") + 1)
     }
     created = 0
-    for table in PARTITIONED:
+    for table in PARTITIONED if is_postgresql() else ():
         missing = sorted(wanted - set(existing_partitions(table)))
         _ensure(table, missing)
         created += len(missing)
