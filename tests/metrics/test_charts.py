@@ -139,7 +139,7 @@ def test_chart_json_equals_an_independent_aggregate(login, cluster, samples, ran
         assert trace["dx"] == step * 1000
         expected = expected_aggregate(samples, step, series, how)
         compared += assert_matches(trace, expected, scale, digits, step)
-    assert compared > 9 * (2 if range_key == "7d" else 30)
+    assert compared >= 9 * (2 if range_key == "7d" else 30)  # 7d: two hours at least
 
 
 def test_7d_includes_the_current_hour(login, cluster):

@@ -30,13 +30,17 @@ def cluster(world):
     return cluster
 
 
-def write(members, start, stop, util_of, ports=None):
+def write(members, start, stop, util_of, ports=None, gap=None):
     """10-second samples of every member over [start, stop): host rows, 8 GPU rows each
-    (``util_of(vm_index, gpu, rng)``), and port rows if ``ports`` (vm_index -> rx B/s)."""
+    (``util_of(vm_index, gpu, rng)``), and port rows if ``ports`` (vm_index -> rx B/s);
+    none within a minute of ``gap`` (a range's edge: where it falls is then immaterial)."""
     rng = random.Random(3)
     rows, gpu_rows, port_rows = [], [], []
     at = start
     while at < stop:
+        if gap is not None and abs((at - gap).total_seconds()) < 60:
+            at += timedelta(seconds=10)
+            continue
         for index, vm in enumerate(members):
             ts = at + timedelta(seconds=rng.uniform(0, 9))
             fabric = sum(ports(index, p) for p in range(2)) if ports else None
@@ -68,7 +72,7 @@ def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, 
     # 3 h of samples: 24h reads hour rollups, minute rollups and raw rows; one GPU is slow.
     gpu_rows = write(members, now - timedelta(hours=3), now - timedelta(seconds=5),
                      lambda i, g, rng: rng.uniform(40, 60) if (i, g) == (1, 5)
-                     else rng.uniform(85, 100))
+                     else rng.uniform(85, 100), gap=now - timedelta(seconds=seconds))
     tasks.rollup()
     html, figures = page(login("viewer"), cluster, range=range_key)
 
