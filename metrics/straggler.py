@@ -64,6 +64,7 @@ class DeviceView:
     bottom: list = field(default_factory=list)  # [(GpuFigure, gap to median in %p)]
     median_port_gbps: float | None = None
     slowest_port: PortFigure | None = None
+    slowest_member: tuple | None = None  # (node, mean GPU util) without per-GPU rows
 
     @property
     def has_gpus(self) -> bool:
@@ -71,8 +72,12 @@ class DeviceView:
 
     @property
     def slowest_gap(self) -> float | None:
-        """The slowest GPU's utilisation minus the median, in percentage points."""
-        return None if self.slowest is None else self.slowest.util - self.median_util
+        """The slowest GPU's (or member's) utilisation minus the median, in points."""
+        if self.slowest is not None:
+            return self.slowest.util - self.median_util
+        if self.slowest_member is not None:
+            return self.slowest_member[1] - self.median_util
+        return None
 
 
 def device_view(members: list, seconds: int, now: datetime | None = None) -> DeviceView:
@@ -97,11 +102,24 @@ def device_view(members: list, seconds: int, now: datetime | None = None) -> Dev
         ranked = sorted(measured, key=lambda g: (g.util, order[g.vm_id], g.gpu))
         view.slowest = ranked[0]
         view.bottom = [(g, g.util - view.median_util) for g in ranked[:BOTTOM]]
+    else:
+        _slowest_member(view, parts, names, order)
     carried = [p for p in view.ports if p.gbps is not None]
     if carried:
         view.median_port_gbps = statistics.median(p.gbps for p in carried)
         view.slowest_port = min(carried, key=lambda p: (p.gbps, order[p.vm_id], p.port))
     return view
+
+
+def _slowest_member(view, parts, names, order):
+    """Agents that send no per-GPU rows (older ones): the member whose mean GPU utilisation
+    is lowest, by the per-VM series (``slowest_member``, no GPU index)."""
+    means = [(vm_id, util) for _b, vm_id, util in _means(HOST, parts, names, ("gpu_util",))
+             if util is not None]
+    if means:
+        view.median_util = statistics.median(util for _vm, util in means)
+        vm_id, util = min(means, key=lambda item: (item[1], order[item[0]]))
+        view.slowest_member = (names[vm_id], util)
 
 
 def _gbps(bytes_per_second):

@@ -170,3 +170,17 @@ def test_gpu_errors_and_link_downs_become_activity_rows_and_markers(login, clust
     assert len(marks["x"]) == 2 and any("XID 79" in label for label in marks["text"])
     link = next(t for t in figures["fabric"]["data"] if t.get("mode") == "markers")
     assert len(link["x"]) == 1 and vm.name in link["text"][0]
+
+
+def test_without_per_gpu_rows_the_slowest_member_is_named_from_the_vm_series(login, cluster):
+    """Agents older than the per-GPU rows: the line still names a VM (no GPU index)."""
+    members = list(cluster.members.order_by("name"))
+    now = timezone.now()
+    rows = [(vm.pk, now - timedelta(seconds=10 * k + 3), 1.0, 1.0, util, 50.0, 1.0, 1.0,
+             None, None)
+            for vm, util in zip(members, (95.0, 61.5, 93.0), strict=True) for k in range(30)]
+    storage.write_samples(rows)
+    html, figures = page(login("viewer"), cluster, range="1h")
+    assert f"가장 느린 멤버: {members[1].name}</strong>" in html
+    assert "평균 사용률 61.5% · 중앙값 93.0% (-31.5%p)" in html
+    assert "heatmap" not in figures
