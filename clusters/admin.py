@@ -6,7 +6,14 @@ from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
 from clusters import progress, services
-from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from clusters.models import (
+    Operation,
+    OperationItem,
+    SimulatorAllocation,
+    SimulatorCapacity,
+    ValidationThreshold,
+    VirtualCluster,
+)
 from portal.admin import ConsoleAdmin, ProjectScopedAdmin
 from portal.errors import RuleViolation
 from portal.permissions import Perm
@@ -125,6 +132,24 @@ class SimulatorCapacityAdmin(ConsoleAdmin):
     list_filter = ["zone", "instance_type", "fabric"]
 
 
+@admin.register(ValidationThreshold)
+class ValidationThresholdAdmin(ConsoleAdmin):
+    """클러스터 검증's thresholds per instance type and fabric; each field's help text and
+    the row's 출처 say where the figure comes from. A run keeps the figures it judged by."""
+
+    list_display = [
+        "instance_type",
+        "fabric",
+        "ports",
+        "port_gbps",
+        "intra_busbw_gbs",
+        "multi_busbw_gbs",
+        "ib_write_bw_gbps",
+        "margin_percent",
+    ]
+    list_filter = ["instance_type", "fabric"]
+
+
 @admin.register(SimulatorAllocation)
 class SimulatorAllocationAdmin(ProjectScopedAdmin):
     list_display = ["cluster", "capacity", "nodes", "configured", "created_at"]
@@ -140,3 +165,38 @@ class SimulatorAllocationAdmin(ProjectScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class OperationItemInline(admin.TabularInline):
+    model = OperationItem
+    fields = ["position", "target_name", "vm", "status", "last_error", "started_at", "finished_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Operation)
+class OperationAdmin(StatusByServicesAdmin):
+    """Bulk actions as recorded: who did what to which VMs, and each VM's outcome."""
+
+    list_display = ["__str__", "project", "cluster", "actor", "created_at", "finished_at"]
+    list_filter = ["kind", "project"]
+    list_select_related = ["project", "cluster", "actor"]
+    readonly_fields = [
+        "kind",
+        "project",
+        "cluster",
+        "actor",
+        "created_at",
+        "finished_at",
+        "last_error",
+        "idempotency_key",
+    ]
+    exclude = ["request_hash", "error_code", "error_params"]
+    inlines = [OperationItemInline]
+
+    def scope(self, queryset, user):
+        return queryset.restrict(user, Perm.CLUSTER_READ)

@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from clusters.models import ClusterStatus
 from clusters.services import offered_fabrics
 from portal.kernel import NAME_MAX, parse_id
+from portal.listing import ListFilterForm, choice_rank
 from vms.models import FabricOffering, FabricType, InstanceType, Zone
 
 
@@ -44,7 +45,21 @@ class ClusterCreateForm(forms.Form):
         ]
 
 
-class ClusterFilterForm(forms.Form):
+class ClusterFilterForm(ListFilterForm):
+    """The cluster list's filters and sort. Members are not a sort key: ordering by the
+    member count would run its subquery for every cluster of the project, where the list
+    runs it for the 50 rows shown."""
+
+    SORTS = {
+        "name": ("name",),
+        "status": (choice_rank("status", ClusterStatus.values),),
+        "fabric": ("fabric_type",),
+        "type": ("instance_type__code",),
+        "zone": ("zone__code",),
+        "created": ("created_at",),
+    }
+    DEFAULT_SORT = "-created"
+
     status = forms.ChoiceField(
         label=_("상태"), required=False, choices=[("", _("모든 상태"))] + ClusterStatus.choices
     )

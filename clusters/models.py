@@ -198,6 +198,8 @@ class Operation(LastErrorMixin, models.Model):
         STOP_VM = "stop_vm", _("가상머신 중지")
         DELETE_VM = "delete_vm", _("가상머신 삭제")
         UPDATE = "update", _("변경")
+        REPLACE = "replace", _("교체")
+        VALIDATE = "validate", _("클러스터 검증")
 
     project = models.ForeignKey(
         Project, on_delete=models.PROTECT, related_name="operations", verbose_name=_("프로젝트")
@@ -316,3 +318,12 @@ class OperationItem(LastErrorMixin, models.Model):
 
     def __str__(self):
         return f"{self.target_name}: {self.get_status_display()}"
+
+
+# 클러스터 검증 (issue 14): thresholds, runs, agent jobs and verdicts, in their own module.
+from clusters.validation.models import (  # noqa: E402, F401
+    ValidationJob,
+    ValidationRun,
+    ValidationThreshold,
+    ValidationVerdict,
+)

@@ -11,6 +11,8 @@ rows as read, for pages that disable a button and say why. The background walk (
 할당됨 → 대기중 → 실행중, roll-back, the reconciler) is ``clusters.progress``.
 """
 
+import itertools
+from collections import Counter
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
@@ -18,6 +20,7 @@ from django.db import IntegrityError, transaction
 from clusters import tasks
 from clusters.backends import get_backend
 from clusters.locking import (
+    VM_STATE_FIELDS,
     clear_fabric,
     lock_cluster,
     lock_members,
@@ -120,6 +123,11 @@ class MemberStates:
         """One query, whatever the number of members."""
         members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
         return cls.of(members.values_list("status", flat=True))
+
+    @property
+    def by_status(self) -> Counter:
+        """Members per status, from the statuses already read (no query)."""
+        return Counter(self.digest.split(".")) if self.digest else Counter()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,9 +327,7 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
         members = lock_members(cluster)
         raise_if(delete_refusal(cluster, MemberStates.of(vm.status for vm in members)))
         for vm in members:
-            vm.cluster = None
-            clear_fabric(vm)
-            save_vm(vm)
+            leave(vm)
         set_status(cluster, S.DELETED, LIFECYCLE)
         cluster.operation = ClusterOp.NONE
         save_cluster(cluster)
@@ -350,17 +356,24 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def join(vm, cluster) -> None:
-    """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks)."""
-    vm.cluster = cluster
-    save_vm(vm)
+def join(vm, cluster, rank: int | None = None) -> None:
+    """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks).
+
+    The VM takes ``rank`` (a 교체 spare: the replaced member's) or the lowest node rank no
+    member holds, so the members' order (torchrun, hostfile) survives detaches and swaps.
+    """
+    if rank is None:
+        taken = set(cluster.members.exclude(pk=vm.pk).values_list("node_rank", flat=True))
+        rank = next(r for r in itertools.count() if r not in taken)
+    vm.cluster, vm.node_rank = cluster, rank
+    vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
 
 
 def leave(vm) -> None:
     """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks)."""
-    vm.cluster = None
+    vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
-    save_vm(vm)
+    vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
 
 
 def detach_vm(vm_id, *, actor) -> VirtualMachine:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from clusters import views
+from clusters import views, views_members, views_validation
 
 app_name = "clusters"
 urlpatterns = [
@@ -16,4 +16,21 @@ urlpatterns = [
     path("<int:pk>/start/", views.cluster_start, name="cluster_start"),
     path("<int:pk>/stop/", views.cluster_stop, name="cluster_stop"),
     path("<int:pk>/delete/", views.cluster_delete, name="cluster_delete"),
+    path("<int:pk>/attach/", views_members.cluster_attach, name="cluster_attach"),
+    path("<int:pk>/detach/", views_members.cluster_detach, name="cluster_detach"),
+    path(
+        "<int:pk>/members/start/",
+        views_members.cluster_start_members,
+        name="cluster_start_members",
+    ),
+    path("<int:pk>/members/stop/", views_members.cluster_stop_members, name="cluster_stop_members"),
+    path("operations/<int:pk>/", views_members.operation_detail, name="operation_detail"),
+    path(
+        "<int:pk>/validation/", views_validation.validation_section, name="validation_section"
+    ),
+    path(
+        "<int:pk>/validation/start/", views_validation.validation_start, name="validation_start"
+    ),
+    path("<int:pk>/validation/raw/", views_validation.validation_raw, name="validation_raw"),
+    path("<int:pk>/replace/", views_validation.member_replace, name="member_replace"),
 ]

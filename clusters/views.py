@@ -5,6 +5,7 @@ call ``clusters.services``; a refusal (``RuleViolation``) is shown in place by
 ``portal.middleware.RuleViolationMiddleware`` or, for forms, as a field error.
 """
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, F, OuterRef, Subquery
@@ -13,11 +14,12 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from clusters import services
+from clusters import services, views_members
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
 from clusters.models import (
     DELETABLE,
@@ -27,12 +29,11 @@ from clusters.models import (
     VirtualCluster,
 )
 from clusters.services import MemberStates
+from clusters.views_members import shown_reason
 from portal.errors import (
     FabricNotOffered,
     InvalidInput,
-    InvalidTransition,
     NameTaken,
-    PermissionRequired,
 )
 from portal.kernel import check_perm
 from portal.models import AuditEvent
@@ -41,6 +42,9 @@ from portal.rendering import render_form
 from vms.models import FabricType, VirtualMachine
 
 PAGE_SIZE = 50
+# Members in node_rank order (torchrun's --node_rank, the hostfile): a 교체 spare takes the
+# replaced member's place. Rows without a rank (made outside join) come last, by id.
+RANK_ORDER = (F("node_rank").asc(nulls_last=True), "pk")
 # What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
 MEMBER_FIELDS = (
     "id",
@@ -85,26 +89,24 @@ def _cluster(request, pk):
 def cluster_list(request):
     project = request.project
     clusters = VirtualCluster.objects.none()
-    filters = ClusterFilterForm(request.GET or None)
+    filters = ClusterFilterForm(request.GET)
     if project is not None:
         clusters = VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).filter(
             project=project
         )
-        if not (filters.is_valid() and filters.cleaned_data["status"]):
-            clusters = clusters.alive()  # 삭제됨 is hidden unless asked for
-        if filters.is_valid():
-            if filters.cleaned_data["status"]:
-                clusters = clusters.filter(status=filters.cleaned_data["status"])
-            if filters.cleaned_data["zone"]:
-                clusters = clusters.filter(zone=filters.cleaned_data["zone"])
-            if filters.cleaned_data["q"]:
-                clusters = clusters.filter(name__icontains=filters.cleaned_data["q"])
+        status = filters.value("status")
+        # 삭제됨 is hidden unless asked for
+        clusters = clusters.filter(status=status) if status else clusters.alive()
+        if zone := filters.value("zone"):
+            clusters = clusters.filter(zone=zone)
+        if q := filters.value("q"):
+            clusters = clusters.filter(name__icontains=q)
+    ordering = filters.ordering()
     # Page over ids alone (the index walk), then annotate just the rows shown: with OFFSET,
     # PostgreSQL computes the select list of every skipped row too, so page 200 ran the
-    # member-count subquery 10,000 times (bench_pages: 2.5x page 1, now 1.2x).
-    paginator = Paginator(
-        clusters.order_by("-created_at", "-id").values_list("pk", flat=True), PAGE_SIZE
-    )
+    # member-count subquery 10,000 times (bench_pages: 2.5x page 1, now 1.2x). A sort by
+    # zone or type joins only its catalog table here, not the member count.
+    paginator = Paginator(clusters.order_by(*ordering).values_list("pk", flat=True), PAGE_SIZE)
     # Count the filtered rows without the joins and subqueries the shown rows need.
     paginator.count = clusters.count()
     page = paginator.get_page(request.GET.get("page"))
@@ -117,12 +119,14 @@ def cluster_list(request):
             zone_code=F("zone__code"),
             type_code=F("instance_type__code"),
         )
-        .order_by("-created_at", "-id")
+        .order_by(*ordering)
     )
     context = {
         "page": page,
         "filters": filters,
-        "query": _query_without_page(request),
+        "sort": filters.sort,
+        "columns": filters.sort_columns(),
+        "query": filters.page_query(),
         "can_create": project is not None and request.user.has_perm(Perm.CLUSTER_CREATE, project),
         "any_transitional": any(c.is_transitional for c in page.object_list),
     }
@@ -133,12 +137,6 @@ def cluster_list(request):
     ):
         return render(request, "clusters/list.html#cluster-table", context)
     return render(request, "clusters/list.html", context)
-
-
-def _query_without_page(request):
-    query = request.GET.copy()
-    query.pop("page", None)
-    return query.urlencode()
 
 
 @login_required
@@ -182,6 +180,9 @@ def cluster_create(request):
             form.add_error("fabric_type", exc.message)
         else:
             url = reverse("clusters:cluster_detail", args=[cluster.pk])
+            messages.success(
+                request, _("%(name)s 클러스터를 생성했습니다.") % {"name": cluster.name}
+            )
             if request.htmx:
                 return HttpResponseClientRedirect(url)
             return redirect(url)
@@ -210,7 +211,7 @@ def _visible_members(user, cluster):
 def _detail_context(request, cluster, tab):
     user = request.user
     members = list(
-        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by("pk")
+        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
         if tab in ("info", "members")
         else []
     )
@@ -221,24 +222,20 @@ def _detail_context(request, cluster, tab):
         fabric=_fabric_usage(cluster, members) if cluster.status == ClusterStatus.RUNNING else None,
         can_update_vm=user.has_perm(Perm.VM_UPDATE, cluster),
     )
+    if tab == "members":
+        context["controls"] = views_members.member_controls(user, cluster, members)
     return context
-
-
-def _reason(refusal):
-    """What a disabled button says: the rule's message. A missing permission or a status
-    the action does not start from hides the button instead, so neither is a reason."""
-    if refusal is None or isinstance(refusal, PermissionRequired | InvalidTransition):
-        return ""
-    return refusal.message
 
 
 def _header_context(user, cluster):
     """The header: status, member count, and what its buttons may do and why not, all
     asked of the services' preflights on one read of the members' statuses."""
     members = MemberStates.read(cluster)
+    stop_refusal = services.preflight_stop(user, cluster, members)
     return {
         "cluster": cluster,
         "member_count": members.count,
+        "summary": views_members.member_summary(user, cluster, members, stop_refusal),
         "fingerprint": _fingerprint(user, cluster, members),
         "header": {
             "can_update": user.has_perm(Perm.CLUSTER_UPDATE, cluster),
@@ -246,9 +243,9 @@ def _header_context(user, cluster):
             "show_start": cluster.status in STARTABLE,
             "show_stop": cluster.status in STOPPABLE,
             "show_delete": cluster.status in DELETABLE,
-            "start_reason": _reason(services.preflight_start(user, cluster, members)),
-            "stop_reason": _reason(services.preflight_stop(user, cluster, members)),
-            "delete_reason": _reason(services.preflight_delete(user, cluster, members)),
+            "start_reason": shown_reason(services.preflight_start(user, cluster, members)),
+            "stop_reason": shown_reason(stop_refusal),
+            "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
             "polling": cluster.is_transitional or members.transitional > 0,
         },
     }
@@ -318,6 +315,7 @@ def _render_tab(request, pk, tab):
         if not request.user.has_perm(Perm.VM_READ, cluster):
             events = events.filter(target_type="cluster")  # member events name VMs
         context["events"] = list(events.select_related("actor").order_by("-at", "-id")[:100])
+        context["operations"] = views_members.cluster_operations(request.user, cluster)
     if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
         return render(request, f"clusters/detail.html#tab-{tab}", context)
     return render(request, "clusters/detail.html", context)
@@ -353,7 +351,7 @@ def _render_header(request, cluster, changed):
 @require_GET
 def cluster_hostfile(request, pk):
     cluster = _cluster(request, pk)
-    members = list(_visible_members(request.user, cluster).order_by("pk"))
+    members = list(_visible_members(request.user, cluster).order_by(*RANK_ORDER))
     response = HttpResponse(
         hostfile_text(cluster, members), content_type="text/plain; charset=utf-8"
     )
@@ -361,24 +359,30 @@ def cluster_hostfile(request, pk):
     return response
 
 
-def _action(request, pk, service):
+def _action(request, pk, service, done):
     cluster = _cluster(request, pk)
     cluster = service(cluster.pk, actor=request.user)
     if request.htmx:
-        return _render_header(request, _cluster(request, cluster.pk), changed=True)
+        response = _render_header(request, _cluster(request, cluster.pk), changed=True)
+        trigger_client_event(response, "toast", {"message": done})
+        return response
+    messages.success(request, done)
     return redirect("clusters:cluster_detail", pk=cluster.pk)
 
 
 @login_required
 @require_POST
 def cluster_start(request, pk):
-    return _action(request, pk, services.start_cluster)
+    return _action(request, pk, services.start_cluster, _("클러스터 시작을 요청했습니다."))
 
 
 @login_required
 @require_POST
 def cluster_stop(request, pk):
-    return _action(request, pk, services.stop_cluster)
+    """클러스터 중지; with 멤버 가상머신도 함께 중지, the members first (one Operation)."""
+    if request.POST.get("with_members"):
+        return views_members.stop_with_members(request, pk)
+    return _action(request, pk, services.stop_cluster, _("클러스터를 중지했습니다."))
 
 
 @login_required
@@ -386,6 +390,7 @@ def cluster_stop(request, pk):
 def cluster_delete(request, pk):
     cluster = _cluster(request, pk)
     services.delete_cluster(cluster.pk, actor=request.user)
+    messages.success(request, _("%(name)s 클러스터를 삭제했습니다.") % {"name": cluster.name})
     url = reverse("clusters:cluster_list")
     if request.htmx:
         return HttpResponseClientRedirect(url)

@@ -50,6 +50,12 @@ try:
 except ImportError:  # copied onto a VM as files beside agent.py
     import agent_devices
 
+# issue 14 (클러스터 검증): the job runner, beside this file when copied onto a VM.
+try:
+    from metrics import agent_jobs
+except ImportError:
+    import agent_jobs
+
 log = logging.getLogger("metrics.agent")
 
 DEFAULT_INTERVAL = 10.0
@@ -202,7 +208,6 @@ class Agent:
         self.failures = 0
         self.next_send = 0.0
         self.stopping = threading.Event()
-        self.periodic = []
 
     def tick(self):
         """Take a sample, buffer it, send what is due; returns the sample."""
@@ -291,10 +296,6 @@ class Agent:
         count = 0
         while not self.stopping.is_set() and (ticks is None or count < ticks):
             self.tick()
-            # Other periodic work of the agent runs here, between samples: each callable of
-            # ``self.periodic`` gets the agent (a job runner, say) and must not block long.
-            for work in self.periodic:
-                work(self)
             count += 1
             deadline += self.interval
             delay = deadline - time.monotonic()
@@ -383,6 +384,8 @@ def main(argv=None):
                                            args.node_exporter_url))
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
+    agent_jobs.start(args.url, args.token, agent.stopping,  # issue 14: 클러스터 검증 jobs
+                     infiniband_root=args.infiniband_root)
     log.info("reporting to %s every %g s", args.url, args.interval)
     agent.run()
     log.info("stopped: %d samples stored, %d buffered, %d dropped",

@@ -69,7 +69,7 @@ def lookup(token_hash: str) -> int:
     )
     for vm_id in vm_ids[:1]:
         return vm_id
-    raise errors.Unauthorized(_("유효하지 않은 토큰입니다."))
+    raise errors.Unauthorized()
 
 
 def authenticate(request) -> int:

@@ -4,13 +4,14 @@ A training-like profile: GPUs near full while the job steps, a short dip every t
 (checkpoint: GPUs wait, the network carries the upload), fabric traffic that follows GPU
 work (all-reduce) on members of a running cluster, a ramp over the first minute after start,
 and noise. Per GPU and per fabric port too (issue 13): each GPU a little off its node's step,
-temperature and power following its load, four 400 Gb/s ports sharing the node's traffic.
+temperature and power following its load, eight 400 Gb/s ports sharing the node's traffic.
 Deterministic in (VM, time), so a rerun writes the same figures. Stopped VMs send nothing,
 as a real stopped VM would.
 
 The demo's straggler: a VM named ``STRAGGLER`` (gpu-node-03, README) runs its GPU 5 at about
-60% of its peers' utilisation and its port 2 at half its peers' throughput, whenever it runs,
-so the 메트릭 tab has a slow node to find.
+60% of its peers' utilisation and its port 5 (GPU 5's rail, as the validation simulator's bad
+rail) at half its peers' throughput, whenever it runs, so the 메트릭 tab has a slow node to
+find.
 """
 
 import math
@@ -27,13 +28,13 @@ from vms.models import VirtualMachine, VmStatus
 CHECKPOINT_EVERY = 600  # seconds between checkpoints
 CHECKPOINT_LENGTH = 30
 WARMUP = 60
-PORTS = 4
+PORTS = 8  # one 400G NDR port per GPU (a rail), as on H100 nodes
 PORT_GBPS = 400.0
 PORT_PEAK = 38e9  # bytes/s per port during all-reduce (~300 of its 400 Gbit/s)
 GPU_MEMORY_MIB = 81559.0  # an H100 80GB as NVML reports it
 STRAGGLER = "gpu-node-03"
 STRAGGLER_GPU, STRAGGLER_GPU_SHARE = 5, 0.6
-STRAGGLER_PORT, STRAGGLER_PORT_SHARE = 2, 0.5
+STRAGGLER_PORT, STRAGGLER_PORT_SHARE = 5, 0.5  # GPU 5's rail (mlx5_5)
 
 
 def emit_samples(now=None):

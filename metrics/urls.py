@@ -1,11 +1,14 @@
 from django.urls import path
 
-from metrics import federate, views
+from metrics import federate, jobs, views
 
 app_name = "metrics"
 urlpatterns = [
     path("api/metrics/ingest", views.ingest_samples, name="ingest"),
     path("api/metrics/check", views.ingest_check, name="ingest_check"),
+    # The agents' job API (클러스터 검증): a bearer token like ingest, hence the names.
+    path("api/metrics/jobs/next", jobs.next_jobs, name="ingest_jobs_next"),
+    path("api/metrics/jobs/result", jobs.job_result, name="ingest_job_result"),
     path("vms/<int:pk>/metrics/token/", views.vm_token_rotate, name="vm_token_rotate"),
     path("clusters/<int:pk>/metrics/charts/", views.cluster_charts, name="cluster_charts"),
 ]

@@ -13,6 +13,9 @@ NOTICES = {
     "reconcile_started": _("시간 초과된 전환을 복구합니다."),
     "operation_done": _("%(total)d대 중 %(failed)d대 실패"),
     "operation_queued": _("%(total)d대 작업을 시작했습니다."),
+    "validation_done": _(
+        "정상 %(ok)d대, 점검 필요 %(warn)d대, 불량 %(bad)d대, 응답 없음 %(silent)d대"
+    ),
     "gpu_xid": _("GPU %(gpu)d에서 XID %(xid)d 오류가 발생했습니다."),
     "gpu_ecc_uncorrectable": _(
         "GPU %(gpu)d에서 정정할 수 없는 ECC 오류가 발생했습니다 (누적 %(count)d건)."
@@ -47,6 +50,9 @@ ACTION_LABELS = {
     "operation.stop_members": _("멤버 중지"),
     "operation.stop_cluster": _("멤버와 함께 클러스터 중지"),
     "operation.create_vms": _("가상머신 생성"),
+    "operation.replace": _("교체"),
+    "operation.validate": _("클러스터 검증"),
+    "cluster.validated": _("클러스터 검증 완료"),
     "vm.gpu_error": _("GPU 오류"),
     "vm.link_down": _("패브릭 링크 끊김"),
 }

@@ -254,18 +254,21 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
-# Celery. The filesystem transport needs no server: the embedded default.
+# Celery. The filesystem transport needs no server: the embedded default. All its folders
+# (queue, processed, and the exchange tables it otherwise writes to ./control) live under
+# var/celery; portal.broker makes them again if they go missing.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
-    _queue_dir = VAR_DIR / "celery" / "queue"
-    _queue_dir.mkdir(parents=True, exist_ok=True)
-    (VAR_DIR / "celery" / "processed").mkdir(parents=True, exist_ok=True)
+    _celery_dir = VAR_DIR / "celery"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue_dir),
-        "data_folder_out": str(_queue_dir),
-        "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "data_folder_in": str(_celery_dir / "queue"),
+        "data_folder_out": str(_celery_dir / "queue"),
+        "processed_folder": str(_celery_dir / "processed"),
+        "control_folder": str(_celery_dir / "control"),
         "store_processed": False,
     }
+    for _folder in ("queue", "processed", "control"):
+        (_celery_dir / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Tasks are acked late: a task a dead worker held comes back after this long.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
@@ -279,9 +282,17 @@ CELERY_TASK_SOFT_TIME_LIMIT = 100
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat runs the reconciler itself (portal.beat): it must not depend on a worker's pool.
+CELERY_BEAT_SCHEDULER = "portal.beat:Scheduler"
 RECONCILE_EVERY_SECONDS = float(os.environ.get("RECONCILE_EVERY_SECONDS", "30"))
 # Tasks outside the apps' tasks modules (those sit above the services that queue them).
 CELERY_IMPORTS = ("clusters.operations.fanout",)
+# Every task a worker runs stamps a heartbeat, and beat queues one this often so an idle
+# worker does too; /healthz answers 503 (and rundemo restarts the worker) past the max age.
+WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
+WORKER_HEARTBEAT_MAX_AGE_SECONDS = float(
+    os.environ.get("WORKER_HEARTBEAT_MAX_AGE_SECONDS", str(6 * WORKER_HEARTBEAT_SECONDS))
+)
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "clusters.tasks.reconcile",
@@ -290,6 +301,11 @@ CELERY_BEAT_SCHEDULE = {
     "operations": {
         "task": "clusters.operations.fanout.watch_stale",
         "schedule": RECONCILE_EVERY_SECONDS,
+    },
+    "worker-heartbeat": {
+        "task": "portal.heartbeat",
+        "schedule": WORKER_HEARTBEAT_SECONDS,
+        "options": {"expires": WORKER_HEARTBEAT_SECONDS},
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
     "metrics-storage": {"task": "metrics.tasks.maintain_storage", "schedule": 3600.0},

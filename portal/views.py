@@ -13,7 +13,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
-from kombu.exceptions import OperationalError as KombuOperationalError
 
 from portal import throttle
 from portal.projects import choose_project
@@ -79,7 +78,16 @@ def switch_project(request):
 @never_cache
 @require_GET
 def healthz(request):
-    """Liveness and readiness: the database answers and the broker accepts a connection."""
+    """Liveness and readiness: the database answers, the broker can accept a message, and a
+    worker consumed a task within WORKER_HEARTBEAT_MAX_AGE_SECONDS (``portal.heartbeat``).
+
+    The worker check is left out in eager mode, where tasks run in the web process.
+    """
+    from django.conf import settings
+
+    from portal import broker, heartbeat
+    from portal.celery import app
+
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -87,14 +95,20 @@ def healthz(request):
         checks["database"] = "ok"
     except DatabaseError as exc:
         checks["database"] = f"error: {type(exc).__name__}"
-    from portal.celery import app
-
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
-        checks["broker"] = "ok"
-    except (OSError, KombuOperationalError) as exc:
-        checks["broker"] = f"error: {type(exc).__name__}"
+    checks["broker"] = broker.check()
+    if not app.conf.task_always_eager:
+        bound = settings.WORKER_HEARTBEAT_MAX_AGE_SECONDS
+        try:
+            age = heartbeat.age()
+        except broker.BROKER_ERRORS as exc:
+            checks["worker"] = f"error: {type(exc).__name__}"
+        else:
+            if age is None:
+                checks["worker"] = "error: no worker has consumed a task"
+            elif age > bound:
+                checks["worker"] = f"error: no task consumed for {age:.0f}s (bound {bound:g}s)"
+            else:
+                checks["worker"] = "ok"
     healthy = all(v == "ok" for v in checks.values())
     status = 200 if healthy else 503
     return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=status)

@@ -1,8 +1,11 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from clusters.models import VirtualCluster
+from clusters.operations.common import MAX_CREATE
 from portal.kernel import NAME_MAX, parse_id
-from vms.models import BillingType, FabricOffering, InstanceType, Zone
+from portal.listing import ListFilterForm, choice_rank
+from vms.models import BillingType, FabricOffering, InstanceType, VmStatus, Zone
 
 
 class VmCreateForm(forms.Form):
@@ -19,14 +22,44 @@ class VmCreateForm(forms.Form):
         label=_("과금 유형"), choices=BillingType.choices, initial=BillingType.ON_DEMAND
     )
     disaster_recovery = forms.BooleanField(label=_("재해 복구(DR)"), required=False)
+    count = forms.IntegerField(
+        label=_("개수"),
+        required=False,  # absent (an older form, the API's shape) means one
+        min_value=1,
+        max_value=MAX_CREATE,
+        initial=1,
+        help_text=_("2대 이상이면 이름 뒤에 -01, -02 … 가 붙습니다 (최대 64대)."),
+    )
+    cluster = forms.ModelChoiceField(
+        label=_("생성 후 클러스터에 연결"),
+        queryset=None,
+        required=False,
+        empty_label=_("연결하지 않음"),
+    )
 
-    def __init__(self, *args, **kwargs):
+    def clean_count(self) -> int:
+        return self.cleaned_data["count"] or 1
+
+    def __init__(self, *args, clusters=None, **kwargs):
+        """``clusters``: the clusters the user may attach the new VMs to (none if omitted);
+        narrowed to the chosen zone and instance type, like the instance types by zone."""
         super().__init__(*args, **kwargs)
-        zone_id = parse_id((self.data if self.is_bound else self.initial).get("zone"))
+        data = self.data if self.is_bound else self.initial
+        zone_id = parse_id(data.get("zone"))
+        type_id = parse_id(data.get("instance_type"))
         if zone_id:
             self.fields["instance_type"].queryset = InstanceType.objects.filter(
                 pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
             )
+        clusters = clusters if clusters is not None else VirtualCluster.objects.none()
+        if zone_id:
+            clusters = clusters.filter(zone_id=zone_id)
+        if type_id:
+            clusters = clusters.filter(instance_type_id=type_id)
+        self.fields["cluster"].queryset = clusters.select_related("zone", "instance_type")
+        self.fields["cluster"].label_from_instance = lambda cluster: (
+            f"{cluster.name} ({cluster.zone.code} · {cluster.instance_type.code})"
+        )
 
 
 class VmRenameForm(forms.Form):
@@ -34,23 +67,25 @@ class VmRenameForm(forms.Form):
 
 
 class VmClusterForm(forms.Form):
-    """The 클러스터 section: 수행할 작업 = 클러스터에 연결 (+ which) or 클러스터에서 분리."""
+    """The 클러스터 section: 수행할 작업 = 클러스터에 연결 (+ which) or 클러스터에서 분리.
+
+    Only what can apply is offered (issue 11 item 6): a member may only be detached, a VM in
+    no cluster only attached. The services still check every rule on submit.
+    """
 
     ATTACH, DETACH = "attach", "detach"
-    action = forms.ChoiceField(
-        label=_("수행할 작업"),
-        choices=[
-            ("", _("작업 선택")),
-            (ATTACH, _("클러스터에 연결")),
-            (DETACH, _("클러스터에서 분리")),
-        ],
-    )
+    action = forms.ChoiceField(label=_("수행할 작업"), choices=())
     cluster = forms.ModelChoiceField(
         label=_("연결할 클러스터"), queryset=None, required=False, empty_label=_("클러스터 선택")
     )
 
-    def __init__(self, *args, clusters, **kwargs):
+    def __init__(self, *args, clusters, member: bool, **kwargs):
         super().__init__(*args, **kwargs)
+        self.member = member
+        offered = (
+            (self.DETACH, _("클러스터에서 분리")) if member else (self.ATTACH, _("클러스터에 연결"))
+        )
+        self.fields["action"].choices = [("", _("작업 선택")), offered]
         self.fields["cluster"].queryset = clusters
 
     def clean(self):
@@ -58,3 +93,65 @@ class VmClusterForm(forms.Form):
         if data.get("action") == self.ATTACH and not data.get("cluster"):
             self.add_error("cluster", _("연결할 클러스터를 선택하세요."))
         return data
+
+    @property
+    def chooses_cluster(self) -> bool:
+        """Whether the 연결할 클러스터 dropdown applies: only to an attach (hidden, not
+        merely toggled by script, so an in-page re-render keeps it right)."""
+        return not self.member
+
+
+class VmFilterForm(ListFilterForm):
+    """The VM list's filters and sort.
+
+    The cluster choices are "no cluster" and the readable clusters that have a VM in the
+    project, the first ``CLUSTER_CHOICES`` by name, plus the one asked for if it is further
+    down: a project of 10,000 clusters made a 10,000-option select (0.4 s a page). A cluster
+    the user may not read is not a choice, so asking for it is ignored.
+    """
+
+    NO_CLUSTER = "none"
+    CLUSTER_CHOICES = 100
+    SORTS = {
+        "name": ("name",),
+        "status": (choice_rank("status", VmStatus.values),),
+        "zone": ("zone__code",),
+        "type": ("instance_type__code",),
+        "billing": ("billing_type",),
+        "cluster": ("cluster__name",),
+    }
+    DEFAULT_SORT = "name"
+
+    q = forms.CharField(label=_("이름 검색"), required=False, max_length=NAME_MAX)
+    status = forms.ChoiceField(label=_("상태"), required=False)
+    zone = forms.ModelChoiceField(
+        label=_("가용 영역"),
+        required=False,
+        queryset=Zone.objects.all(),
+        empty_label=_("모든 영역"),
+    )
+    instance_type = forms.ModelChoiceField(
+        label=_("인스턴스 유형"),
+        required=False,
+        queryset=InstanceType.objects.all(),
+        empty_label=_("모든 유형"),
+    )
+    cluster = forms.ChoiceField(label=_("클러스터"), required=False)
+
+    def __init__(self, data=None, *, clusters=None, can_read_clusters=True, **kwargs):
+        """``clusters``: a queryset of (pk, name) rows, the clusters that may be chosen."""
+        super().__init__(data, **kwargs)
+        if not can_read_clusters:
+            # The list hides cluster names from this user; an order by them would tell them.
+            self.SORTS = {k: v for k, v in self.SORTS.items() if k != "cluster"}
+        self.fields["status"].choices = [("", _("모든 상태"))] + [
+            (value, label) for value, label in VmStatus.choices if value != VmStatus.DELETED
+        ]
+        shown = list(clusters[: self.CLUSTER_CHOICES]) if clusters is not None else []
+        asked = parse_id(self.query.get("cluster"))
+        if asked and clusters is not None and all(pk != asked for pk, _name in shown):
+            shown += list(clusters.filter(pk=asked))
+        self.fields["cluster"].choices = [
+            ("", _("모든 클러스터")),
+            (self.NO_CLUSTER, _("클러스터 없음")),
+        ] + [(str(pk), name) for pk, name in shown]

@@ -141,6 +141,9 @@ class VirtualMachine(LastErrorMixin, models.Model):
         verbose_name=_("클러스터"),
     )
     private_ip = models.GenericIPAddressField(_("사설 IP"), null=True, blank=True)
+    # The member's place in its cluster (torchrun's --node_rank, the hostfile's order): the
+    # lowest free rank at attach, cleared at detach; a 교체 spare inherits the replaced one's.
+    node_rank = models.PositiveSmallIntegerField(_("노드 순위"), null=True, blank=True)
     # Fabric address, set once the VM joins its running cluster's fabric.
     fabric_guid = models.CharField(_("포트 GUID"), max_length=23, blank=True)
     fabric_lid = models.PositiveIntegerField(_("LID"), null=True, blank=True)

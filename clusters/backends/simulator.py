@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
 from clusters.backends.base import Capacity, ComputeBackend, FabricAddress
-from clusters.models import SimulatorAllocation, SimulatorCapacity
+from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
 from vms.models import FabricType
 
@@ -77,6 +77,12 @@ class SimulatorBackend(ComputeBackend):
         if roce and nodes > ROCE_MAX_MEMBERS:
             raise CapacityUnavailable()
         with transaction.atomic():
+            # Lock order: cluster before pool. The allocation row refers to the cluster, and
+            # PostgreSQL checks that (deferred) foreign key at commit, taking a share lock on
+            # the cluster row while this transaction still holds the pool: a step holding the
+            # pool then waited for an attach holding the cluster, which waited for a VM whose
+            # attach waited for the pool (a deadlock seen in the concurrency storm).
+            VirtualCluster.objects.select_for_update().filter(pk=cluster.pk).exists()
             # The capacity row's lock serialises allocations of the same pool.
             row = self._capacity_row(
                 cluster.zone_id, cluster.instance_type_id, cluster.fabric_type, lock=True

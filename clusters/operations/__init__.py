@@ -21,6 +21,7 @@ from clusters.operations.fanout import (
 )
 from clusters.operations.membership import attach_many, create_vms, detach_many
 from clusters.operations.reads import attach_candidates, visible_operations
+from clusters.operations.replace import advance_replace, replace_member, replace_refusal
 from clusters.operations.single import (
     create_cluster_op,
     delete_cluster_op,
@@ -30,6 +31,7 @@ from clusters.operations.single import (
     stop_cluster_op,
     stop_vm_op,
 )
+from clusters.operations.validate import rank_order, start_validation, watch_validation
 
 __all__ = [
     "attach_candidates",
@@ -39,6 +41,9 @@ __all__ = [
     "delete_cluster_op",
     "delete_vm_op",
     "detach_many",
+    "advance_replace",
+    "replace_member",
+    "replace_refusal",
     "run_items",
     "start_cluster_op",
     "start_members",
@@ -47,6 +52,9 @@ __all__ = [
     "stop_cluster_with_members",
     "stop_members",
     "stop_vm_op",
+    "rank_order",
+    "start_validation",
+    "watch_validation",
     "visible_operations",
     "watch",
     "watch_stale",

@@ -208,6 +208,10 @@ def _settle_items(operation, goal) -> None:
         item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
 
 
+# The kinds this module finishes (validation and replace keep their own books).
+SETTLED_HERE = frozenset(ITEM_ACTIONS) | {K.START_CLUSTER, K.CREATE_CLUSTER}
+
+
 def _settle(operation) -> bool:
     """Bring ``operation`` forward from what its targets show now; True once it is done."""
     if operation.kind in ITEM_ACTIONS:
@@ -253,7 +257,8 @@ def watch_stale():
     """The beat's look at open operations whose watcher is gone (a dead worker, a lost
     message): settle them; items still waiting past twice the transition timeout fail."""
     cutoff = timezone.now() - timedelta(seconds=2 * settings.TRANSITION_TIMEOUT_SECONDS)
-    for operation_id in Operation.objects.open().values_list("pk", flat=True):
+    mine = Operation.objects.open().filter(kind__in=SETTLED_HERE)
+    for operation_id in mine.values_list("pk", flat=True):
         with transaction.atomic():
             operation = Operation.objects.select_for_update().get(pk=operation_id)
             if operation.done or _settle(operation) or operation.created_at >= cutoff:

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 
 register = template.Library()
 
@@ -36,15 +37,18 @@ def url_pattern(name: str) -> str:
 def status_badge(obj):
     """A coloured badge with the Korean (or English) status label; spins while in transition.
 
+    A screen reader hears what the colour says: "상태: 실행중" (``role="img"`` so the label
+    may name a span; the visible text stays the bare status).
     format_html, not an inclusion tag: it is drawn once per row (256 on a big cluster's
     member tab), where a template render per badge cost a quarter of the page."""
     model = type(obj)
     status = obj.status
     label = _status_labels(model).get(status, status)
     return format_html(
-        '<span class="badge badge-{}" data-status="{}">{}{}</span>',
+        '<span class="badge badge-{}" data-status="{}" role="img" aria-label="{}">{}{}</span>',
         status.lower(),
         status,
+        gettext("상태: %(status)s") % {"status": label},
         SPINNER if status in model.lifecycle.transitional else "",
         label,
     )

@@ -32,13 +32,118 @@
     var close = event.target.closest && event.target.closest("[data-close-panel]");
     if (close && close.closest("#create-panel")) {
       event.preventDefault();
-      close.closest("#create-panel").innerHTML = "";
+      closeCreatePanel(close.closest("#create-panel"));
     }
   });
+
+  // -- The create panel: its first field gets the focus, Esc closes it -------------------
+
+  var panelOpener = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail.elt;
+    if (elt && elt.getAttribute && elt.getAttribute("hx-target") === "#create-panel") panelOpener = elt;
+  });
+
+  function firstField(root) {
+    return root.querySelector(
+      ".has-error input:not([type=hidden]), .has-error select, " +
+      "input:not([type=hidden]):not([disabled]), select:not([disabled]), textarea"
+    );
+  }
+
+  function closeCreatePanel(panel) {
+    panel.innerHTML = "";
+    if (panelOpener && document.body.contains(panelOpener)) panelOpener.focus();
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var panel = document.getElementById("create-panel");
+    if (panel && panel.firstElementChild && panel.contains(document.activeElement)) {
+      event.preventDefault();
+      closeCreatePanel(panel);
+    }
+  });
+
+  // -- Tabs: arrow keys move along the tablist (ARIA tabs pattern, manual activation) -----
+  // Loading a tab is a request, so the arrows only move the focus; Enter or Space opens it.
+
+  document.addEventListener("keydown", function (event) {
+    var tab = event.target.closest && event.target.closest("[role=tab]");
+    if (!tab) return;
+    var tabs = Array.prototype.slice.call(tab.closest("[role=tablist]").querySelectorAll("[role=tab]"));
+    var index = tabs.indexOf(tab);
+    var next = null;
+    if (event.key === "ArrowRight") next = tabs[(index + 1) % tabs.length];
+    else if (event.key === "ArrowLeft") next = tabs[(index - 1 + tabs.length) % tabs.length];
+    else if (event.key === "Home") next = tabs[0];
+    else if (event.key === "End") next = tabs[tabs.length - 1];
+    else if (event.key === " ") { event.preventDefault(); tab.click(); return; }
+    if (!next) return;
+    event.preventDefault();
+    tabs.forEach(function (t) { t.setAttribute("tabindex", t === next ? "0" : "-1"); });
+    next.focus();
+  });
+
+  // Focus across swaps: htmx gives it back to the element with the same id (a tab opened
+  // from the keyboard, the cluster form's zone select as its fields are redrawn).
+
+  document.addEventListener("htmx:beforeSwap", function () { rememberStatuses(); });
+
+  // -- Status changes are announced in the one live region of the page -------------------
+  // The polled parts are swapped whole; a live region that is replaced is not read out.
+
+  var statusesBefore = {};
+  function badgeKey(badge) {
+    var row = badge.closest("tr");
+    if (row) return "row:" + (row.getAttribute("data-vm") || (row.cells[0] && row.cells[0].textContent.trim()));
+    var header = badge.closest(".detail-header");
+    var title = header && header.querySelector("h1");
+    return title ? "header:" + title.textContent.trim() : null;
+  }
+  function readStatuses() {
+    var found = {};
+    document.querySelectorAll(".badge[data-status]").forEach(function (badge) {
+      var key = badgeKey(badge);
+      if (key) found[key] = { status: badge.getAttribute("data-status"), label: badge.getAttribute("aria-label") };
+    });
+    return found;
+  }
+  function rememberStatuses() { statusesBefore = readStatuses(); }
+  function announceChanges() {
+    var now = readStatuses();
+    var lines = [];
+    Object.keys(now).forEach(function (key) {
+      var before = statusesBefore[key];
+      if (before && before.status !== now[key].status) {
+        var line = key.slice(key.indexOf(":") + 1) + " " + now[key].label;
+        if (lines.indexOf(line) < 0) lines.push(line);
+      }
+    });
+    statusesBefore = now;
+    if (!lines.length) return;
+    var region = document.getElementById("live-status");
+    if (!region) return;
+    region.textContent = "";
+    // A new text node after a tick, so the same words said twice are read twice.
+    setTimeout(function () { region.textContent = lines.join(". "); }, 50);
+  }
 
   function init(root) {
     (root || document).querySelectorAll("form").forEach(toggleClusterChooser);
   }
-  document.addEventListener("DOMContentLoaded", function () { init(document); });
+  document.addEventListener("DOMContentLoaded", function () { init(document); rememberStatuses(); });
   document.addEventListener("htmx:afterSwap", function (event) { init(event.target); });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail.target;
+    if (target && target.id === "create-panel" && target.firstElementChild) {
+      var field = firstField(target);
+      if (field) field.focus();
+    } else if (target && target.id === "create-form") {
+      // A refused create: the first field in error (the form was swapped, not the target).
+      var invalid = document.querySelector("#create-form .has-error input, #create-form .has-error select");
+      if (invalid) invalid.focus();
+    }
+    announceChanges();
+  });
 })();

@@ -14,7 +14,7 @@ from django.db import connection
 
 from tests.bench import scratch
 
-BENCH_COMMANDS = ("bench_pages", "loadtest", "bench_metrics")
+BENCH_COMMANDS = ("bench_pages", "loadtest", "bench_metrics", "bench_operations")
 
 
 def manage_commands(tmp_path, **env):

@@ -77,7 +77,7 @@ def test_the_metrics_tab_names_gpu_node_03(running_demo_cluster, browser_login, 
     bottom = page.locator(".metrics-bottom-table tbody tr").first
     expect(bottom).to_contain_text("gpu-node-03")
     expect(page.locator(".metrics-straggler").nth(1)).to_contain_text(
-        "가장 느린 포트: gpu-node-03 (포트 2)")
+        "가장 느린 포트: gpu-node-03 (포트 5)")
     scripts = page.evaluate(
         "Array.from(document.scripts).map(s => s.src).filter(s => s.includes('plotly'))")
     assert scripts and all(s.endswith("plotly-cartesian.min.js") for s in scripts)

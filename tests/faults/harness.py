@@ -103,48 +103,70 @@ def worker_database_url(**query):
     return f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}?{params}"
 
 
+def celery_env(broker_url, var_dir, **extra):
+    """The environment of a ``celery -A portal`` process on the test database."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    env.update(
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        DATABASE_URL=worker_database_url(application_name=WORKER_APP_NAME, pool_max=4),
+        CELERY_BROKER_URL=broker_url,
+        CELERY_TASK_ALWAYS_EAGER="0",
+        PORTAL_VAR_DIR=str(var_dir),
+        PYTHONPATH=str(BASE_DIR),
+    )
+    env.update({key: str(value) for key, value in extra.items()})
+    return env
+
+
+def children_of(pid):
+    """Pids whose parent is ``pid`` (read from /proc: the pool children of a worker)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 class Worker:
     """``celery -A portal worker`` on the test database and the private broker."""
 
-    def __init__(self, broker_url, logdir, step_seconds=1.0, concurrency=1):
+    def __init__(self, broker_url, logdir, step_seconds=1.0, concurrency=1, var_dir=None, **env):
         self.broker_url = broker_url
         self.log_path = Path(logdir) / f"worker-{time.monotonic_ns()}.log"
-        self.step_seconds = step_seconds
+        self.var_dir = var_dir or self.log_path.parent / "var"
+        self.env = {"SIMULATOR_STEP_SECONDS": step_seconds, **env}
         self.concurrency = concurrency
         self.process = None
 
+    def command(self):
+        return [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--pool=prefork",
+            f"--concurrency={self.concurrency}",
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+            "-Q",
+            "celery",
+            "--loglevel=INFO",
+            f"--hostname=fault-{os.getpid()}-{time.monotonic_ns()}@%h",
+        ]
+
     def start(self):
-        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
-        env.update(
-            DJANGO_SETTINGS_MODULE="portal.settings",
-            DATABASE_URL=worker_database_url(application_name=WORKER_APP_NAME, pool_max=4),
-            CELERY_BROKER_URL=self.broker_url,
-            CELERY_TASK_ALWAYS_EAGER="0",
-            SIMULATOR_STEP_SECONDS=str(self.step_seconds),
-            PORTAL_VAR_DIR=str(self.log_path.parent / "var"),
-            PYTHONPATH=str(BASE_DIR),
-        )
         self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in kill()
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--pool=prefork",
-                f"--concurrency={self.concurrency}",
-                "--without-mingle",
-                "--without-gossip",
-                "--without-heartbeat",
-                "-Q",
-                "celery",
-                "--loglevel=INFO",
-                f"--hostname=fault-{os.getpid()}-{time.monotonic_ns()}@%h",
-            ],
+            self.command(),
             cwd=BASE_DIR,
-            env=env,
+            env=celery_env(self.broker_url, self.var_dir, **self.env),
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -178,6 +200,18 @@ class Worker:
         self.process = None
 
 
+def filesystem_options(var_dir):
+    """The transport options portal.settings derives for ``PORTAL_VAR_DIR=var_dir``."""
+    celery_dir = Path(var_dir) / "celery"
+    return {
+        "data_folder_in": str(celery_dir / "queue"),
+        "data_folder_out": str(celery_dir / "queue"),
+        "processed_folder": str(celery_dir / "processed"),
+        "control_folder": str(celery_dir / "control"),
+        "store_processed": False,
+    }
+
+
 def terminate_worker_connections():
     """Drop the worker's database connections under it (pg_terminate_backend)."""
     with connection.cursor() as cursor:
@@ -190,7 +224,7 @@ def terminate_worker_connections():
 
 
 @contextmanager
-def broker(app, url):
+def broker(app, url, transport_options=None):
     """Point this process's Celery app at ``url``, tasks really sent (not eager).
 
     Celery reads CELERY_BROKER_URL from the environment before its own configuration
@@ -209,7 +243,11 @@ def broker(app, url):
     for key in ENV_BROKER_KEYS:
         os.environ.pop(key, None)
     os.environ["CELERY_BROKER_URL"] = url
-    use(broker_url=url, task_always_eager=False, broker_transport_options={})
+    use(
+        broker_url=url,
+        task_always_eager=False,
+        broker_transport_options=transport_options or {},
+    )
     try:
         yield
     finally:

@@ -26,7 +26,6 @@ from portal.errors import RuleViolation
 from portal.models import AuditEvent
 from tests.concurrency.invariants import structural_problems
 from tests.faults.harness import (
-    RedisServer,
     Worker,
     broker,
     terminate_worker_connections,
@@ -41,14 +40,6 @@ S = ClusterStatus
 ADVANCE_CLUSTER = "clusters.tasks.advance_cluster"
 ADVANCE_VM = "vms.tasks.advance_vm"
 MID_STEP = 0.4  # seconds into a one-second step
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.kill()
 
 
 @pytest.fixture

@@ -1,17 +1,49 @@
 """One command for a fresh machine: migrate, seed the demo, then run web + worker + beat.
 
 Everything runs on the embedded default (SQLite file, filesystem Celery broker), so no
-external service is needed. Ctrl-C stops all three.
+external service is needed. The worker and beat are supervised (``portal.supervisor``): one
+that exits, or a worker that stops consuming, is restarted with a log line. Ctrl-C stops all
+three.
 """
 
 import os
 import signal
-import subprocess
 import sys
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+from portal import heartbeat
+from portal.supervisor import Child, Supervisor
+
+
+def stack(env: dict[str, str]) -> Supervisor:
+    """The supervised worker and beat of the demo."""
+    celery = [sys.executable, "-m", "celery", "-A", "portal"]
+    return Supervisor(
+        [
+            Child(
+                "worker",
+                [*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2"],
+                watch_heartbeat=True,
+            ),
+            Child(
+                "beat",
+                [
+                    *celery,
+                    "beat",
+                    "--loglevel",
+                    "WARNING",
+                    "--schedule",
+                    str(settings.VAR_DIR / "celerybeat-schedule"),
+                ],
+            ),
+        ],
+        env=env,
+        heartbeat_age=heartbeat.age,
+        heartbeat_max_age=settings.WORKER_HEARTBEAT_MAX_AGE_SECONDS,
+    )
 
 
 class Command(BaseCommand):
@@ -23,24 +55,7 @@ class Command(BaseCommand):
     def handle(self, *args, addrport, **options):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}
-        celery = [sys.executable, "-m", "celery", "-A", "portal"]
-        children = [
-            subprocess.Popen(
-                [*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2"], env=env
-            ),
-            subprocess.Popen(
-                [
-                    *celery,
-                    "beat",
-                    "--loglevel",
-                    "WARNING",
-                    "--schedule",
-                    str(settings.VAR_DIR / "celerybeat-schedule"),
-                ],
-                env=env,
-            ),
-        ]
+        supervisor = stack({**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}).start()
         self.stdout.write(
             self.style.SUCCESS(f"Portal at http://{addrport}/ — worker and beat are running.")
         )
@@ -49,10 +64,4 @@ class Command(BaseCommand):
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
-            for child in children:
-                child.send_signal(signal.SIGTERM)
-            for child in children:
-                try:
-                    child.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+            supervisor.stop()

@@ -1,0 +1,256 @@
+"""The simulator's agents for 클러스터 검증 (SPEC §8, issue 14 item 5).
+
+Simulated VMs run no agent, so ``answer_jobs`` plays one for every running member: it
+claims the member's jobs through the same ``claim`` the agents' endpoint uses and posts
+output printed in the tools' own formats through the same ``record``, so the portal parses
+and judges it exactly as it would real output. Figures are those of healthy 8 × H100 nodes
+on 400 Gb/s ports (a few percent above the published thresholds, with jitter), and the
+durations those the tools take (``dcgmi diag -r 1`` seconds, ``-r 2`` about two minutes);
+each phase takes ``SIMULATOR_STEP_SECONDS`` of wall time.
+
+The demo's straggler, ``gpu-node-03`` (``STRAGGLERS``), has a bad rail: GPU 5's port,
+mlx5_5, trains at a fraction of its rate and gathers symbol errors, so its ``ib_write_bw``
+and every all-reduce it takes part in fall far below the thresholds.
+"""
+
+import json
+import random
+import time
+
+from celery import shared_task
+from django.conf import settings
+
+from clusters.validation import jobs
+from clusters.validation.models import ValidationJob, ValidationRun
+from vms.models import VirtualMachine, VmStatus
+
+K = ValidationJob.Kind
+STRAGGLERS = {"gpu-node-03": 5}  # VM name: the rail (GPU and port) that is bad
+GPU_NAME = "NVIDIA H100 80GB HBM3"
+DIAG_TESTS = {
+    1: [("Deployment", "software")],
+    2: [
+        ("Deployment", "software"),
+        ("Integration", "pcie"),
+        ("Hardware", "memory"),
+        ("Stress", "diagnostic"),
+    ],
+}
+DURATIONS = {
+    K.GPU: {1: 14.0, 2: 118.0},
+    K.NCCL_LOCAL: 24.0,
+    K.IB_SERVER: 47.0,
+    K.IB_CLIENT: 46.0,
+    K.NCCL_PAIR: 38.0,
+    K.NCCL_ALL: 61.0,
+}
+
+
+def _gpu_outputs(job, rng, gpus):
+    listing = "".join(
+        f"GPU {i}: {GPU_NAME} (UUID: GPU-{rng.getrandbits(128):032x})\n" for i in range(gpus)
+    )
+    categories = {}
+    for category, name in DIAG_TESTS[job.params.get("level", 1)]:
+        results = [
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": i, "status": "Pass"}
+            for i in range(gpus)
+        ]
+        categories.setdefault(category, []).append(
+            {"name": name, "results": results, "test_summary": {"status": "Pass"}}
+        )
+    document = {
+        "DCGM Diagnostic": {
+            "test_categories": [{"category": c, "tests": t} for c, t in categories.items()]
+        },
+        "metadata": {"Driver Version Detected": "570.124.06", "version": "4.1.1"},
+    }
+    return [
+        {"tool": "nvidia-smi", "stdout": listing, "exit_code": 0},
+        {"tool": "dcgmi", "stdout": json.dumps(document, indent="\t"), "exit_code": 0},
+    ]
+
+
+RULE = "-" * 87 + "\n"
+
+
+def _ib_text(device, gbps, roce):
+    link = "Ethernet" if roce else "IB"
+    return (
+        RULE + "                    RDMA_Write BW Test\n"
+        f" Dual-port       : OFF\t\tDevice         : {device}\n"
+        " Number of qps   : 1\t\tTransport type : IB\n"
+        " Connection type : RC\t\tUsing SRQ      : OFF\n"
+        " TX depth        : 128\n"
+        " Mtu             : 4096[B]\n"
+        f" Link type       : {link}\n"
+        + (" GID index       : 3\n" if roce else "")
+        + RULE
+        + " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+        f" 1048576    {int(gbps * 5e9 / 8 / 1048576):<16d} {gbps + 0.4:<18.2f} {gbps:<14.2f}"
+        f" {gbps * 1e9 / 8 / 1048576 / 1e6:.6f}\n" + RULE
+    )
+
+
+def _ports_text(devices, bad_rail, stage):
+    lines = []
+    for i, device in enumerate(devices):
+        errors = (37 if stage == "before" else 412) if i == bad_rail else 0
+        lines += [
+            f"== {device}/1 ==",
+            "state: 4: ACTIVE",
+            "rate: 400 Gb/sec (4X NDR)",
+            f"symbol_error: {errors}",
+            "link_downed: 0",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _ib_outputs(job, rng, names, roce):
+    devices = [f"mlx5_{i}" for i in range(job.params["ports"])]
+    involved = {job.vm_name, *names}
+    bad_rail = next((STRAGGLERS[n] for n in involved if n in STRAGGLERS), None)
+    own_bad = STRAGGLERS.get(job.vm_name)
+    outputs = [
+        {
+            "tool": "ports",
+            "stage": "before",
+            "exit_code": 0,
+            "stdout": _ports_text(devices, own_bad, "before"),
+        }
+    ]
+    for i, device in enumerate(devices):
+        gbps = rng.uniform(388.0, 393.5) if i != bad_rail else rng.uniform(141.0, 156.0)
+        outputs.append(
+            {
+                "tool": "ib_write_bw",
+                "device": device,
+                "exit_code": 0,
+                "stdout": _ib_text(device, round(gbps, 2), roce),
+            }
+        )
+    if job.kind == K.IB_CLIENT:
+        outputs.append(
+            {
+                "tool": "ports",
+                "stage": "after",
+                "exit_code": 0,
+                "stdout": _ports_text(devices, own_bad, "after"),
+            }
+        )
+    return outputs
+
+
+def _nccl_text(hosts, gpus_per_host, busbw, rng):
+    ranks = [(h, d) for h in hosts for d in range(gpus_per_host)]
+    lines = [
+        f"# nThread 1 nGpus {1 if len(hosts) > 1 else gpus_per_host} minBytes 536870912 "
+        "maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+        "validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    lines += [
+        f"#  Rank {r:2d} Group  0 Pid {40000 + r:6d} on {h} device  {d} [0x{24 + d * 17:02x}] "
+        f"{GPU_NAME}"
+        for r, (h, d) in enumerate(ranks)
+    ]
+    n = len(ranks)
+    factor = 2 * (n - 1) / n
+    lines += [
+        "#",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)       ",
+    ]
+    total = 0.0
+    for step in range(5):
+        size = 536870912 << step
+        bus = busbw * (0.975 + 0.006 * step) + rng.uniform(-0.4, 0.4)
+        alg = bus / factor
+        usec = size / (alg * 1e3)
+        total += bus
+        lines.append(
+            f"{size:12d}  {size // 4:12d}     float     sum      -1  {usec:7.0f}  {alg:6.2f}  "
+            f"{bus:6.2f}      0  {usec:7.0f}  {alg:6.2f}  {bus + 0.1:6.2f}      0"
+        )
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {total / 5:.3f} ", "#"]
+    return "\n".join(lines) + "\n"
+
+
+def _nccl_outputs(job, rng, names):
+    involved = [job.vm_name, *names]
+    slow = any(n in STRAGGLERS for n in involved)
+    if job.kind == K.NCCL_LOCAL:
+        return [
+            {
+                "tool": "all_reduce_perf",
+                "exit_code": 0,
+                "stdout": _nccl_text(
+                    [job.vm_name], job.params["gpus"], rng.uniform(474.0, 481.0), rng
+                ),
+            }
+        ]
+    busbw = rng.uniform(226.0, 236.0) if slow else rng.uniform(452.0, 458.0)
+    return [
+        {
+            "tool": "all_reduce_perf",
+            "exit_code": 0,
+            "stdout": _nccl_text(involved, job.params["gpus"], busbw, rng),
+        }
+    ]
+
+
+def outputs_for(job, names: dict, roce: bool) -> dict:
+    """What a healthy (or the straggler's) agent would post for ``job``."""
+    rng = random.Random(f"{job.run_id}:{job.pk}")
+    peers = [names.get(pk, "?") for pk in job.peers]
+    if job.kind == K.GPU:
+        outputs = _gpu_outputs(job, rng, job.vm.instance_type.gpu_count)
+        seconds = DURATIONS[K.GPU][job.params.get("level", 1)]
+    elif job.kind in (K.IB_SERVER, K.IB_CLIENT):
+        outputs, seconds = _ib_outputs(job, rng, peers, roce), DURATIONS[job.kind]
+    else:
+        outputs, seconds = _nccl_outputs(job, rng, peers), DURATIONS[job.kind]
+    return {"outputs": outputs, "seconds": round(seconds * rng.uniform(0.95, 1.08), 1)}
+
+
+def answer_phase(run) -> bool:
+    """Claim and answer the current phase's jobs of the running members; True once the run
+    is finished."""
+    members = VirtualMachine.objects.filter(pk__in=run.jobs.values("vm_id"))
+    names = dict(members.values_list("pk", "name"))
+    running = set(members.filter(status=VmStatus.RUNNING).values_list("pk", flat=True))
+    roce = run.operation.cluster is not None and run.operation.cluster.fabric_type == "ROCE_V2"
+    claimed = [job for vm_id in sorted(running) for job in jobs.claim(vm_id)]
+    if settings.SIMULATOR_STEP_SECONDS:
+        time.sleep(settings.SIMULATOR_STEP_SECONDS)  # the phase's tools at work
+    for job in claimed:
+        job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
+        try:
+            jobs.record(job.vm_id, {"job": job.pk, **outputs_for(job, names, roce)})
+        except jobs.JobRefused:  # timed out meanwhile (a slow worker): the run goes on
+            continue
+    return jobs.settle(run.pk)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def answer_jobs(operation_id):
+    """One phase per task (each well within the task time limit), then the next."""
+    run = ValidationRun.objects.select_related("operation__cluster").filter(pk=operation_id).first()
+    if run is None or run.finished_at is not None:
+        return
+    phase = run.phase
+    done = answer_phase(run)
+    if answer_jobs.app.conf.task_always_eager:
+        while not done:
+            run.refresh_from_db()
+            if run.phase == phase:  # nothing more to answer (the silent time out later)
+                return
+            phase = run.phase
+            done = answer_phase(run)
+    elif not done:
+        run.refresh_from_db()
+        # The next phase at once; a phase still waiting on a silent member, a little later.
+        answer_jobs.apply_async((operation_id,), countdown=0 if run.phase != phase else 5)

@@ -1,0 +1,187 @@
+"""교체 (issue 14 item 4): swap a member for a stopped, eligible spare as one Operation.
+
+Item 0 is the member (stopped through ``stop_vm`` if it runs, then detached), item 1 the
+spare (attached, then started through ``start_vm`` if the cluster runs). The swap itself is
+one transaction on the locked rows: the spare joins at the member's ``node_rank`` first and
+the member leaves after, so ``attach_refusal`` and ``detach_refusal`` each decide on the
+rows as they are, and a running cluster never drops below two members in between. The
+steps that wait for a VM to settle are walked by ``advance_replace``, which reads the items
+(not ``operation.done``) to know where it is.
+"""
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusters import services
+from clusters.locking import lock_cluster, lock_members, lock_vm
+from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem
+from clusters.operations.common import (
+    WATCH_EVERY,
+    ItemStatus,
+    K,
+    _cluster_attempt,
+    _finish,
+    _item,
+    _new_operation,
+    _succeed,
+    _vm_refusal,
+)
+from clusters.operations.fanout import _actor_of
+from portal.audit import Attempt, build_event, record_many
+from portal.broker import publish
+from portal.errors import ClusterChanging, InvalidTransition, NotMember, RuleViolation
+from portal.kernel import parse_id, raise_if
+from portal.models import AuditEvent
+from portal.permissions import Perm
+from vms import services as vm_services
+from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
+
+
+def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
+    """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: either VM unseen or
+    not the actor's to change, the member not in the cluster or on its way somewhere, the
+    spare not attachable (``attach_refusal``, SPEC §5.1-3: the member itself is refused
+    as already a member)."""
+    refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
+        actor, spare, Perm.VM_UPDATE
+    )
+    if refusal is not None:
+        return refusal
+    if member.cluster_id != cluster.pk:
+        return NotMember()
+    if cluster.status not in MEMBERSHIP_OPEN:
+        return ClusterChanging()
+    if member.status in VM_TRANSITIONAL:
+        return InvalidTransition()
+    return services.attach_refusal(spare, cluster)
+
+
+def replace_member(cluster_id, member_vm_id, spare_vm_id, *, actor, idempotency=None) -> Operation:
+    """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
+    when ``replace_refusal`` says so; otherwise the member is stopped if it runs and the
+    swap follows once it is 중지됨 (at once if it already is)."""
+    with _cluster_attempt("operation.replace", actor, cluster_id) as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        member = VirtualMachine.objects.filter(pk=parse_id(member_vm_id)).first()
+        spare = VirtualMachine.objects.filter(pk=parse_id(spare_vm_id)).first()
+        raise_if(replace_refusal(actor, cluster, member, spare))
+        operation = _new_operation(
+            K.REPLACE,
+            actor=actor,
+            project_id=cluster.project_id,
+            cluster=cluster,
+            idempotency=idempotency,
+        )
+        member_item, spare_item = _item(operation, 0, member), _item(operation, 1, spare)
+        if member.status in VM_STOPPABLE:
+            vm_services.stop_vm(member.pk, actor=actor)
+            member_item.started_at = timezone.now()
+            _watch_after_commit(operation)
+        OperationItem.objects.bulk_create([member_item, spare_item])
+        att.message = f"{member.name} → {spare.name}"
+        if member_item.started_at is None:
+            _step(operation, actor)
+    return operation
+
+
+def _watch_after_commit(operation) -> None:
+    """Look at the operation again once the VM step just queued has been committed (and,
+    with eager tasks, done): ``advance_replace`` after the step's own task."""
+    transaction.on_commit(lambda: publish(advance_replace, operation.pk))
+
+
+def _fail(operation, items, error) -> None:
+    for item in items:
+        if item.status == ItemStatus.PENDING:
+            item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
+            item.set_error(error)
+            item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
+    _finish(operation, error)
+
+
+def _swap(operation, member_item, spare_item, actor) -> None:
+    """Attach the spare at the member's rank, then detach the member, an audit event each.
+    Both rules are asked before either write, the detach's on the members as they will be
+    with the spare (so a running cluster of two can swap); a refusal changes nothing."""
+    cluster = lock_cluster(operation.cluster_id, actor, Perm.CLUSTER_READ)
+    members = {vm.pk: vm for vm in lock_members(cluster)}
+    member = members.get(member_item.vm_id)
+    attach = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=spare_item.vm_id)
+    detach = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=member_item.vm_id)
+    try:
+        spare = lock_vm(spare_item.vm_id, actor, Perm.VM_UPDATE, attach)
+        raise_if(services.attach_refusal(spare, cluster))
+        if member is None:
+            raise NotMember()
+        after_join = services.MemberStates(count=len(members) + 1)
+        raise_if(services.detach_refusal(member, cluster, after_join))
+    except RuleViolation as refusal:
+        record_many([build_event(attach, AuditEvent.Outcome.REFUSED, refusal)])
+        _fail(operation, [member_item, spare_item], refusal)
+        return
+    detach.about(member)
+    services.join(spare, cluster, rank=member.node_rank)
+    services.leave(member)
+    for att in (attach, detach):
+        att.message, att.cluster_id = cluster.name, cluster.pk
+    record_many([build_event(att, AuditEvent.Outcome.SUCCEEDED) for att in (attach, detach)])
+    _succeed(member_item).save(update_fields=["status", "finished_at"])
+    if cluster.status == ClusterStatus.RUNNING:
+        try:
+            vm_services.start_vm(spare.pk, actor=actor)
+        except RuleViolation as refusal:  # audited by start_vm; the spare stays attached
+            _fail(operation, [spare_item], refusal)
+            return
+        spare_item.started_at = timezone.now()
+        spare_item.save(update_fields=["started_at"])
+        _watch_after_commit(operation)
+    else:
+        _succeed(spare_item).save(update_fields=["status", "finished_at"])
+        _finish(operation)
+
+
+def _step(operation, actor) -> bool:
+    """Move a replace on from what its items and VMs show now (the caller holds the lock);
+    False when it is waiting for a VM to settle."""
+    member_item, spare_item = operation.items.select_related("vm").order_by("position")
+    if spare_item.status != ItemStatus.PENDING:
+        return False
+    if member_item.status == ItemStatus.PENDING:
+        member = member_item.vm
+        if member is not None and member.status in VM_TRANSITIONAL:
+            return False
+        if member is None:
+            _fail(operation, [member_item, spare_item], NotMember())
+        elif member.status == VmStatus.STOPPED:
+            _swap(operation, member_item, spare_item, actor)
+        else:
+            _fail(operation, [member_item, spare_item], member.last_error or InvalidTransition())
+        return True
+    spare = spare_item.vm
+    if spare is not None and spare.status in VM_TRANSITIONAL:
+        return False
+    if spare is not None and spare.status == VmStatus.RUNNING:
+        _succeed(spare_item).save(update_fields=["status", "finished_at"])
+        _finish(operation)
+    else:
+        _fail(operation, [spare_item], (spare.last_error if spare else None) or NotMember())
+    return True
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def advance_replace(operation_id, round=0):  # noqa: A002 - Celery keyword
+    """Walk a replace until its spare item is settled. A step that queued a VM's start
+    queued the next look too; while a VM is still on its way, look again shortly."""
+    with transaction.atomic():
+        operation = (
+            Operation.objects.select_for_update().filter(pk=operation_id, kind=K.REPLACE).first()
+        )
+        if operation is None:
+            return
+        moved = _step(operation, _actor_of(operation))
+        waiting = not moved and operation.items.filter(status=ItemStatus.PENDING).exists()
+    rounds = 2 * settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
+    if waiting and round < rounds and not advance_replace.app.conf.task_always_eager:
+        advance_replace.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)

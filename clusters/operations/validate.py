@@ -1,0 +1,84 @@
+"""클러스터 검증 (issue 14 item 1) as one Operation of kind VALIDATE, an item per running
+member. The jobs (``clusters.validation.plan``) wait for the members' agents, which fetch
+them with their metrics tokens (``metrics.jobs``); ``watch_validation`` times out the silent
+and ends the run when no agent posts anything more. With the simulator backend (no agents on
+its VMs) ``clusters.backends.validation_sim`` answers for the running members.
+"""
+
+from celery import shared_task
+from django.db import transaction
+
+from clusters.backends import get_backend
+from clusters.backends.validation_sim import answer_jobs
+from clusters.locking import lock_cluster, lock_members
+from clusters.models import Operation, OperationItem
+from clusters.operations.common import K, _cluster_attempt, _item, _new_operation
+from clusters.validation import jobs
+from clusters.validation.errors import LevelInvalid
+from clusters.validation.models import ValidationJob, ValidationRun
+from clusters.validation.plan import TIMEOUTS, plan_jobs
+from clusters.validation.rules import validate_refusal
+from clusters.validation.thresholds import threshold_for
+from portal.broker import publish
+from portal.kernel import raise_if
+from portal.permissions import Perm
+from vms.models import VmStatus
+
+LEVELS = (1, 2)
+WATCH_EVERY = 5.0
+
+
+def rank_order(vms) -> list:
+    """Members in node_rank order (unranked last, by id): the ring and rank 0 of the run."""
+    return sorted(vms, key=lambda vm: (vm.node_rank is None, vm.node_rank or 0, vm.pk))
+
+
+def start_validation(cluster_id, *, actor, level=1, idempotency=None) -> Operation:
+    """클러스터 검증: ``validate_refusal`` decides on the locked rows; the run's thresholds
+    are those of the cluster's instance type and fabric now (kept with the run)."""
+    if str(level) not in {str(value) for value in LEVELS}:
+        raise LevelInvalid()
+    with _cluster_attempt("operation.validate", actor, cluster_id) as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
+        running = rank_order(vm for vm in lock_members(cluster) if vm.status == VmStatus.RUNNING)
+        raise_if(validate_refusal(cluster, len(running), jobs.open_run_of(cluster) is not None))
+        operation = _new_operation(
+            K.VALIDATE,
+            actor=actor,
+            project_id=cluster.project_id,
+            cluster=cluster,
+            idempotency=idempotency,
+        )
+        threshold = threshold_for(cluster.instance_type, cluster.fabric_type)
+        run = ValidationRun.objects.create(
+            operation=operation, level=int(level), thresholds=threshold.snapshot()
+        )
+        OperationItem.objects.bulk_create(
+            _item(operation, position, vm) for position, vm in enumerate(running)
+        )
+        ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running))
+        jobs.settle(run.pk)  # opens the first phase
+        att.notice("operation_queued", total=len(running))
+        transaction.on_commit(lambda: publish(watch_validation, operation.pk))
+        if get_backend().emits_metrics:  # simulated VMs run no agent: answer for them
+            transaction.on_commit(lambda: publish(answer_jobs, operation.pk))
+    return operation
+
+
+def longest_run_seconds(level: int) -> float:
+    """How long a run may take at most: every phase at its longest, plus the waits."""
+    per_phase = [TIMEOUTS[ValidationJob.Kind.GPU][level]] + [
+        value for kind, value in TIMEOUTS.items() if kind != ValidationJob.Kind.GPU
+    ]
+    return sum(per_phase) + 7 * (jobs.FETCH_WAIT_SECONDS + jobs.GRACE_SECONDS)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def watch_validation(operation_id, round=0):  # noqa: A002 - Celery keyword
+    """Settle a run (time-outs, phases, the end); look again every few seconds until done."""
+    run = ValidationRun.objects.filter(pk=operation_id).first()
+    if run is None or jobs.settle(run.pk):
+        return
+    rounds = longest_run_seconds(run.level) / WATCH_EVERY
+    if round < rounds and not watch_validation.app.conf.task_always_eager:
+        watch_validation.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)

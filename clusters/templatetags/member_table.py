@@ -1,0 +1,87 @@
+"""The 연결된 가상머신 tab's rows with their selection checkbox and 분리 (issue 11), rendered in
+Python like ``cluster_tags.member_rows`` (256 rows through the template engine cost 8-15x the
+floor view). What each row offers comes from ``views_members.member_controls``: the
+preflights' answers, never a rule of its own.
+"""
+
+from html import escape
+
+from django import template
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
+
+from clusters.validation.display import latest_verdicts, verdict_cell
+from portal.templatetags.console import status_badge, url_pattern
+from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons
+
+register = template.Library()
+
+
+class DetachButtons:
+    """The per-row 분리 form (confirm first), or the button disabled with the reason."""
+
+    def __init__(self, cluster, csrf_token):
+        url = escape(url_pattern("clusters:cluster_detach").format(pk=cluster.pk))
+        self.head = (
+            f'<form method="post" action="{url}" hx-post="{url}" hx-swap="none" hx-confirm="'
+        )
+        self.csrf = escape(csrf_token)
+        self.label = escape(gettext("분리"))
+        self.confirm = gettext("%(name)s을(를) 클러스터에서 분리하시겠습니까?")
+
+    def __call__(self, vm, name, reason) -> str:
+        """``name`` is the VM's name already escaped; every other value is escaped here."""
+        disabled = f' disabled title="{escape(reason)}"' if reason else ""
+        return (
+            f'{self.head}{escape(self.confirm % {"name": vm.name})}">'
+            f'<input type="hidden" name="csrfmiddlewaretoken" value="{self.csrf}">'
+            f'<input type="hidden" name="vm" value="{int(vm.pk)}">'
+            f'<button type="submit" class="btn btn-small btn-ghost-danger"'
+            f' aria-label="{name} {self.label}"{disabled}>{self.label}</button></form>'
+        )
+
+
+@register.simple_tag(takes_context=True)
+def member_table_rows(context, members, cluster, controls):
+    """The table body: [checkbox] name, status, IPs, billing, start/stop and 분리.
+
+    Each row is one f-string whose every value is escaped with the standard library's
+    ``html.escape`` (format_html per cell, 6 a row, and Django's lazy-aware escape were 40%
+    of the tab's time at 256 members)."""
+    csrf = str(context.get("csrf_token", ""))
+    edit = url_pattern("vms:vm_edit")
+    can_update = controls["can_update_vm"]
+    startable, stoppable, detachable = (
+        controls["startable"],
+        controls["stoppable"],
+        controls["detach"],
+    )
+    buttons = VmButtons(csrf, compact=True)
+    detach = DetachButtons(cluster, csrf)
+    select_label = gettext("%(name)s 선택")
+    verdicts = latest_verdicts(cluster)  # issue 14: the last 검증 verdict, 교체 on 불량
+    rows = []
+    for vm in members:
+        pk, name = int(vm.pk), escape(vm.name)
+        checkbox = actions = ""
+        if can_update:
+            flags = (" data-startable" if pk in startable else "") + (
+                " data-stoppable" if pk in stoppable else ""
+            )
+            checkbox = (
+                f'<td class="select"><input type="checkbox" name="vm" value="{pk}"'
+                f' form="members-selected" id="select-{pk}"'
+                f' aria-label="{escape(select_label % {"name": vm.name})}"{flags}></td>'
+            )
+            actions = buttons(vm, cluster)
+            if pk in detachable:
+                actions += detach(vm, name, detachable[pk])
+        rows.append(
+            f'<tr data-vm="{name}">{checkbox}<td><a href="{edit.format(pk=pk)}">{name}</a></td>'
+            f"<td>{status_badge(vm)}</td><td>{escape(vm.private_ip or '-')}</td>"
+            f'<td class="mono">{escape(vm.fabric_address or "-")}</td>'
+            f"<td>{escape(str(BILLING_LABELS.get(vm.billing_type, vm.billing_type)))}</td>"
+            f'<td class="verdict">{verdict_cell(verdicts.get(pk), vm, cluster, can_update)}</td>'
+            f'<td class="row-actions">{actions}</td></tr>'
+        )
+    return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped

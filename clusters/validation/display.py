@@ -1,0 +1,154 @@
+"""What the pages show of 클러스터 검증: a member's latest verdict (the 연결된 가상머신
+column, with 교체 offered on 불량), and a run's history rows and per-check figures."""
+
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+
+from clusters.models import Operation
+from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
+from clusters.validation.verdict import reason_text
+
+BADGE = {
+    Verdict.OK: "running",
+    Verdict.WARN: "waiting",
+    Verdict.BAD: "error",
+    Verdict.NO_ANSWER: "terminated",
+}
+K = ValidationJob.Kind
+
+
+def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
+    """The members' verdicts of the cluster's last finished run (one query, none if none)."""
+    run = (
+        ValidationRun.objects.filter(
+            operation__cluster=cluster,
+            operation__kind=Operation.Kind.VALIDATE,
+            finished_at__isnull=False,
+        )
+        .order_by("-operation__created_at")
+        .first()
+    )
+    if run is None:
+        return {}
+    return {v.vm_id: v for v in run.verdicts.all()}
+
+
+def verdict_badge(verdict: ValidationVerdict | None):
+    if verdict is None:
+        return "-"
+    reasons = "; ".join(reason_text(r) for r in verdict.reasons)
+    return format_html(
+        '<span class="badge badge-{}" data-verdict="{}" title="{}">{}</span>',
+        BADGE[verdict.verdict],
+        verdict.verdict,
+        reasons,
+        verdict.get_verdict_display(),
+    )
+
+
+def verdict_cell(verdict, vm, cluster, can_update: bool):
+    """The 검증 cell of a member row: its verdict, and on 불량 the 교체 button."""
+    if verdict is None:
+        return "-"
+    badge = verdict_badge(verdict)
+    url = replace_url(verdict, cluster, can_update)
+    if not url:
+        return badge
+    return format_html(
+        '{} <a class="btn btn-small btn-danger" href="{}" aria-label="{} {}">{}</a>',
+        badge,
+        url,
+        vm.name,
+        _("교체"),
+        _("교체"),
+    )
+
+
+def _bw_summary(figures):
+    values = [
+        bw["average_gbps"] for bw in (figures.get("bw") or {}).values() if "average_gbps" in bw
+    ]
+    if not values:
+        return ""
+    return _("포트 %(n)d개, %(low).1f–%(high).1f Gb/s") % {
+        "n": len(values),
+        "low": min(values),
+        "high": max(values),
+    }
+
+
+def job_summary(job: ValidationJob) -> str:
+    """The figures of one job in a few words (the table's 수치 column)."""
+    figures = job.figures or {}
+    if figures.get("error"):
+        return figures["error"][:200]
+    if job.kind == K.GPU:
+        diag = figures.get("diag") or {}
+        return _("GPU %(gpus)s개, 실패 %(failed)d건, 경고 %(warned)d건") % {
+            "gpus": (figures.get("gpu_list") or {}).get("count", "?"),
+            "failed": len(diag.get("failed", [])),
+            "warned": len(diag.get("warned", [])),
+        }
+    if job.kind in (K.NCCL_LOCAL, K.NCCL_PAIR, K.NCCL_ALL):
+        nccl = figures.get("nccl") or {}
+        if "busbw_gbs" in nccl:
+            return _("busbw %(busbw).1f GB/s (%(size)d MiB)") % {
+                "busbw": nccl["busbw_gbs"],
+                "size": nccl["bytes"] // (1 << 20),
+            }
+        return ""
+    return _bw_summary(figures)
+
+
+def replace_url(verdict, cluster, can_update: bool) -> str:
+    """Where 교체 of a member judged 불량 starts ('' if it is not offered)."""
+    if verdict.verdict != Verdict.BAD or not can_update or verdict.vm_id is None:
+        return ""
+    return reverse("clusters:member_replace", args=[cluster.pk]) + f"?member={verdict.vm_id}"
+
+
+def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
+    """The cluster's last runs, newest first: when, who, how long, verdicts, jobs; 교체 is
+    offered on the latest run's 불량 members that are still members."""
+    operations = (
+        Operation.objects.filter(cluster=cluster, kind=Operation.Kind.VALIDATE)
+        .select_related("actor", "validation")
+        .order_by("-created_at")[:limit]
+    )
+    history = []
+    members = set(cluster.members.values_list("pk", flat=True))
+    for operation in operations:
+        run = getattr(operation, "validation", None)
+        if run is None:
+            continue
+        verdicts = list(run.verdicts.all())
+        history.append(
+            {
+                "operation": operation,
+                "run": run,
+                "seconds": (
+                    (run.finished_at - operation.created_at).total_seconds()
+                    if run.finished_at
+                    else None
+                ),
+                "verdicts": [
+                    {
+                        "verdict": v,
+                        "badge": verdict_badge(v),
+                        "reasons": [reason_text(r) for r in v.reasons],
+                        "replace_url": replace_url(v, cluster, can_update and not history)
+                        if v.vm_id in members
+                        else "",
+                    }
+                    for v in verdicts
+                ],
+                "jobs": [
+                    {"job": job, "summary": job_summary(job)}
+                    for job in run.jobs.exclude(kind=K.IB_SERVER).order_by("phase", "pk")
+                ],
+                "done_jobs": run.jobs.exclude(status__in=("PENDING", "RUNNING")).count(),
+                "total_jobs": run.jobs.count(),
+            }
+        )
+    return history

@@ -1,0 +1,20 @@
+"""The refusals of 클러스터 검증 that the SPEC §5 errors do not name, in the portal's error
+hierarchy (kept beside the feature, as ``metrics.errors`` is); each message lives only here.
+Importing this module registers the codes, so stored ones render in any language. 교체 and
+the rest of 검증 refuse with the SPEC §5 errors (``NotEnoughMembers``, ``AlreadyMember``…).
+"""
+
+from django.utils.translation import gettext_lazy as _
+
+from portal.errors import InvalidInput, RuleViolation
+
+
+class ValidationRunning(RuleViolation):
+    code = "validation_running"
+    default_message = _("이 클러스터의 검증이 이미 진행 중입니다")
+
+
+class LevelInvalid(InvalidInput):
+    code = "diag_level_invalid"
+    field = "level"
+    default_message = _("dcgmi diag 수준은 1 또는 2만 선택할 수 있습니다.")

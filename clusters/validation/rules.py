@@ -1,0 +1,25 @@
+"""The rule of 클러스터 검증, once, and its preflight (the services' ``*_refusal`` /
+``preflight_*`` pattern): a 실행중 cluster with at least two running members and no run
+already in progress; CLUSTER UPDATE to start one."""
+
+from clusters.models import MIN_MEMBERS, ClusterStatus
+from clusters.validation.errors import ValidationRunning
+from portal.errors import InvalidTransition, NotEnoughMembers, RuleViolation
+from portal.kernel import permission_refusal
+from portal.permissions import Perm
+
+
+def validate_refusal(cluster, running_members: int, run_open: bool) -> RuleViolation | None:
+    if cluster.status != ClusterStatus.RUNNING:
+        return InvalidTransition()
+    if running_members < MIN_MEMBERS:
+        return NotEnoughMembers()  # running ones: a stopped member takes no part
+    if run_open:
+        return ValidationRunning()
+    return None
+
+
+def preflight_validate(actor, cluster, running_members: int, run_open: bool):
+    return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or validate_refusal(
+        cluster, running_members, run_open
+    )

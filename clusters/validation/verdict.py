@@ -1,0 +1,284 @@
+"""A member's verdict from its run's figures (issue 14 item 3): 정상, 점검 필요 (a figure
+below its threshold but within the margin, or a correctable-error trend), 불량 (a failed
+diag, a missing GPU, a figure far below, a link down), 응답 없음 (its agent did not answer).
+
+Pure functions over plain data (what ``clusters.validation.jobs`` stores), so the rules are
+tested as a table. Each reason is ``{"code", "level", "params"}``; ``reason_text`` puts it in
+words in the reader's language. A figure measured between two members (an ``ib_write_bw``
+port, a 2-node all-reduce) is held against a member only when every such measurement it
+took part in is low: in a ring each member is in two, so a straggler fails both of its own
+and its neighbours pass their other one.
+"""
+
+import re
+
+from django.utils.translation import gettext_lazy as _
+
+from clusters.validation.models import ValidationJob, Verdict
+
+Kind, JobStatus = ValidationJob.Kind, ValidationJob.Status
+SEVERITY = {Verdict.OK: 0, Verdict.WARN: 1, Verdict.NO_ANSWER: 2, Verdict.BAD: 3}
+
+REASONS = {
+    "no_answer": _("%(check)s: 에이전트가 %(seconds)d초 안에 응답하지 않았습니다"),
+    "tool_failed": _("%(check)s 실행 실패: %(detail)s"),
+    "diag_failed": _("dcgmi diag -r %(r)s: %(test)s 실패 (GPU %(gpus)s) %(detail)s"),
+    "diag_warned": _("dcgmi diag -r %(r)s: %(test)s 경고 (GPU %(gpus)s) %(detail)s"),
+    "gpu_missing": _(
+        "GPU %(found)d개만 보입니다 (인스턴스 유형 %(expected)d개, 없는 GPU: %(missing)s)"
+    ),
+    "port_down": _("%(port)s (GPU %(gpu)s) 링크 다운: 상태 %(state)s"),
+    "link_downed": _("%(port)s (GPU %(gpu)s): 검사 중 링크가 %(delta)d회 끊겼습니다"),
+    "symbol_errors": _("%(port)s (GPU %(gpu)s): 심볼 오류 %(delta)d건 증가 (정정 가능 오류 추세)"),
+    "ib_low": _(
+        "ib_write_bw %(port)s (GPU %(gpu)s, %(peer)s와): %(value).1f Gb/s, "
+        "기준 %(threshold).0f Gb/s의 %(percent).0f%%"
+    ),
+    "ports_missing": _("패브릭 포트가 %(found)d개만 보입니다 (기준 %(expected)d개)"),
+    "ib_failed": _("ib_write_bw %(port)s (GPU %(gpu)s, %(peer)s와) 측정 실패: %(detail)s"),
+    "nccl_local_low": _(
+        "노드 내 all_reduce_perf busbw %(value).1f GB/s, "
+        "기준 %(threshold).0f GB/s의 %(percent).0f%%"
+    ),
+    "nccl_pair_low": _(
+        "2노드 all_reduce_perf (%(peer)s와) busbw %(value).1f GB/s, "
+        "기준 %(threshold).0f GB/s의 %(percent).0f%%"
+    ),
+    "nccl_all_low": _(
+        "전체 %(nodes)d노드 all_reduce_perf busbw %(value).1f GB/s, "
+        "기준 %(threshold).0f GB/s의 %(percent).0f%%"
+    ),
+    "nccl_wrong": _("all_reduce_perf: 결과 값 오류 %(wrong)d건"),
+}
+
+
+def reason_text(reason: dict) -> str:
+    text = REASONS.get(reason.get("code"))
+    return str(text) % reason.get("params", {}) if text else str(reason.get("code", ""))
+
+
+def reason(code: str, level: str, **params) -> dict:
+    return {"code": code, "level": level, "params": params}
+
+
+def figure_level(value: float, threshold: float, margin_percent: float) -> str:
+    """정상 at or above the threshold, 점검 필요 within the margin below it, else 불량."""
+    if value >= threshold:
+        return Verdict.OK
+    if value >= threshold * (1 - margin_percent / 100):
+        return Verdict.WARN
+    return Verdict.BAD
+
+
+def _low(code, value, threshold, margin, **params):
+    level = figure_level(value, threshold, margin)
+    if level == Verdict.OK:
+        return None
+    percent = 100.0 * value / threshold if threshold else 0.0
+    return reason(code, level, value=value, threshold=threshold, percent=percent, **params)
+
+
+def rail(device: str, devices: list[str]) -> int | str:
+    """The GPU a port serves: on a rail-optimised node (one NIC per GPU), the port's place
+    among the node's ports (mlx5_5 → GPU 5)."""
+    if device in devices:
+        return devices.index(device)
+    match = re.search(r"(\d+)$", device)
+    return int(match.group(1)) if match else "?"
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-member checks: each returns the reasons found in one job's figures
+
+
+def gpu_reasons(figures: dict, expected_gpus: int, level: int) -> list[dict]:
+    found = []
+    listed = figures.get("gpu_list") or {}
+    count = listed.get("count")
+    if count is not None and count < expected_gpus:
+        seen = {g["index"] for g in listed.get("gpus", [])}
+        missing = ", ".join(str(i) for i in range(expected_gpus) if i not in seen)
+        found.append(
+            reason("gpu_missing", Verdict.BAD, found=count, expected=expected_gpus, missing=missing)
+        )
+    diag = figures.get("diag") or {}
+    for key, code, verdict in (
+        ("failed", "diag_failed", Verdict.BAD),
+        ("warned", "diag_warned", Verdict.WARN),
+    ):
+        for test in diag.get(key, []):
+            gpus = ", ".join(str(g) for g in test.get("gpus", [])) or "-"
+            detail = "; ".join(test.get("warnings", []))[:300]
+            found.append(
+                reason(code, verdict, r=level, test=test.get("name", ""), gpus=gpus, detail=detail)
+            )
+    return found
+
+
+def port_reasons(figures: dict) -> list[dict]:
+    """Link state and counters read before and after ``ib_write_bw``: a port not ACTIVE or
+    a link that went down is 불량; symbol errors that grew are a correctable-error trend."""
+    before = (figures.get("ports_before") or {}).get("ports", {})
+    after = (figures.get("ports_after") or {}).get("ports", {})
+    devices = figures.get("devices", [])
+    found = []
+    for port, now in sorted(after.items()):
+        device = port.split("/")[0]
+        gpu = rail(device, devices)
+        then = before.get(port, {})
+        if now.get("state") != "ACTIVE":
+            found.append(
+                reason("port_down", Verdict.BAD, port=port, gpu=gpu, state=now.get("state") or "?")
+            )
+        for key, code, verdict in (
+            ("link_downed", "link_downed", Verdict.BAD),
+            ("symbol_error", "symbol_errors", Verdict.WARN),
+        ):
+            prior = then.get(key)
+            delta = (now.get(key) or 0) - (now.get(key) or 0 if prior is None else prior)
+            if delta > 0:
+                found.append(reason(code, verdict, port=port, gpu=gpu, delta=delta))
+    return found
+
+
+def nccl_reason(code, figures, threshold, margin, **params) -> list[dict]:
+    nccl = figures.get("nccl") or {}
+    found = []
+    if nccl.get("wrong"):
+        found.append(reason("nccl_wrong", Verdict.BAD, wrong=nccl["wrong"]))
+    if "busbw_gbs" in nccl:
+        low = _low(code, nccl["busbw_gbs"], threshold, margin, **params)
+        if low is not None:
+            found.append(low)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+class _Shared:
+    """Measurements taken between members, each counted for every member it involved; a
+    member is blamed for a kind when all of its measurements of that kind are low."""
+
+    def __init__(self):
+        self.counts, self.lows = {}, {}
+
+    def measured(self, key, low):
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if low is not None:
+            self.lows.setdefault(key, []).append(low)
+
+    def blamed(self):
+        for key, lows in sorted(self.lows.items(), key=str):
+            if len(lows) == self.counts[key]:
+                yield key, min(lows, key=lambda r: SEVERITY[r["level"]])
+
+
+def _failed(job, check):
+    detail = (job["figures"].get("error") or "")[:300]
+    return reason("tool_failed", Verdict.BAD, check=check, detail=detail)
+
+
+def _ib(job, names, shared, threshold, margin):
+    """Each port of an ``ib_write_bw`` client job, measured between its member and peer."""
+    client, server = job["vm"], job["peers"][0]
+    figures = job["figures"]
+    devices = figures.get("devices", [])
+    for device in devices:
+        gpu = rail(device, devices)
+        bw = (figures.get("bw") or {}).get(device) or {}
+        for member, other in ((client, server), (server, client)):
+            params = {"port": device, "gpu": gpu, "peer": names.get(other, "?")}
+            if "average_gbps" in bw:
+                low = _low("ib_low", bw["average_gbps"], threshold, margin, **params)
+            else:
+                detail = str(bw.get("error") or figures.get("error") or "")[:300]
+                low = reason("ib_failed", Verdict.BAD, detail=detail, **params)
+            shared.measured((member, device), low)
+
+
+def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -> dict:
+    """``{vm id: (verdict, reasons)}`` for ``members`` (``{"id", "name", "gpus"}``) from
+    ``jobs`` (``{"kind", "vm", "peers", "status", "figures", "timeout"}``)."""
+    names = {m["id"]: m["name"] for m in members}
+    margin = thresholds["margin_percent"]
+    reasons = {m["id"]: [] for m in members}
+    ports, pairs, everyone = _Shared(), _Shared(), []
+    labels = dict(Kind.choices)
+    for job in jobs:
+        vm, kind, figures = job["vm"], job["kind"], job["figures"]
+        check = str(labels.get(kind, kind))
+        if vm not in reasons or job["status"] == JobStatus.SKIPPED:
+            continue  # a skipped job (a member it needed was silent) measured nothing
+        if job["status"] == JobStatus.NO_ANSWER:
+            reasons[vm].append(
+                reason("no_answer", Verdict.NO_ANSWER, check=check, seconds=job["timeout"])
+            )
+            continue
+        failed = job["status"] == JobStatus.FAILED
+        if kind == Kind.GPU:
+            expected = next(m["gpus"] for m in members if m["id"] == vm)
+            reasons[vm] += (
+                [_failed(job, check)] if failed else gpu_reasons(figures, expected, level)
+            )
+        elif kind == Kind.NCCL_LOCAL:
+            reasons[vm] += (
+                [_failed(job, check)]
+                if failed
+                else nccl_reason("nccl_local_low", figures, thresholds["intra_busbw_gbs"], margin)
+            )
+        elif kind == Kind.IB_CLIENT:
+            reasons[vm] += port_reasons(figures)
+            found = len(figures.get("devices", []))
+            if found < thresholds["ports"]:
+                reasons[vm].append(
+                    reason("ports_missing", Verdict.BAD, found=found, expected=thresholds["ports"])
+                )
+            _ib(job, names, ports, thresholds["ib_write_bw_gbps"], margin)
+        elif kind == Kind.NCCL_PAIR:
+            peer = job["peers"][0]
+            for member, other in ((vm, peer), (peer, vm)):
+                lows = (
+                    [_failed(job, check)]
+                    if failed
+                    else nccl_reason(
+                        "nccl_pair_low",
+                        figures,
+                        thresholds["multi_busbw_gbs"],
+                        margin,
+                        peer=names.get(other, "?"),
+                    )
+                )
+                pairs.measured(member, lows[0] if lows else None)
+        elif kind == Kind.NCCL_ALL:
+            everyone = (
+                [_failed(job, check)]
+                if failed
+                else nccl_reason(
+                    "nccl_all_low",
+                    figures,
+                    thresholds["multi_busbw_gbs"],
+                    margin,
+                    nodes=len(members),
+                )
+            )
+    blamed = set()
+    for shared in (ports, pairs):
+        for key, low in shared.blamed():
+            member = key[0] if isinstance(key, tuple) else key
+            if member in reasons:
+                reasons[member].append(low)
+                blamed.add(member)
+    for low in everyone:
+        # The slowest member sets a ring's pace: the whole cluster's figure is held against
+        # the members already found slow, or (none being) against all as 점검 필요.
+        for member in blamed or reasons:
+            reasons[member].append(low if blamed else {**low, "level": Verdict.WARN})
+    return {
+        vm: (
+            max((r["level"] for r in found), key=SEVERITY.get, default=Verdict.OK),
+            sorted(found, key=lambda r: -SEVERITY[r["level"]]),  # the worst reasons first
+        )
+        for vm, found in reasons.items()
+    }

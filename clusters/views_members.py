@@ -1,0 +1,366 @@
+"""The cluster page as the place a cluster is run (issue 11): attach many VMs, detach one,
+start or stop many members, stop the cluster with its members, and follow each of these as
+one ``Operation`` whose progress card polls itself until it is done.
+
+Every action goes through ``clusters.operations``, which runs each target through the
+single-VM service (its rules, permission and audit); these views only read the request,
+call it and show the Operation. What a button may do and why not comes from the services'
+preflights, never from a rule written here.
+"""
+
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Prefetch, Q
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling, trigger_client_event
+
+from clusters import operations
+from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
+from clusters.services import MemberStates, detach_refusal
+from portal.audit import attempt
+from portal.errors import (
+    InvalidInput,
+    InvalidTransition,
+    MembersStillRunning,
+    PermissionRequired,
+    VmNotEligible,
+    VmNotStopped,
+)
+from portal.kernel import check_perm
+from portal.permissions import Perm
+from vms import services as vm_services
+from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
+
+# How many failed items a progress card and an activity row list (the rest are counted).
+FAILURES_SHOWN = 20
+OPERATIONS_SHOWN = 20
+
+
+def _cluster(request, pk):
+    return get_object_or_404(
+        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).select_related(
+            "zone", "instance_type", "project"
+        ),
+        pk=pk,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What the header and the Connected VMs tab offer
+
+
+def _stopped_member_probe(cluster) -> VirtualMachine:
+    """An unsaved stopped member of ``cluster``: what the start preflight is asked about when
+    the page has only the members' counts (the header), not the rows."""
+    return VirtualMachine(
+        project_id=cluster.project_id, cluster_id=cluster.pk, status=VmStatus.STOPPED
+    )
+
+
+def member_summary(user, cluster, members: MemberStates, stop_refusal) -> dict:
+    """The header's 실행중 멤버 n/m, its callouts and the stop form's checkbox.
+
+    Member statuses are shown only to a user who may read the VMs (the fingerprint hides
+    them from the others too). 멤버 모두 시작 is offered when a stopped member would start
+    now (asked of the start preflight); 가상머신 연결 on an empty cluster to who may update VMs;
+    멤버 가상머신도 함께 중지 when the plain stop is refused because members run
+    (``stop_refusal``, the stop preflight's answer).
+    """
+    if not user.has_perm(Perm.VM_READ, cluster):
+        return {"visible": False}
+    counts = members.by_status
+    stopped = counts[VmStatus.STOPPED]
+    can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
+    start_all = (
+        stopped > 0
+        and vm_services.preflight_start(user, _stopped_member_probe(cluster), cluster) is None
+    )
+    return {
+        "visible": True,
+        "running": counts[VmStatus.RUNNING],
+        "total": members.count,
+        "stopped": stopped,
+        "offer_start_all": start_all,
+        "offer_attach": members.count == 0
+        and can_update_vm
+        and cluster.status != ClusterStatus.DELETED,
+        "offer_stop_members": isinstance(stop_refusal, MembersStillRunning) and can_update_vm,
+    }
+
+
+def shown_reason(refusal) -> str:
+    """What a disabled control says: the rule's message. A missing permission or a status
+    the action does not start from hides the control instead, so neither is a reason."""
+    if refusal is None or isinstance(refusal, PermissionRequired | InvalidTransition):
+        return ""
+    return refusal.message
+
+
+def member_controls(user, cluster, members: list) -> dict:
+    """Per member: may it start, stop, be detached now; and for the tab's toolbar, which bulk
+    buttons to offer, or the reason start is not offered.
+
+    The permission is the project's, the same for every member: asked once, then each
+    member goes to the rule functions the preflights are made of (a has_perm per member and
+    action was a third of the tab's time at 256 members)."""
+    can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)
+    controls = {
+        "startable": set(),
+        "stoppable": set(),
+        "detach": {},
+        "start_reason": "",
+        "can_update_vm": can_update_vm,
+        "offer_attach": can_update_vm and cluster.status != ClusterStatus.DELETED,
+    }
+    if not can_update_vm:
+        return controls
+    states = MemberStates.of(vm.status for vm in members)
+    start_reason = ""
+    for vm in members:
+        refusal = vm_services.start_refusal(vm, cluster)
+        if refusal is None:
+            controls["startable"].add(vm.pk)
+        elif not start_reason:
+            start_reason = shown_reason(refusal)
+        if vm_services.stop_refusal(vm) is None:
+            controls["stoppable"].add(vm.pk)
+        refusal = detach_refusal(vm, cluster, states)
+        if refusal is None:
+            controls["detach"][vm.pk] = ""
+        elif not isinstance(refusal, VmNotStopped | InvalidTransition):
+            controls["detach"][vm.pk] = refusal.message  # shown disabled, with the rule's message
+    controls["start_reason"] = "" if controls["startable"] else start_reason
+    return controls
+
+
+def cluster_operations(user, cluster) -> list:
+    """The cluster's latest Operations for the 활동 tab, counted in the query; the failed
+    items only for a user who may read the VMs they name."""
+    ops = (
+        operations.visible_operations(user)
+        .filter(cluster=cluster)
+        .select_related("actor")
+        .annotate(**_item_counts("items__"))
+    )
+    if user.has_perm(Perm.VM_READ, cluster):
+        failed = OperationItem.objects.filter(status=OperationItem.Status.FAILED)
+        ops = ops.prefetch_related(Prefetch("items", queryset=failed, to_attr="failures"))
+    return list(ops.order_by("-created_at", "-id")[:OPERATIONS_SHOWN])
+
+
+def _item_counts(prefix: str = "") -> dict:
+    """Items in all, finished (succeeded or failed) and failed, as one aggregate."""
+    done = (OperationItem.Status.SUCCEEDED, OperationItem.Status.FAILED)
+    pk = f"{prefix}pk"
+    return {
+        "n_total": Count(pk),
+        "n_finished": Count(pk, filter=Q(**{f"{prefix}status__in": done})),
+        "n_failed": Count(pk, filter=Q(**{f"{prefix}status": OperationItem.Status.FAILED})),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The Operation's progress card
+
+
+def _operation_context(request, operation) -> dict:
+    counts = operation.items.aggregate(**_item_counts())
+    failures = []
+    if counts["n_failed"] and request.user.has_perm(Perm.VM_READ, operation.project):
+        failures = list(
+            operation.items.filter(status=OperationItem.Status.FAILED).order_by("position")[
+                :FAILURES_SHOWN
+            ]
+        )
+    return {"op": operation, "counts": counts, "failures": failures}
+
+
+def _summary(context) -> str:
+    """The toast of a finished Operation: what, how many done, how many failed, and the
+    first failure's message (a row's 분리 has only that one)."""
+    operation, counts = context["op"], context["counts"]
+    if operation.last_error is not None:
+        return f"{operation.kind_label}: {operation.last_error.message}"
+    text = _("%(kind)s: %(done)d/%(total)d 완료") % {
+        "kind": operation.kind_label,
+        "done": counts["n_finished"],
+        "total": counts["n_total"],
+    }
+    if counts["n_failed"]:
+        text += " · " + _("실패 %(n)d") % {"n": counts["n_failed"]}
+    if context["failures"]:
+        first = context["failures"][0]
+        text += f" — {first.target_name}: {first.last_error.message}"
+    return text
+
+
+def _tell(response, event: str, **detail) -> None:
+    """An HX-Trigger event dispatched on <body>: the element that sent the request may be
+    gone by the time the answer comes (a row's form, when the tab refreshed meanwhile), and
+    an event on a detached element reaches no listener."""
+    trigger_client_event(response, event, {"target": "body", **detail})
+
+
+def render_operation(request, operation) -> HttpResponse:
+    """The progress card (HTMX) or its page; a finished one tells the page to refresh and
+    says how it went in a toast."""
+    context = _operation_context(request, operation)
+    if not request.htmx:
+        return render(request, "clusters/operation.html", context)
+    response = render(request, "clusters/_operation.html", context)
+    if operation.done:
+        _tell(response, "cluster-changed")
+        _tell(response, "toast", message=_summary(context))
+    return response
+
+
+@login_required
+@require_GET
+def operation_detail(request, pk):
+    """One Operation's progress, polled by its card every second until it is done (then 286
+    stops the polling); as a page without HTMX."""
+    operation = get_object_or_404(
+        operations.visible_operations(request.user).select_related("cluster", "project"), pk=pk
+    )
+    response = render_operation(request, operation)
+    if request.htmx and operation.done:
+        response.status_code = HttpResponseStopPolling.status_code
+    return response
+
+
+def _answer(request, operation) -> HttpResponse:
+    """A bulk action's answer: its card for the page (swapped in at the top of
+    ``#operations``), or the Operation's page."""
+    if not request.htmx:
+        return redirect("clusters:operation_detail", pk=operation.pk)
+    response = render_operation(request, operation)
+    # Wherever the form sits (the header's stop form swaps the header), the card goes on top.
+    response["HX-Retarget"] = "#operations"
+    response["HX-Reswap"] = "afterbegin"
+    _tell(response, "close-dialogs")
+    if not operation.done:
+        _tell(response, "cluster-changed")  # the first statuses have moved
+    return response
+
+
+def _selected_vm_ids(request) -> list[str] | None:
+    """The checked ``vm`` boxes as sent (the operation refuses the whole request if one is
+    not an id); None when none were sent: all of them, for the bulk start and stop."""
+    return request.POST.getlist("vm") or None
+
+
+def _require_vm_update(request, cluster, kind) -> None:
+    """Who may not update the project's VMs is refused the whole request, audited as the
+    operation would be, before any item is made (the items would each say the same)."""
+    if not request.user.has_perm(Perm.VM_UPDATE, cluster):
+        with attempt(f"operation.{kind}", actor=request.user, target_type="cluster") as att:
+            att.about(cluster)
+            check_perm(request.user, Perm.VM_UPDATE, cluster)
+
+
+# ---------------------------------------------------------------------------------------------
+# The actions
+
+
+def _attach_context(request, cluster, error=""):
+    candidates = operations.attach_candidates(request.user, cluster)
+    # Where each VM is and of what type says why "other zone or type" refuses it (two small
+    # catalog reads, not one per row); "already in a cluster" names it, to who may read it.
+    zones = dict(Zone.objects.values_list("pk", "code"))
+    types = dict(InstanceType.objects.values_list("pk", "code"))
+    rows = [
+        {
+            "vm": vm,
+            "where": f"{zones.get(vm.zone_id, '')} · {types.get(vm.instance_type_id, '')}",
+            "reason": refusal.message if refusal is not None else "",
+            "in_cluster": vm.cluster.name
+            if refusal is not None
+            and vm.cluster_id
+            and request.user.has_perm(Perm.CLUSTER_READ, vm.cluster)
+            else "",
+        }
+        for vm, refusal in candidates
+    ]
+    return {
+        "cluster": cluster,
+        "rows": rows,
+        "eligible": sum(1 for row in rows if not row["reason"]),
+        "error": error,
+        "guidance": VmNotEligible().message,  # the seed's guidance line is rule 1's message
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def cluster_attach(request, pk):
+    """GET: the 가상머신 연결 panel. POST: attach the checked VMs as one Operation."""
+    cluster = _cluster(request, pk)
+    template = "clusters/_attach_panel.html" if request.htmx else "clusters/attach.html"
+    if request.method == "GET":
+        check_perm(request.user, Perm.VM_UPDATE, cluster)
+        return render(request, template, _attach_context(request, cluster))
+    _require_vm_update(request, cluster, Operation.Kind.ATTACH)
+    try:
+        operation = operations.attach_many(
+            cluster.pk, _selected_vm_ids(request), actor=request.user
+        )
+    except InvalidInput as exc:  # nothing checked, or a value that names no VM
+        context = _attach_context(request, cluster, exc.message)
+        response = render(request, template, context, status=exc.status)
+        if request.htmx:
+            response["HX-Retarget"] = "#attach-dialog"
+            response["HX-Reswap"] = "innerHTML"
+        return response
+    return _answer(request, operation)
+
+
+@login_required
+@require_POST
+def cluster_detach(request, pk):
+    """A member row's 분리: one VM, through the same rule as the VM page's."""
+    cluster = _cluster(request, pk)
+    _require_vm_update(request, cluster, Operation.Kind.DETACH)
+    operation = operations.detach_many(cluster.pk, _selected_vm_ids(request), actor=request.user)
+    if not request.htmx:
+        return redirect("clusters:operation_detail", pk=operation.pk)
+    # One row: no card, the outcome in a toast; the tab refreshes on cluster-changed.
+    context = _operation_context(request, operation)
+    response = HttpResponse(status=204)
+    _tell(response, "cluster-changed")
+    _tell(response, "toast", message=_summary(context))
+    return response
+
+
+@login_required
+@require_POST
+def cluster_start_members(request, pk):
+    """멤버 모두 시작 (no ``vm``) or 선택한 멤버 시작 (the checked ones), one Operation."""
+    cluster = _cluster(request, pk)
+    _require_vm_update(request, cluster, Operation.Kind.START_MEMBERS)
+    operation = operations.start_members(
+        cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
+    )
+    return _answer(request, operation)
+
+
+@login_required
+@require_POST
+def cluster_stop_members(request, pk):
+    """멤버 모두 중지 / 선택한 멤버 중지, one Operation."""
+    cluster = _cluster(request, pk)
+    _require_vm_update(request, cluster, Operation.Kind.STOP_MEMBERS)
+    operation = operations.stop_members(
+        cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
+    )
+    return _answer(request, operation)
+
+
+def stop_with_members(request, pk) -> HttpResponse:
+    """The 클러스터 중지 form with 멤버 가상머신도 함께 중지 checked: running members first,
+    then the cluster, as one Operation (``clusters.views.cluster_stop`` hands over)."""
+    cluster = _cluster(request, pk)
+    operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
+    return _answer(request, operation)

@@ -1,0 +1,115 @@
+"""The 검증 section of a cluster page (issue 14): start a run, follow it, read its history
+and raw output; and 교체 of a member. Lookups go through ``restrict`` as everywhere (outside
+it is a 404); the actions call ``clusters.operations`` and its refusals are shown in place
+by the middleware."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from clusters import operations
+from clusters.models import ClusterStatus, Operation, ValidationJob
+from clusters.validation import display, jobs
+from clusters.validation.rules import preflight_validate
+from clusters.views import _cluster
+from clusters.views_members import shown_reason
+from portal.kernel import parse_id
+from portal.permissions import Perm
+from vms.models import VirtualMachine, VmStatus
+
+
+def _section_context(request, cluster):
+    user = request.user
+    open_run = jobs.open_run_of(cluster)
+    if open_run is not None and jobs.settle(open_run.pk):  # a lost watcher: finish it now
+        open_run = None
+    running = cluster.members.filter(status=VmStatus.RUNNING).count()
+    refusal = preflight_validate(user, cluster, running, open_run is not None)
+    can_read_vms = user.has_perm(Perm.VM_READ, cluster)
+    return {
+        "cluster": cluster,
+        "show_button": cluster.status == ClusterStatus.RUNNING
+        and user.has_perm(Perm.CLUSTER_UPDATE, cluster),
+        "validate_reason": shown_reason(refusal),
+        "polling": open_run is not None,
+        "history": display.run_history(cluster, user.has_perm(Perm.VM_UPDATE, cluster))
+        if can_read_vms
+        else [],
+        "can_read_vms": can_read_vms,
+    }
+
+
+@login_required
+@require_GET
+def validation_section(request, pk):
+    """The 검증 section (loaded into the 정보 tab, polled while a run is open)."""
+    cluster = _cluster(request, pk)
+    return render(request, "clusters/validation/section.html", _section_context(request, cluster))
+
+
+@login_required
+@require_POST
+def validation_start(request, pk):
+    cluster = _cluster(request, pk)
+    operations.start_validation(cluster.pk, actor=request.user, level=request.POST.get("level", 1))
+    if request.htmx:
+        context = _section_context(request, _cluster(request, pk))
+        return render(request, "clusters/validation/section.html", context)
+    return redirect("clusters:cluster_detail", pk=cluster.pk)
+
+
+@login_required
+@require_GET
+def validation_raw(request, pk):
+    """A job's raw output (``?job=``), on demand, as plain text: what its figures were
+    parsed from."""
+    cluster = _cluster(request, pk)
+    if not request.user.has_perm(Perm.VM_READ, cluster):
+        raise Http404
+    job = get_object_or_404(
+        ValidationJob,
+        pk=parse_id(request.GET.get("job")),
+        run__operation__cluster=cluster,
+        run__operation__kind=Operation.Kind.VALIDATE,
+    )
+    parts = [f"# {job.get_kind_display()} · {job.vm_name} · {job.get_status_display()}\n"]
+    for out in job.raw:
+        device = f" {out['device']}" if out.get("device") else ""
+        parts.append(f"\n$ {out['tool']}{device}  (exit {out['exit_code']})\n{out['stdout']}")
+    response = HttpResponse("".join(parts), content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def member_replace(request, pk):
+    """교체 of ``member``: GET the spare picker (the project's eligible stopped VMs), POST
+    the swap (``member`` and ``spare`` in the form; the service decides)."""
+    cluster = _cluster(request, pk)
+    if request.method == "POST":
+        operations.replace_member(
+            cluster.pk, request.POST.get("member"), request.POST.get("spare"), actor=request.user
+        )
+        url = reverse("clusters:cluster_members", args=[cluster.pk])
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    member = get_object_or_404(
+        VirtualMachine.objects.restrict(request.user, Perm.VM_READ),
+        pk=parse_id(request.GET.get("member")),
+        cluster=cluster,
+    )
+    spares = [
+        vm for vm, refusal in operations.attach_candidates(request.user, cluster) if refusal is None
+    ]
+    verdict = display.latest_verdicts(cluster).get(member.pk)
+    context = {
+        "cluster": cluster,
+        "member": member,
+        "spares": spares,
+        "verdict": verdict,
+        "badge": display.verdict_badge(verdict),
+    }
+    return render(request, "clusters/validation/replace.html", context)

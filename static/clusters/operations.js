@@ -1,0 +1,101 @@
+// Cluster-scale operations (issue 11): the 가상머신 연결 dialog, selection checkboxes, the stop
+// form's 멤버 가상머신도 함께 중지, progress cards and toasts. Loaded with the CSP nonce; no
+// inline handlers. Everything a button may do was decided by the server; this only wires it.
+(function () {
+  "use strict";
+
+  var TOAST_MS = 5000;
+
+  function toastBox() {
+    var box = document.getElementById("toasts");
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "toasts";
+      box.className = "toasts";
+      box.setAttribute("aria-hidden", "true"); // read out through the page's one live region
+      document.body.appendChild(box);
+    }
+    return box;
+  }
+
+  // A short message for an action's outcome: the server sends it as an HX-Trigger "toast".
+  // Seen in the corner, heard through base.html's #live-status (the page's one live region).
+  function showToast(message) {
+    if (!message) return;
+    var toast = document.createElement("div");
+    toast.className = "toast";
+    toast.textContent = message;
+    toastBox().appendChild(toast);
+    setTimeout(function () { toast.remove(); }, TOAST_MS);
+    var region = document.getElementById("live-status");
+    if (region) {
+      region.textContent = "";
+      setTimeout(function () { region.textContent = message; }, 50);
+    }
+  }
+
+  document.body.addEventListener("toast", function (event) {
+    showToast(event.detail && event.detail.message);
+  });
+
+  function closeDialogs() {
+    document.querySelectorAll("dialog[open]").forEach(function (dialog) { dialog.close(); });
+  }
+  document.body.addEventListener("close-dialogs", closeDialogs);
+
+  // The attach panel arrives in its <dialog>: open it and focus the first choice.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.tagName === "DIALOG") {
+      if (!target.open) target.showModal();
+      var first = target.querySelector("input:not([disabled]), button:not([disabled])");
+      if (first) first.focus();
+    }
+    syncSelection();
+  });
+
+  // Selected-member buttons are usable only when a checked row can take their action.
+  function syncSelection() {
+    document.querySelectorAll("[data-needs-selection]").forEach(function (button) {
+      var flag = button.getAttribute("data-needs-selection");
+      var form = button.form && button.form.id;
+      var selector = "input[name=vm][form='" + form + "']:checked[data-" + flag + "]";
+      button.disabled = !(form && document.querySelector(selector));
+    });
+  }
+
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    if (!el.matches) return;
+    if (el.matches("input[data-select-all]")) {
+      document.querySelectorAll(el.getAttribute("data-select-all")).forEach(function (box) {
+        if (!box.disabled) box.checked = el.checked;
+      });
+    }
+    if (el.matches("input[data-enables]")) {
+      // 멤버 가상머신도 함께 중지: the stop the rule refuses alone becomes possible.
+      var button = document.querySelector(el.getAttribute("data-enables"));
+      if (button) button.disabled = !el.checked && button.hasAttribute("data-refused");
+    }
+    syncSelection();
+  });
+
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest) return;
+    var close = event.target.closest("[data-close-dialog]");
+    if (close && close.closest("dialog")) {
+      event.preventDefault();
+      close.closest("dialog").close();
+      return;
+    }
+    var dismiss = event.target.closest("[data-dismiss]");
+    if (dismiss && dismiss.closest(".op-card")) dismiss.closest(".op-card").remove();
+  });
+
+  // A dialog closed (Esc or 취소) leaves nothing behind to submit by accident.
+  document.addEventListener("close", function (event) {
+    if (event.target.id === "attach-dialog") event.target.innerHTML = "";
+  }, true);
+
+  document.addEventListener("DOMContentLoaded", syncSelection);
+})();

@@ -1,0 +1,165 @@
+"""The whole Celery side of the portal as real processes: a worker and beat under
+``portal.supervisor`` (as ``rundemo`` runs them), on the test database and either broker."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from celery import current_app
+
+from clusters.models import TRANSITIONAL as CLUSTER_TRANSITIONAL
+from portal import heartbeat
+from portal.supervisor import Child, Supervisor
+from tests.faults.harness import (
+    BASE_DIR,
+    Worker,
+    broker,
+    celery_env,
+    children_of,
+    filesystem_options,
+    wait_until,
+)
+from vms import services as vm_services
+from vms.models import VM_TRANSITIONAL, VirtualMachine, VmStatus
+
+# Short enough for a fast suite, long enough for a loaded 2-core machine.
+TRANSITION_TIMEOUT = 2.5
+RECONCILE_EVERY = 2.0
+STEP_SECONDS = 0.2
+HEARTBEAT_EVERY = 0.5
+HEARTBEAT_MAX_AGE = 2.5
+BOUND = TRANSITION_TIMEOUT + 2 * RECONCILE_EVERY  # issue 9 item 1
+STACK_ENV = {
+    "TRANSITION_TIMEOUT_SECONDS": TRANSITION_TIMEOUT,
+    "RECONCILE_EVERY_SECONDS": RECONCILE_EVERY,
+    "SIMULATOR_STEP_SECONDS": STEP_SECONDS,
+    "WORKER_HEARTBEAT_SECONDS": HEARTBEAT_EVERY,
+    "WORKER_HEARTBEAT_MAX_AGE_SECONDS": HEARTBEAT_MAX_AGE,
+}
+
+
+class Stack:
+    def __init__(self, broker_url, workdir, concurrency=2, **env):
+        self.broker_url = broker_url
+        self.workdir = Path(workdir)
+        self.var_dir = self.workdir / "var"
+        self.logs = {}
+        worker = Worker(broker_url, workdir, concurrency=concurrency, var_dir=self.var_dir)
+        beat = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "beat",
+            "--loglevel=INFO",
+            "--schedule",
+            str(self.var_dir / "celerybeat-schedule"),
+        ]
+        self.supervisor = Supervisor(
+            [Child("worker", worker.command(), watch_heartbeat=True), Child("beat", beat)],
+            env=celery_env(broker_url, self.var_dir, **{**STACK_ENV, **env}),
+            cwd=BASE_DIR,
+            output=self._log_file,
+            heartbeat_age=heartbeat.age,
+            heartbeat_max_age=HEARTBEAT_MAX_AGE,
+            interval=0.2,
+        )
+
+    def _log_file(self, child):
+        path = self.workdir / f"{child.name}-{child.restarts}.log"
+        self.logs.setdefault(child.name, []).append(path)
+        return open(path, "w")  # noqa: SIM115 - the child owns it
+
+    def output(self, name):
+        return "".join(path.read_text(errors="replace") for path in self.logs.get(name, []))
+
+    def pid(self, name):
+        return self.supervisor.child(name).pid
+
+    def pool(self):
+        return children_of(self.pid("worker"))
+
+    def start(self):
+        self.supervisor.start()
+        wait_until(self.consuming, 30, interval=0.1, what="the worker to consume")
+        wait_until(lambda: len(self.pool()) == 2, 10, what="the pool children")
+        return self
+
+    def consuming(self):
+        age = heartbeat.age()
+        return age is not None and age < HEARTBEAT_MAX_AGE
+
+    def stop(self):
+        self.supervisor.stop(timeout=2)
+
+
+@contextmanager
+def running_stack(broker_url, workdir, **env):
+    """This process publishing to ``broker_url`` and a supervised worker and beat on it
+    (``env`` overrides STACK_ENV)."""
+    options = filesystem_options(Path(workdir) / "var") if broker_url == "filesystem://" else {}
+    with broker(current_app, broker_url, options):
+        stack = Stack(broker_url, workdir, **env)
+        try:
+            yield stack.start()
+        finally:
+            stack.stop()
+
+
+def transitional_seconds(read_states, timeout):
+    """Poll ``read_states()`` (statuses) until none is transitional: how long some was."""
+    transitional = set(CLUSTER_TRANSITIONAL) | set(VM_TRANSITIONAL)
+    first = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if transitional & set(read_states()):
+            first = first or time.monotonic()
+        elif first is not None:
+            return time.monotonic() - first
+        time.sleep(0.05)
+    raise AssertionError(f"still transitional after {timeout}s: {read_states()}")
+
+
+def start_a_vm_through_the_worker(world, name="after"):
+    """A fresh VM start runs to 실행중 through the worker (not the reconciler: too soon)."""
+    vm = world.vm(name)
+    vm_services.start_vm(vm.pk, actor=world.admin)
+    wait_until(
+        lambda: VirtualMachine.objects.get(pk=vm.pk).status == VmStatus.RUNNING,
+        TRANSITION_TIMEOUT,
+        interval=0.05,
+        what="a new VM start to run through the worker",
+    )
+
+
+def start_in_a_web_process_that_dies_after_commit(stack, cluster, admin):
+    """A separate "web" process starts the cluster and is SIGKILLed the moment its
+    transaction commits, before the on-commit hook could queue the first step."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal, django
+        django.setup()
+        from django.db import transaction
+        from clusters import services
+        from django.contrib.auth import get_user_model
+        admin = get_user_model().objects.get(pk={admin.pk})
+        with transaction.atomic():
+            # on-commit hooks run in order: this one first, the task never leaves.
+            transaction.on_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
+            services.start_cluster({cluster.pk}, actor=admin)
+        """
+    )
+    web = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=BASE_DIR,
+        env=stack.supervisor.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert web.returncode == -signal.SIGKILL, web.stderr[-2000:]

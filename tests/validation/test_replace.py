@@ -1,0 +1,218 @@
+"""교체 (issue 14 item 4) and node_rank: the spare takes the replaced member's rank, every
+step through the single-VM services and their rules, one Operation."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from clusters import operations, services
+from clusters.models import ClusterStatus, Operation, OperationItem
+from portal import errors
+from portal.models import AuditEvent
+from vms.models import BillingType, VirtualMachine, VmStatus
+
+S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
+
+
+def attached(world, cluster, names):
+    vms = [world.vm(name) for name in names]
+    for vm in vms:
+        services.attach_vm(vm.pk, cluster.pk, actor=world.admin)
+    return [VirtualMachine.objects.get(pk=vm.pk) for vm in vms]
+
+
+def ranks(cluster):
+    return dict(cluster.members.values_list("name", "node_rank"))
+
+
+def test_attach_takes_the_lowest_free_rank_and_detach_clears_it(world):
+    cluster = world.cluster()
+    a, b, c = attached(world, cluster, ["a", "b", "c"])
+    assert ranks(cluster) == {"a": 0, "b": 1, "c": 2}
+    services.detach_vm(b.pk, actor=world.admin)
+    assert VirtualMachine.objects.get(pk=b.pk).node_rank is None
+    attached(world, cluster, ["d"])
+    assert ranks(cluster) == {"a": 0, "d": 1, "c": 2}
+
+
+def test_deleting_a_cluster_clears_its_members_ranks(world):
+    cluster = world.cluster()
+    attached(world, cluster, ["a", "b"])
+    services.delete_cluster(cluster.pk, actor=world.admin)
+    left = VirtualMachine.objects.filter(name__in="ab")
+    assert set(left.values_list("node_rank", flat=True)) == {None}
+
+
+def test_replacing_a_stopped_member_is_done_at_once_at_its_rank(world):
+    cluster = world.cluster()
+    a, b, c = attached(world, cluster, ["a", "b", "c"])
+    spare = world.vm("spare", billing_type=BillingType.RESERVED)
+    operation = operations.replace_member(cluster.pk, b.pk, spare.pk, actor=world.admin)
+    assert operation.done and operation.last_error is None
+    assert operation.kind == Operation.Kind.REPLACE
+    assert list(operation.items.values_list("target_name", "status")) == [
+        ("b", Item.SUCCEEDED),
+        ("spare", Item.SUCCEEDED),
+    ]
+    assert ranks(cluster) == {"a": 0, "spare": 1, "c": 2}
+    b.refresh_from_db()
+    assert b.cluster_id is None and b.node_rank is None
+    events = AuditEvent.objects.filter(cluster_id=cluster.pk, outcome="SUCCEEDED")
+    assert {"operation.replace", "vm.attach", "vm.detach"} <= set(
+        events.values_list("action", flat=True)
+    )
+
+
+def test_replacing_a_running_member_of_a_running_pair_stops_swaps_and_starts(
+    world, django_capture_on_commit_callbacks
+):
+    world.capacity(10)
+    cluster = world.cluster()
+    a, b = attached(world, cluster, ["a", "b"])
+    VirtualMachine.objects.filter(pk__in=[a.pk, b.pk]).update(status=V.RUNNING)
+    cluster.status = S.RUNNING
+    cluster.save()
+    spare = world.vm("spare")
+    with django_capture_on_commit_callbacks(execute=True):
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    operation.refresh_from_db()
+    assert operation.done and operation.last_error is None, operation.error_code
+    assert ranks(cluster) == {"spare": 0, "b": 1}
+    assert VirtualMachine.objects.get(pk=a.pk).status == V.STOPPED
+    assert VirtualMachine.objects.get(pk=spare.pk).status == V.RUNNING
+    assert {"vm.stop", "vm.start"} <= set(AuditEvent.objects.values_list("action", flat=True))
+
+
+@pytest.mark.parametrize(
+    ("spare_kw", "code"),
+    [
+        ({"billing_type": BillingType.SPOT}, "spot_or_dr_vm"),
+        ({"status": V.RUNNING}, "vm_not_eligible"),
+        ({"zone": "b"}, "vm_not_eligible"),
+        ({"cluster": "other"}, "already_member"),
+    ],
+)
+def test_an_ineligible_spare_is_refused_whole_and_changes_nothing(world, spare_kw, code):
+    cluster = world.cluster()
+    a, b = attached(world, cluster, ["a", "b"])
+    if spare_kw.get("zone") == "b":
+        spare_kw["zone"] = world.zone_b
+    if spare_kw.get("cluster") == "other":
+        spare_kw["cluster"] = world.cluster("other")
+    spare = world.vm("spare", **spare_kw)
+    with pytest.raises(errors.RuleViolation) as refused:
+        operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    assert refused.value.code == code
+    assert ranks(cluster) == {"a": 0, "b": 1}
+    assert not Operation.objects.filter(kind=Operation.Kind.REPLACE).exists()
+    assert AuditEvent.objects.filter(action="operation.replace", outcome="REFUSED").exists()
+
+
+def test_replace_refuses_a_non_member_the_member_itself_and_a_viewer(world):
+    cluster = world.cluster()
+    a, b = attached(world, cluster, ["a", "b"])
+    loner, spare = world.vm("loner"), world.vm("spare")
+    with pytest.raises(errors.NotMember):
+        operations.replace_member(cluster.pk, loner.pk, spare.pk, actor=world.admin)
+    with pytest.raises(errors.AlreadyMember):
+        operations.replace_member(cluster.pk, a.pk, a.pk, actor=world.admin)
+    with pytest.raises(errors.PermissionRequired):
+        operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.users["viewer"])
+    with pytest.raises(errors.ClusterNotFound):
+        operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.users["other"])
+    with pytest.raises(errors.VmNotFound):
+        operations.replace_member(cluster.pk, a.pk, "x", actor=world.admin)
+    assert ranks(cluster) == {"a": 0, "b": 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_replace_racing_an_attach_of_the_same_spare_has_one_winner(world):
+    cluster, elsewhere = world.cluster("first"), world.cluster("second")
+    a, b = attached(world, cluster, ["a", "b"])
+    spare = world.vm("spare")
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def replace():
+        barrier.wait(5)
+        try:
+            operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+            results["replace"] = "won" if operation.failed == 0 else operation.error_code
+        except errors.RuleViolation as refusal:
+            results["replace"] = refusal.code
+        finally:
+            connection.close()
+
+    def attach():
+        barrier.wait(5)
+        try:
+            services.attach_vm(spare.pk, elsewhere.pk, actor=world.admin)
+            results["attach"] = "won"
+        except errors.RuleViolation as refusal:
+            results["attach"] = refusal.code
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=replace), threading.Thread(target=attach)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    spare.refresh_from_db()
+    winners = [name for name, result in results.items() if result == "won"]
+    assert len(winners) == 1, results
+    assert set(results.values()) == {"won", "already_member"}, results
+    if winners == ["replace"]:
+        assert spare.cluster_id == cluster.pk and spare.node_rank == 0
+        assert ranks(cluster) == {"spare": 0, "b": 1}
+    else:
+        assert spare.cluster_id == elsewhere.pk
+        assert ranks(cluster) == {"a": 0, "b": 1}
+
+
+def test_a_member_that_fails_to_stop_fails_the_replace_and_leaves_the_spare(
+    world, django_capture_on_commit_callbacks
+):
+    from clusters.backends.simulator import SimulatorBackend
+
+    world.capacity(10)
+    cluster = world.cluster()
+    a, b, c = attached(world, cluster, ["a", "b", "c"])
+    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    spare = world.vm("spare")
+    SimulatorBackend.faults["stop_vm"] = errors.BackendError()
+    with django_capture_on_commit_callbacks(execute=True):
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    operation.refresh_from_db()
+    assert operation.done and operation.last_error is not None
+    assert list(operation.items.values_list("status", flat=True)) == [Item.FAILED, Item.FAILED]
+    spare.refresh_from_db()
+    assert spare.cluster_id is None and spare.node_rank is None
+    assert ranks(cluster) == {"a": 0, "b": 1, "c": 2}
+
+
+def test_the_operations_beat_does_not_cut_a_replace_short(
+    world, django_capture_on_commit_callbacks
+):
+    """``fanout.watch_stale`` may close the REPLACE Operation while its member stops (a kind
+    it does not know); the walk goes by its items and finishes the swap anyway."""
+    from clusters.operations.fanout import watch_stale
+
+    world.capacity(10)
+    cluster = world.cluster()
+    a, b = attached(world, cluster, ["a", "b"])
+    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    spare = world.vm("spare")
+    with django_capture_on_commit_callbacks() as queued:
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    watch_stale()  # the member is still 중지중
+    with django_capture_on_commit_callbacks(execute=True):
+        for callback in queued:
+            callback()
+    operation.refresh_from_db()
+    assert ranks(cluster) == {"spare": 0, "b": 1}
+    assert operation.done and operation.last_error is None
+    assert set(operation.items.values_list("status", flat=True)) == {Item.SUCCEEDED}

@@ -1,0 +1,185 @@
+"""The verdict rules as a table: 정상, 점검 필요 (within 10 % below, or a correctable-error
+trend), 불량 (failed diag, missing GPU, far below, link down), 응답 없음."""
+
+import pytest
+from django.utils import translation
+
+from clusters.validation import verdict
+from clusters.validation.models import ValidationJob, Verdict
+
+K, J = ValidationJob.Kind, ValidationJob.Status
+T = {
+    "ports": 8,
+    "port_gbps": 400,
+    "intra_busbw_gbs": 460.0,
+    "multi_busbw_gbs": 440.0,
+    "ib_write_bw_gbps": 375.0,
+    "margin_percent": 10,
+}
+DEVICES = [f"mlx5_{i}" for i in range(8)]
+OK, WARN, BAD, NONE = Verdict.OK, Verdict.WARN, Verdict.BAD, Verdict.NO_ANSWER
+
+
+def members(n):
+    return [{"id": i, "name": f"n{i}", "gpus": 8} for i in range(n)]
+
+
+def gpu_job(vm, count=8, failed=(), warned=(), status=J.DONE):
+    def test(name, gpus, state):
+        return {"name": name, "gpus": list(gpus), "status": state, "warnings": ["why"]}
+
+    return {
+        "kind": K.GPU,
+        "vm": vm,
+        "peers": [],
+        "status": status,
+        "timeout": 300,
+        "figures": {
+            "gpu_list": {"count": count, "gpus": [{"index": i} for i in range(count)]},
+            "diag": {
+                "failed": [test("memory", g, "fail") for g in failed],
+                "warned": [test("pcie", g, "warn") for g in warned],
+            },
+        },
+    }
+
+
+def nccl(kind, vm, busbw, peers=(), wrong=0, status=J.DONE):
+    return {
+        "kind": kind,
+        "vm": vm,
+        "peers": list(peers),
+        "status": status,
+        "timeout": 300,
+        "figures": {"nccl": {"busbw_gbs": busbw, "wrong": wrong}},
+    }
+
+
+def ib(client, server, gbps=None, state="ACTIVE", symbol=(0, 0), downed=(0, 0)):
+    gbps = gbps or {}
+
+    def port(i, when):
+        return {
+            "state": state if i == 5 else "ACTIVE",
+            "symbol_error": symbol[when] if i == 5 else 0,
+            "link_downed": downed[when] if i == 5 else 0,
+        }
+
+    return {
+        "kind": K.IB_CLIENT,
+        "vm": client,
+        "peers": [server],
+        "status": J.DONE,
+        "timeout": 120,
+        "figures": {
+            "devices": DEVICES,
+            "bw": {d: {"average_gbps": gbps.get(i, 391.0)} for i, d in enumerate(DEVICES)},
+            "ports_before": {"ports": {f"{d}/1": port(i, 0) for i, d in enumerate(DEVICES)}},
+            "ports_after": {"ports": {f"{d}/1": port(i, 1) for i, d in enumerate(DEVICES)}},
+        },
+    }
+
+
+def ring(n, slow=None, gbps=150.0):
+    """ib_write_bw jobs round a ring; ``slow`` member's port 5 measures ``gbps``."""
+    return [ib(i, (i + 1) % n, {5: gbps} if slow in (i, (i + 1) % n) else None) for i in range(n)]
+
+
+CASES = [
+    # (what, jobs, member count, expected verdicts, codes of member 0's reasons)
+    ("all good", [gpu_job(0), gpu_job(1), nccl(K.NCCL_LOCAL, 0, 463.4)], 2, [OK, OK], []),
+    ("exactly at threshold", [nccl(K.NCCL_LOCAL, 0, 460.0)], 2, [OK, OK], []),
+    ("local busbw 5% low", [nccl(K.NCCL_LOCAL, 0, 437.0)], 2, [WARN, OK], ["nccl_local_low"]),
+    (
+        "local busbw 10% low is still 점검",
+        [nccl(K.NCCL_LOCAL, 0, 414.0)],
+        2,
+        [WARN, OK],
+        ["nccl_local_low"],
+    ),
+    ("local busbw 11% low", [nccl(K.NCCL_LOCAL, 0, 409.0)], 2, [BAD, OK], ["nccl_local_low"]),
+    ("wrong values", [nccl(K.NCCL_LOCAL, 0, 463.0, wrong=2)], 2, [BAD, OK], ["nccl_wrong"]),
+    ("failed diag", [gpu_job(0, failed=[[3]])], 2, [BAD, OK], ["diag_failed"]),
+    ("diag warning", [gpu_job(0, warned=[[1]])], 2, [WARN, OK], ["diag_warned"]),
+    ("missing GPU", [gpu_job(0, count=7)], 2, [BAD, OK], ["gpu_missing"]),
+    ("no answer", [gpu_job(0, status=J.NO_ANSWER)], 2, [NONE, OK], ["no_answer"]),
+    (
+        "a skipped job judges nothing",
+        [{**ib(0, 1), "status": J.SKIPPED, "figures": {}}],
+        2,
+        [OK, OK],
+        [],
+    ),
+    (
+        "tool failed",
+        [{**nccl(K.NCCL_LOCAL, 0, 0), "status": J.FAILED, "figures": {"error": "exit 1"}}],
+        2,
+        [BAD, OK],
+        ["tool_failed"],
+    ),
+    ("link down", [ib(0, 1, state="DOWN")], 2, [BAD, OK], ["port_down"]),
+    ("link went down", [ib(0, 1, downed=(0, 2))], 2, [BAD, OK], ["link_downed"]),
+    ("symbol errors grow", [ib(0, 1, symbol=(10, 250))], 2, [WARN, OK], ["symbol_errors"]),
+    ("ring straggler port", ring(4, slow=2), 4, [OK, OK, BAD, OK], []),
+    (
+        "a port missing",
+        [{**ib(0, 1), "figures": {**ib(0, 1)["figures"], "devices": DEVICES[:7]}}],
+        2,
+        [BAD, OK],
+        ["ports_missing"],
+    ),
+    ("ring straggler port, 7% low", ring(4, slow=2, gbps=350.0), 4, [OK, OK, WARN, OK], []),
+    (
+        "two members share a low pair",
+        [nccl(K.NCCL_PAIR, 0, 300.0, peers=[1])],
+        2,
+        [BAD, BAD],
+        ["nccl_pair_low"],
+    ),
+    (
+        "ring pair straggler",
+        [
+            nccl(K.NCCL_PAIR, i, 230.0 if 2 in (i, (i + 1) % 4) else 445.0, peers=[(i + 1) % 4])
+            for i in range(4)
+        ]
+        + [nccl(K.NCCL_ALL, 0, 231.0, peers=[1, 2, 3])],
+        4,
+        [OK, OK, BAD, OK],
+        [],
+    ),
+    (
+        "all-nodes low, nobody singled out",
+        [nccl(K.NCCL_ALL, 0, 300.0, peers=[1, 2])],
+        3,
+        [WARN, WARN, WARN],
+        ["nccl_all_low"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "jobs", "n", "expected", "codes"), CASES, ids=[c[0] for c in CASES]
+)
+def test_verdicts(what, jobs, n, expected, codes):
+    result = verdict.judge(members(n), jobs, T, level=1)
+    assert [result[i][0] for i in range(n)] == expected
+    assert [r["code"] for r in result[0][1]] == codes
+
+
+def test_the_straggler_reasons_name_gpu_5_its_port_and_the_figures():
+    jobs = ring(4, slow=2) + [
+        nccl(K.NCCL_PAIR, i, 230.5 if 2 in (i, (i + 1) % 4) else 445.0, peers=[(i + 1) % 4])
+        for i in range(4)
+    ]
+    _verdict, reasons = verdict.judge(members(4), jobs, T, level=2)[2]
+    with translation.override("ko"):
+        texts = [verdict.reason_text(r) for r in reasons]
+    assert any("mlx5_5" in t and "GPU 5" in t and "150.0 Gb/s" in t and "375" in t for t in texts)
+    assert any("2노드" in t and "230.5 GB/s" in t and "440" in t for t in texts), texts
+    with translation.override("en"):
+        assert all(verdict.reason_text(r) for r in reasons)
+
+
+@pytest.mark.parametrize(("value", "level"), [(375.0, OK), (338.0, WARN), (337.4, BAD)])
+def test_figure_level_margin(value, level):
+    assert verdict.figure_level(value, 375.0, 10) == level

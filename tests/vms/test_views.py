@@ -1,0 +1,94 @@
+"""The VM pages as a user meets them: the 클러스터 section's rules (SPEC §5.1-3), the member
+start rule (§5.6), each with its Korean message in place and nothing changed on refusal."""
+
+import pytest
+
+from clusters.models import ClusterStatus
+from vms.models import BillingType, FabricType, VmStatus
+
+S = ClusterStatus
+SPOT_OR_DR = "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"
+SAME_TYPE_STOPPED = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def body(response):
+    return response.content.decode()
+
+
+def test_member_start_refused_unless_cluster_runs(world, login):
+    cluster = world.cluster()
+    a, _b = world.members(cluster, 2)
+    response = login("admin").post(f"/vms/{a.pk}/start/")
+    assert response.status_code == 409
+    assert "클러스터가 실행중일 때만 멤버 가상머신을 시작할 수 있습니다" in body(response)
+
+
+# -- The VM page's 클러스터 section (rules 1-3) ------------------------------------------------
+
+
+def test_vm_page_offers_only_eligible_clusters_and_guidance(world, login):
+    good = world.cluster("good")
+    world.cluster("other-type", instance_type=world.l40s, fabric_type=FabricType.ROCE_V2)
+    world.cluster("busy", status=S.WAITING)
+    world.cluster("foreign", project=world.other)
+    vm = world.vm("n1")
+    page = body(login("admin").get(f"/vms/{vm.pk}/"))
+    assert "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다" in page
+    assert "수행할 작업" in page and "클러스터에 연결" in page
+    assert "클러스터에서 분리" not in page  # a VM in no cluster is not offered 분리 (issue 11)
+    assert f'value="{good.pk}"' in page
+    for name in ("other-type", "busy", "foreign"):
+        assert name not in page
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"billing_type": BillingType.SPOT}, SPOT_OR_DR),
+        ({"disaster_recovery": True}, SPOT_OR_DR),
+        ({"status": VmStatus.RUNNING}, SAME_TYPE_STOPPED),
+    ],
+    ids=["spot", "dr", "running"],
+)
+def test_attach_refusals_on_the_vm_page(world, login, kw, message):
+    cluster = world.cluster()
+    vm = world.vm("n1", **kw)
+    client = login("admin")
+    assert message in body(client.get(f"/vms/{vm.pk}/"))  # said before trying
+    response = client.post(
+        f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": cluster.pk}, **HX
+    )
+    assert response.status_code == 409 and message in body(response)
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
+
+
+def test_attach_and_detach_from_the_vm_page(world, login):
+    cluster = world.cluster("target")
+    vm = world.vm("n1")
+    client = login("operator")
+    response = client.post(f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": cluster.pk})
+    assert response.status_code == 200 and "target 클러스터에 연결했습니다." in body(response)
+    response = client.post(f"/vms/{vm.pk}/cluster/", {"action": "detach"})
+    assert "클러스터에서 분리했습니다." in body(response)
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
+
+
+def test_forged_cluster_of_another_project_is_refused(world, login):
+    foreign = world.cluster("foreign", project=world.other)
+    vm = world.vm("n1")
+    response = login("admin").post(
+        f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": foreign.pk}
+    )
+    assert response.status_code == 422
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
+
+
+def test_detach_that_would_leave_one_member_is_refused_on_the_page(world, login):
+    cluster = world.cluster(status=S.RUNNING)
+    a, _b = world.members(cluster, 2)
+    response = login("admin").post(f"/vms/{a.pk}/cluster/", {"action": "detach"})
+    assert response.status_code == 409 and "가상머신 2대 이상이 필요합니다" in body(response)
