@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from clusters.models import ClusterStatus, VirtualCluster
-from metrics import conf, exposition
+from metrics import conf, errors, exposition
 from portal.models import Project
 from vms.models import VirtualMachine, VmStatus
 
@@ -70,7 +70,7 @@ def federate(request):
     try:
         project = scrape_project(request)
     except ScrapeRefused:
-        response = HttpResponse(_("유효하지 않은 토큰입니다."), status=401,
+        response = HttpResponse(str(errors.Unauthorized().message), status=401,
                                 content_type="text/plain; charset=utf-8")
         response["WWW-Authenticate"] = 'Bearer realm="metrics-federate"'
         return response
