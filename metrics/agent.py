@@ -1,25 +1,31 @@
 """The metrics agent: runs on a member VM and reports its usage to the portal (SPEC §7).
 
-    python -m metrics.agent --url https://portal/api/metrics/ingest --token vcm_… [--interval 10]
+    python -m metrics.agent --url https://portal/api/metrics/ingest --token vcm_… \
+        [--interval 10] [--source auto|nvml|exporters]
 
-One file, standard library plus ``psutil`` (and ``nvidia-ml-py`` where there are GPUs), so it
-can be copied onto a VM alone (``python3 agent.py …``). Every interval it takes one sample:
+Three files, standard library plus ``psutil`` (and ``nvidia-ml-py`` where there are GPUs,
+``prometheus_client`` for ``--source exporters``), so they can be copied onto a VM alone
+(``agent.py``, ``agent_devices.py``, ``agent_exporters.py``; ``python3 agent.py …``). Every
+interval it takes one sample:
 
 - CPU and memory utilisation (psutil);
 - network rx/tx in bytes/s, summed over the host's interfaces except loopback, InfiniBand
   (IPoIB is counted as fabric) and container/bridge plumbing (counted on the real NIC);
-- per-GPU utilisation and memory through NVML, averaged over the GPUs, when ``pynvml``
-  imports and finds a device; otherwise the GPU fields are null, never zero;
-- fabric rx/tx in bytes/s from ``/sys/class/infiniband/*/ports/*/counters/port_{rcv,xmit}_data``
-  (counted in 4-byte words), summed over the ports, when present.
+- per GPU (``gpus``): utilisation, memory, temperature, power, SM clock, throttle reasons,
+  ECC and NVLink error counters, remapped rows, last XID — through NVML (``agent_devices``)
+  or scraped from dcgm-exporter (``agent_exporters``); the per-VM ``gpu_util`` /
+  ``gpu_mem_util`` are their mean and total; without a GPU the fields are null, never zero;
+- per fabric port (``ports``): rx/tx bytes/s from ``/sys/class/infiniband/*/ports/*/counters``
+  (``port_rcv_data``/``port_xmit_data`` count 4-byte words), symbol errors, link downed,
+  receive errors, state and link rate — or from node_exporter's InfiniBand collector; the
+  per-VM ``fabric_rx`` / ``fabric_tx`` are their sums.
 
 Samples go into a bounded buffer (oldest dropped first when full) and are posted in batches
 of up to 1,000 (compact form, gzipped when large). A failed post (portal down, 5xx, 429, bad
 token) is retried with exponential backoff and jitter while sampling continues; a batch the
 portal refuses as invalid (400) or already stored (409) is dropped so it cannot block the
 rest. A missing or failing device yields null fields, never a crash. The token may come
-from ``METRICS_AGENT_TOKEN`` instead of the command line (keeps it out of ``ps``).
-"""
+from ``METRICS_AGENT_TOKEN`` instead of the command line (keeps it out of ``ps``)."""
 
 import argparse
 import gzip
@@ -36,9 +42,13 @@ import urllib.error
 import urllib.request
 from collections import deque
 from itertools import islice
-from pathlib import Path
 
 import psutil
+
+try:
+    from metrics import agent_devices
+except ImportError:  # copied onto a VM as files beside agent.py
+    import agent_devices
 
 # issue 14 (클러스터 검증): the job runner, beside this file when copied onto a VM.
 try:
@@ -51,8 +61,9 @@ log = logging.getLogger("metrics.agent")
 DEFAULT_INTERVAL = 10.0
 DEFAULT_BUFFER = 8640  # one day at 10 s; ~2 MB
 MAX_BATCH = 1000  # the portal's METRICS_MAX_BATCH_SAMPLES
-INFINIBAND_ROOT = "/sys/class/infiniband"
-IB_WORD_BYTES = 4  # port_rcv_data / port_xmit_data count 4-byte words
+INFINIBAND_ROOT = agent_devices.INFINIBAND_ROOT
+PORT_EXTRA = ("symbol_errors", "link_downed", "rcv_errors", "state", "rate_gbps")
+SOURCES = ("auto", "nvml", "exporters")
 # Interfaces whose traffic is counted elsewhere or twice.
 SKIP_INTERFACES = ("lo", "ib", "veth", "docker", "br-", "virbr", "cni", "flannel", "cali")
 BACKOFF_BASE = 2.0
@@ -60,67 +71,12 @@ BACKOFF_MAX = 300.0
 USER_AGENT = "vc-metrics-agent/1"
 GZIP_ABOVE = 8192  # bytes of JSON
 FIELDS = ("ts", "cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx",
-          "fabric_rx", "fabric_tx")
+          "fabric_rx", "fabric_tx", "gpus", "ports")
+FIELDS_JSON = json.dumps(FIELDS)
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading the host
-
-
-def open_nvml():
-    """The ``pynvml`` module, initialised, or None when there is no usable NVIDIA GPU."""
-    try:
-        import pynvml
-    except ImportError:
-        log.info("nvidia-ml-py is not installed: GPU metrics are skipped")
-        return None
-    try:
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
-    except pynvml.NVMLError as exc:
-        log.info("NVML unavailable (%s): GPU metrics are skipped", exc)
-        return None
-    if not count:
-        return None
-    log.info("NVML: %d GPU(s)", count)
-    return pynvml
-
-
-def read_gpus(nvml):
-    """(mean utilisation %, memory used % over all GPUs), or (None, None)."""
-    if nvml is None:
-        return None, None
-    try:
-        utils, used, total = [], 0, 0
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            utils.append(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-            used += memory.used
-            total += memory.total
-    except nvml.NVMLError as exc:  # a GPU fell off the bus, a driver reload: skip this sample
-        log.warning("NVML read failed: %s", exc)
-        return None, None
-    if not utils or not total:
-        return None, None
-    return sum(utils) / len(utils), 100.0 * used / total
-
-
-def read_fabric_bytes(root=INFINIBAND_ROOT):
-    """(rx bytes, tx bytes) summed over every port of every HCA, or None if there is none."""
-    rx = tx = 0
-    found = False
-    for counters in sorted(Path(root).glob("*/ports/*/counters")):
-        try:
-            port_rx = int((counters / "port_rcv_data").read_text().strip())
-            port_tx = int((counters / "port_xmit_data").read_text().strip())
-        except (OSError, ValueError) as exc:  # port without counters, unreadable file
-            log.debug("skipping %s: %s", counters, exc)
-            continue
-        rx += port_rx * IB_WORD_BYTES
-        tx += port_tx * IB_WORD_BYTES
-        found = True
-    return (rx, tx) if found else None
 
 
 def read_net_bytes():
@@ -138,31 +94,67 @@ def _rate(now_pair, before_pair, seconds):
     if now_pair is None or before_pair is None or seconds <= 0:
         return None, None
     return tuple(
-        (after - before) / seconds if after >= before else None
+        None if after is None or before is None or after < before else (after - before) / seconds
         for after, before in zip(now_pair, before_pair, strict=True)
     )
 
 
-class Collector:
-    """Takes samples. Rates need two readings, so the counters are read once at start."""
+def gpu_summary(gpus):
+    """(mean utilisation %, memory used % over all GPUs) for the per-VM series, or
+    (None, None) without GPUs."""
+    utils = [g["util"] for g in gpus or () if g.get("util") is not None]
+    used = sum(g["mem_used"] for g in gpus or () if g.get("mem_total") and g.get("mem_used")
+               is not None)
+    total = sum(g["mem_total"] for g in gpus or () if g.get("mem_total") and g.get("mem_used")
+                is not None)
+    return (sum(utils) / len(utils) if utils else None,
+            100.0 * used / total if total else None)
 
-    def __init__(self, infiniband_root=INFINIBAND_ROOT, nvml=None, clock=time.monotonic):
-        self.infiniband_root = infiniband_root
-        self.nvml = nvml
+
+def port_rates(ports, before, seconds):
+    """Port dicts as the portal takes them (rx/tx in bytes/s) from two readings of the
+    cumulative counters, and the host's fabric (rx, tx) summed over them."""
+    previous = {p["port"]: p for p in before or ()}
+    out, sums = [], [[], []]
+    for port in ports or ():
+        prior = previous.get(port["port"], {})
+        pair = (port.get("rx_bytes"), port.get("tx_bytes"))
+        rates = _rate(pair, (prior.get("rx_bytes"), prior.get("tx_bytes")), seconds)
+        entry = {"port": port["port"], "rx": rates[0], "tx": rates[1]}
+        entry.update({k: port.get(k) for k in PORT_EXTRA})
+        out.append(entry)
+        for total, counter, rate in zip(sums, pair, rates, strict=True):
+            if counter is not None:  # a port without counters is not part of the sum
+                total.append(rate)
+    # A port whose counter went back (an HCA reset) makes the sum unknown, not smaller.
+    return out, tuple(sum(t) if t and None not in t else None for t in sums)
+
+
+class Collector:
+    """Takes samples: the host through psutil, GPUs and fabric ports through their sources
+    (``read() -> list of dicts or None``: NVML and sysfs, or the exporters). Rates need two
+    readings, so the counters are read once at start."""
+
+    def __init__(self, infiniband_root=INFINIBAND_ROOT, nvml=None, clock=time.monotonic,
+                 gpus=None, ports=None):
+        self.gpus = gpus if gpus is not None else (
+            agent_devices.NvmlGpus(nvml) if nvml is not None else None)
+        self.ports = ports if ports is not None else agent_devices.SysfsPorts(infiniband_root)
         self.clock = clock
         psutil.cpu_percent(interval=None)  # the first call only starts the measurement
-        self.last = (clock(), read_net_bytes(), read_fabric_bytes(infiniband_root))
+        self.last = (clock(), read_net_bytes(), self.ports.read())
 
     def collect(self):
-        """One sample as the portal wants it (fields of metrics.models.METRIC_FIELDS)."""
-        clock, net = self.clock(), read_net_bytes()
-        fabric = read_fabric_bytes(self.infiniband_root)
-        before_clock, before_net, before_fabric = self.last
-        self.last = (clock, net, fabric)
+        """One sample as the portal wants it (fields of metrics.models.METRIC_FIELDS, and
+        the ``gpus`` and ``ports`` arrays of metrics.device_models)."""
+        clock, net, ports = self.clock(), read_net_bytes(), self.ports.read()
+        before_clock, before_net, before_ports = self.last
+        self.last = (clock, net, ports)
         seconds = clock - before_clock
         net_rx, net_tx = _rate(net, before_net, seconds)
-        fabric_rx, fabric_tx = _rate(fabric, before_fabric, seconds)
-        gpu_util, gpu_mem_util = read_gpus(self.nvml)
+        port_entries, (fabric_rx, fabric_tx) = port_rates(ports, before_ports, seconds)
+        gpus = self.gpus.read() if self.gpus is not None else None
+        gpu_util, gpu_mem_util = gpu_summary(gpus)
         sample = {
             "ts": round(time.time(), 3),
             "cpu_util": psutil.cpu_percent(interval=None),
@@ -174,7 +166,17 @@ class Collector:
             "fabric_rx": fabric_rx,
             "fabric_tx": fabric_tx,
         }
-        return {key: _clean(value) for key, value in sample.items()}
+        sample = {key: _clean(value) for key, value in sample.items()}
+        sample["gpus"] = [_entry(gpu) for gpu in gpus or ()] or None
+        sample["ports"] = [_entry(port) for port in port_entries] or None
+        return sample
+
+
+def _entry(device):
+    """A device dict without its unmeasured fields (the portal takes absent as null)."""
+    return {key: value if key in ("gpu", "port") else _clean(value)
+            for key, value in device.items()
+            if value is not None and (key in ("gpu", "port") or _clean(value) is not None)}
 
 
 def _clean(value):
@@ -216,7 +218,8 @@ class Agent:
         return sample
 
     def add(self, sample):
-        """Buffer one sample (as a row in ``FIELDS`` order: a third of a dict's memory)."""
+        """Buffer one sample as its row of JSON in ``FIELDS`` order: with 8 GPUs and 4 ports
+        about 2 KB, a day's buffer ~20 MB, and nothing to encode again when it is sent."""
         if sample["cpu_util"] is None or sample["mem_util"] is None:
             log.warning("unreadable CPU/memory figures; sample skipped")
             return
@@ -225,7 +228,8 @@ class Agent:
             if self.dropped % 100 == 1:
                 log.warning("buffer full (%d samples): dropped %d oldest so far",
                             self.buffer.maxlen, self.dropped)
-        self.buffer.append(tuple(sample[field] for field in FIELDS))
+        row = [sample.get(field) for field in FIELDS]
+        self.buffer.append(json.dumps(row, allow_nan=False, separators=(",", ":")))
 
     def flush(self):
         """Post the buffer oldest first; on a retryable failure keep it and back off."""
@@ -253,7 +257,7 @@ class Agent:
     def post(self, batch):
         """(outcome, Retry-After seconds or None) of one POST."""
         # The portal's compact form: field names once, then one array per sample.
-        body = json.dumps({"fields": FIELDS, "rows": batch}, allow_nan=False).encode()
+        body = f'{{"fields":{FIELDS_JSON},"rows":[{",".join(batch)}]}}'.encode()
         headers = {
             "Authorization": f"Bearer {self.token}",
             "Content-Type": "application/json",
@@ -317,6 +321,29 @@ def check(url, token, timeout=10.0):
         return json.loads(response.read())["vm"]
 
 
+def make_collector(source, infiniband_root=INFINIBAND_ROOT, dcgm_url=None, node_url=None):
+    """The collector for ``--source``: where GPU and port figures come from."""
+    if source == "nvml":
+        nvml = agent_devices.open_nvml()
+        return Collector(infiniband_root, gpus=nvml and agent_devices.NvmlGpus(nvml))
+    try:
+        from metrics import agent_exporters
+    except ImportError:  # copied onto a VM as files beside agent.py
+        import agent_exporters
+    exporter_gpus = agent_exporters.ExporterGpus(dcgm_url or agent_exporters.DCGM_URL)
+    exporter_ports = agent_exporters.ExporterPorts(node_url or agent_exporters.NODE_URL)
+    if source == "exporters":
+        return Collector(infiniband_root, gpus=exporter_gpus, ports=exporter_ports)
+    nvml = agent_devices.open_nvml()
+    gpus = agent_devices.NvmlGpus(nvml) if nvml else (
+        exporter_gpus if exporter_gpus.read() is not None else None)
+    sysfs = agent_devices.SysfsPorts(infiniband_root)
+    ports = sysfs if sysfs.read() or exporter_ports.read() is None else exporter_ports
+    log.info("sources: GPUs %s, ports %s", type(gpus).__name__ if gpus else "none",
+             type(ports).__name__)
+    return Collector(infiniband_root, gpus=gpus, ports=ports)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m metrics.agent",
                                      description=__doc__.split("\n")[0])
@@ -328,6 +355,12 @@ def main(argv=None):
                         help="samples kept while the portal is unreachable")
     parser.add_argument("--batch", type=int, default=MAX_BATCH, help="samples per POST")
     parser.add_argument("--infiniband-root", default=INFINIBAND_ROOT)
+    parser.add_argument("--source", choices=SOURCES, default="auto",
+                        help="GPUs and fabric ports: nvml (NVML and sysfs), exporters "
+                             "(dcgm-exporter and node_exporter), auto (NVML/sysfs where "
+                             "present, else an exporter that answers)")
+    parser.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")
+    parser.add_argument("--node-exporter-url", default="http://127.0.0.1:9100/metrics")
     parser.add_argument("--check", action="store_true", help="verify URL and token, then exit")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
@@ -347,7 +380,8 @@ def main(argv=None):
         return 0
     agent = Agent(args.url, args.token, interval=args.interval, buffer_size=args.buffer,
                   batch_size=args.batch,
-                  collector=Collector(args.infiniband_root, nvml=open_nvml()))
+                  collector=make_collector(args.source, args.infiniband_root, args.dcgm_url,
+                                           args.node_exporter_url))
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
     agent_jobs.start(args.url, args.token, agent.stopping,  # issue 14: 클러스터 검증 jobs

@@ -2,7 +2,10 @@
 
 Each range reads the coarsest table that still gives it enough points, so the rows scanned
 stay about the same whatever the range (1h: raw samples; 6h and 24h: minute rollups; 7d:
-hour rollups). Two levels of aggregation, both in the database: first each member's average
+hour rollups), and finer ones where the coarse ones are not rolled up yet (the current hour,
+the last minute: ``series_sql``), so every range reaches "now".
+
+Two levels of aggregation, both in the database: first each member's average
 per bucket (so every member weighs the same, however many samples it sent), then across the
 members: averages for utilisations, the minimum for the slowest member's GPU utilisation,
 sums for throughputs. Only the points drawn come back to Python.
@@ -22,7 +25,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from metrics.models import METRIC_FIELDS, METRIC_NAMES, HourRollup, MinuteRollup, Sample
+from metrics import series_sql
+from metrics.models import HOST, METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
 
 
@@ -44,14 +48,10 @@ RANGES = {
 DEFAULT_RANGE = "1h"
 TICK_FORMATS = {"1h": "%H:%M", "6h": "%H:%M", "24h": "%m-%d %H:%M", "7d": "%m-%d"}
 MAX_POINTS = 500
+GBIT = 1e9 / 8  # bytes/s in a Gb/s
 # Per-member mode draws members x 8 series: coarser buckets keep the response small.
 PER_MEMBER_VALUE_BUDGET = 12000
 SOURCE_STEP = {"raw": 1, "minute": 60, "hour": 3600}
-SOURCE_TABLE = {
-    "raw": Sample._meta.db_table,
-    "minute": MinuteRollup._meta.db_table,
-    "hour": HourRollup._meta.db_table,
-}
 # The aggregate series, in the order the cross-member query returns them.
 AGGREGATES = (
     ("gpu_util", "avg", "gpu_util"),
@@ -138,38 +138,16 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
     return data
 
 
-def _bucket_expr(column, step):
-    if connection.vendor == "postgresql":
-        return f"floor(extract(epoch FROM {column}) / {int(step)})::bigint"
-    # %% survives the placeholder pass as %.
-    return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"
-
-
 def _query(source, step, vm_ids, start, stop, per_member):
-    if source == "raw":
-        time_column = "ts"
-        per_vm = ", ".join(f"avg({name}) AS {name}" for name in METRIC_NAMES)
-    else:
-        time_column = "bucket"
-        parts = []
-        for name, nullable, *_range in METRIC_FIELDS:
-            weight = f"CASE WHEN {name}_avg IS NOT NULL THEN n END" if nullable else "n"
-            parts.append(f"sum({name}_avg * n) / sum({weight}) AS {name}")
-        per_vm = ", ".join(parts)
-    placeholders = ", ".join(["%s"] * len(vm_ids))
-    level1 = (
-        f"SELECT {_bucket_expr(time_column, step)} AS b, vm_id, {per_vm} "
-        f"FROM {SOURCE_TABLE[source]} "
-        f"WHERE vm_id IN ({placeholders}) AND {time_column} >= %s AND {time_column} < %s "
-        f"GROUP BY b, vm_id"
-    )
+    """Each member's mean per bucket (from the coarsest tables that cover [start, stop)
+    exactly, ``series_sql``), then across the members unless ``per_member``."""
+    parts = series_sql.pieces(start, stop, series_sql.rolled_up_to(), source)
+    level1, params = series_sql.means_sql(HOST, parts, vm_ids, step)
     if per_member:
-        sql = f"{level1} ORDER BY b, vm_id"
+        sql = f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id"
     else:
         across = ", ".join(f"{how}({column})" for _name, how, column in AGGREGATES)
         sql = f"SELECT b, {across} FROM ({level1}) per_vm GROUP BY b ORDER BY b"
-    params = [*vm_ids, connection.ops.adapt_datetimefield_value(start),
-              connection.ops.adapt_datetimefield_value(stop)]
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # JIT compilation costs more than these small aggregates (FIELD-NOTES: 1.2 s).
@@ -200,14 +178,18 @@ def _panels():
          [("mem_util", _("멤버 평균"))], ["mem_util"]),
         ("net", _("네트워크"), _("네트워크 처리량 (MB/s)"), 1e6, 2, None,
          [("net_rx", _("수신 합계")), ("net_tx", _("송신 합계"))], ["net_rx", "net_tx"]),
-        ("fabric", _("패브릭"), _("패브릭 처리량 (GB/s)"), 1e9, 3, None,
+        ("fabric", _("패브릭"), _("패브릭 처리량 (Gb/s)"), GBIT, 1, None,
          [("fabric_rx", _("수신 합계")), ("fabric_tx", _("송신 합계"))],
          ["fabric_rx", "fabric_tx"]),
     ]
 
 
-def figures(data):
-    """[{"id", "title", "figure" (plotly dict), "json"}] for the tab, x as start + step."""
+def figures(data, capacity_gbps=None, markers=None):
+    """[{"id", "title", "figure" (plotly dict), "json"}] for the tab, x as start + step.
+
+    ``capacity_gbps``: the members' summed link rate, for the fabric's "% of link" axis;
+    ``markers``: {panel id: [(local time text, label)]} of error events to mark.
+    """
     x0 = timezone.localtime(data.start).strftime("%Y-%m-%d %H:%M:%S")
     dx = data.step * 1000  # milliseconds on a date axis
     direction = {"rx": _("수신"), "tx": _("송신")}
@@ -238,6 +220,10 @@ def figures(data):
         }
         if y_range:
             layout["yaxis"]["range"] = list(y_range)
+        if key == "fabric" and capacity_gbps and not data.per_member:
+            _link_share(traces, layout, data, capacity_gbps, x0, dx)
+        if markers and markers.get(key):
+            traces.append(_markers(markers[key], y_range))
         figure = {"data": traces, "layout": layout}
         out.append({"id": key, "title": title, "figure": figure,
                     "json": script_safe(pio.to_json(figure, validate=False, engine="orjson"))})
@@ -250,6 +236,30 @@ _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 def script_safe(json_text):
     """JSON that can sit inside <script type="application/json"> (as Django's json_script)."""
     return json_text.translate(_SCRIPT_ESCAPES)
+
+
+def _link_share(traces, layout, data, capacity_gbps, x0, dx):
+    """Receive and send as % of the members' link rate, on a right-hand axis."""
+    for series, label in (("fabric_rx", _("수신 (링크 대비 %)")),
+                          ("fabric_tx", _("송신 (링크 대비 %)"))):
+        trace = _trace(label, data.series[series], GBIT * capacity_gbps / 100, 1, x0, dx,
+                       dash=True)
+        trace["yaxis"] = "y2"
+        traces.append(trace)
+    layout["yaxis2"] = {"title": {"text": _("링크 대비 (%)")}, "overlaying": "y",
+                        "side": "right", "range": [0, 100], "showgrid": False,
+                        "tickmode": "linear", "tick0": 0, "dtick": 25}
+    layout["margin"]["r"] = 48
+
+
+def _markers(events, y_range):
+    """Error events as red crosses along the top of a % chart (along zero of a throughput
+    chart), named on hover."""
+    top = y_range[1] if y_range else 0
+    return {"type": "scatter", "mode": "markers", "name": _("오류"),
+            "x": [at for at, _label in events], "y": [top] * len(events),
+            "text": [label for _at, label in events], "hoverinfo": "text+x",
+            "marker": {"symbol": "x", "size": 10, "color": "#c62828"}}
 
 
 def _trace(name, values, scale, digits, x0, dx, dash=False):

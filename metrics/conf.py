@@ -29,6 +29,10 @@ DEFAULTS = {
     "METRICS_HOUR_RETENTION_DAYS": 400,
     # Day partitions created ahead of today.
     "METRICS_PARTITIONS_AHEAD_DAYS": 2,
+    # /metrics/federate/ (metrics.federate): the function that maps a scrape to a project,
+    # and the default one's "<project slug>=<sha256 hex of token>,…" pairs.
+    "METRICS_SCRAPE_AUTH": "metrics.federate.token_from_settings",
+    "METRICS_SCRAPE_TOKENS": "",
 }
 
 

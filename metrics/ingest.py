@@ -22,17 +22,20 @@ import orjson
 from django.utils.translation import gettext as _
 
 from metrics import conf, errors, storage
+from metrics.checks import NUMBER, check_column, first_bad, shown
+from metrics.ingest_devices import DEVICE_KEYS, device_columns
 from metrics.models import METRIC_FIELDS, MetricsToken
 from portal.throttle import Counter
 from vms.models import VmStatus
 
 TOKEN_PREFIX = "vcm_"
 SAMPLE_KEYS = ("ts", *(name for name, *_rest in METRIC_FIELDS))
-KNOWN_KEYS = frozenset(SAMPLE_KEYS)
+# The host fields, then the optional per-device arrays (``metrics.ingest_devices``).
+ALL_KEYS = (*SAMPLE_KEYS, *DEVICE_KEYS)
+KNOWN_KEYS = frozenset(ALL_KEYS)
 TOP_KEYS = frozenset({"vm", "samples", "fields", "rows"})
-NUMBER = frozenset({int, float})
-NUMBER_OR_NONE = frozenset({int, float, type(None)})
 _column_getters = [operator.itemgetter(key) for key in SAMPLE_KEYS]
+_all_getters = [operator.itemgetter(key) for key in ALL_KEYS]
 BIGINT = (-(2**63), 2**63 - 1)  # what an id column holds
 RATE_WINDOW_SECONDS = 60
 RATE = Counter("metrics-rate")
@@ -97,7 +100,7 @@ def _rate_key(token_hash):
 
 
 def store(token_hash: str, claimed_vm: int | None, columns: list, now: float,
-          counted: bool) -> None:
+          counted: bool, devices: dict | None = None) -> None:
     """Store a validated batch for the token's VM; then, unless ``check_rate`` has
     ``counted`` it, open the token's rate window with this request.
 
@@ -106,12 +109,13 @@ def store(token_hash: str, claimed_vm: int | None, columns: list, now: float,
     ``Unauthorized``, ``WrongVm`` (``claimed_vm`` is not the token's) or ``Duplicate``.
     """
     try:
-        if not storage.write_for_token(token_hash, claimed_vm, columns, now):
+        if not storage.write_for_token(token_hash, claimed_vm, columns, now, devices):
             vm_id = lookup(token_hash)
             if claimed_vm is not None and claimed_vm != vm_id:
                 message = _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.")
                 raise errors.WrongVm(message % {"vm": vm_id})
-            storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now))
+            storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now),
+                                devices)
     except errors.Duplicate:
         _count_verified(token_hash, counted)  # a re-sent batch: the token was good
         raise
@@ -134,7 +138,7 @@ def read_body(request) -> bytes:
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in {"identity", "gzip"}:
         raise errors.UnsupportedEncoding(
-            _("지원하지 않는 Content-Encoding입니다: %(name)s") % {"name": _shown(encoding)}
+            _("지원하지 않는 Content-Encoding입니다: %(name)s") % {"name": shown(encoding)}
         )
     try:
         length = int(request.headers.get("Content-Length") or 0)
@@ -193,19 +197,11 @@ def _refuse_constant(name):
     raise _NonFinite(name)
 
 
-def _shown(value) -> str:
-    """A value as the refusal quotes it: a number or a short string as JSON, a container
-    by its kind (it may be nested too deep to print), everything cut to 40 characters."""
-    if isinstance(value, list | dict):
-        return "[…]" if isinstance(value, list) else "{…}"
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def validate(payload, now: float) -> tuple[int | None, list]:
-    """``(claimed VM id or None, columns)`` for ``store``, or ``IngestError``. The columns
-    are the instants (``storage.to_micros``: integer microseconds, the stored resolution),
-    then ``METRIC_NAMES``.
+def validate(payload, now: float) -> tuple[int | None, list, dict]:
+    """``(claimed VM id or None, columns, devices)`` for ``store``, or ``IngestError``. The
+    columns are the instants (``storage.to_micros``: integer microseconds, the stored
+    resolution), then ``METRIC_NAMES``; ``devices`` the per-GPU and per-port columns
+    (``metrics.ingest_devices.device_columns``), empty when no sample has any.
 
     Two equivalent forms: ``{"samples": [{"ts": …, "cpu_util": …}, …]}`` (readable, for
     people and scripts) and ``{"fields": ["ts", "cpu_util", …], "rows": [[…], …]}`` (what the
@@ -238,10 +234,11 @@ def validate(payload, now: float) -> tuple[int | None, list]:
         columns = _columns_of_rows(payload.get("fields"), items)
     else:
         columns = _columns_of_samples(items)
+    columns, lists = columns[:len(SAMPLE_KEYS)], columns[len(SAMPLE_KEYS):]
     columns[0] = _instants(columns[0], now, where)
     for index, (name, nullable, lowest, highest) in enumerate(METRIC_FIELDS, start=1):
-        _check_column(columns[index], name, nullable, lowest, highest, where)
-    return claimed_vm, columns
+        check_column(columns[index], name, nullable, lowest, highest, where)
+    return claimed_vm, columns, device_columns(lists, columns[0], where)
 
 
 def _missing_required(present):
@@ -250,12 +247,12 @@ def _missing_required(present):
 
 
 def _columns_of_rows(fields, rows):
-    """Columns in ``SAMPLE_KEYS`` order from the compact form; absent optional fields null."""
+    """Columns in ``ALL_KEYS`` order from the compact form; absent optional fields null."""
     if type(fields) is not list or not all(type(f) is str for f in fields):
         raise errors.Invalid(_("fields는 필드 이름의 배열이어야 합니다."))
     unknown = [f for f in fields if f not in KNOWN_KEYS]
     if unknown:
-        raise errors.UnknownField(_("알 수 없는 필드: %(name)s") % {"name": _shown(unknown[0])})
+        raise errors.UnknownField(_("알 수 없는 필드: %(name)s") % {"name": shown(unknown[0])})
     if len(set(fields)) != len(fields):
         raise errors.Invalid(_("fields에 같은 이름이 두 번 있습니다."))
     missing = _missing_required(fields)
@@ -269,20 +266,25 @@ def _columns_of_rows(fields, rows):
         )
     by_name = dict(zip(fields, zip(*rows, strict=True), strict=True))
     absent = (None,) * len(rows)
-    return [by_name.get(key, absent) for key in SAMPLE_KEYS]
+    return [by_name.get(key, absent) for key in ALL_KEYS]
 
 
 def _columns_of_samples(samples):
-    """Columns in ``SAMPLE_KEYS`` order from sample objects; unknown or missing keys refused."""
+    """Columns in ``ALL_KEYS`` order from sample objects; unknown or missing keys refused."""
     if set(map(type, samples)) != {dict}:
         index = next(i for i, s in enumerate(samples) if type(s) is not dict)
         raise errors.Invalid(_("samples[%(i)d]: JSON 객체여야 합니다.") % {"i": index})
-    if set(map(len, samples)) == {len(SAMPLE_KEYS)}:
+    lengths = set(map(len, samples))
+    for length, getters in ((len(SAMPLE_KEYS), _column_getters), (len(ALL_KEYS), _all_getters)):
+        if lengths != {length}:
+            continue
         try:
             # Every sample has exactly the known keys: one C-level pass per column.
-            return [list(map(getter, samples)) for getter in _column_getters]
+            columns = [list(map(getter, samples)) for getter in getters]
         except KeyError:
-            pass
+            break
+        absent = [None] * len(samples)
+        return columns + [absent] * (len(ALL_KEYS) - len(columns))
     # Slow path: name the first unknown key, or fill absent optional fields with null.
     rows = []
     for index, sample in enumerate(samples):
@@ -290,7 +292,7 @@ def _columns_of_samples(samples):
         if extra:
             raise errors.UnknownField(
                 _("samples[%(i)d]: 알 수 없는 필드 %(name)s")
-                % {"i": index, "name": _shown(sorted(extra)[0])},
+                % {"i": index, "name": shown(sorted(extra)[0])},
             )
         missing = _missing_required(sample)
         if missing:
@@ -298,43 +300,8 @@ def _columns_of_samples(samples):
                 _("samples[%(i)d]: 필수 필드 %(name)s가 없습니다.")
                 % {"i": index, "name": missing[0]},
             )
-        rows.append(tuple(sample.get(key) for key in SAMPLE_KEYS))
+        rows.append(tuple(sample.get(key) for key in ALL_KEYS))
     return list(zip(*rows, strict=True))
-
-
-def _first_bad(column, ok):
-    return next(i for i, value in enumerate(column) if not ok(value))
-
-
-def _check_column(column, name, nullable, lowest, highest, where):
-    types = set(map(type, column))
-    if not types <= (NUMBER_OR_NONE if nullable else NUMBER):
-        index = _first_bad(column, lambda v: v is None and nullable or type(v) in NUMBER)
-        raise errors.NotANumber(
-            _("%(where)s[%(i)d].%(name)s: 숫자여야 합니다 (받은 값 %(value)s).")
-            % {"where": where, "i": index, "name": name, "value": _shown(column[index])},
-        )
-    values = [v for v in column if v is not None] if type(None) in types else column
-    if not values:
-        return
-    # No NaN can get here: orjson refuses NaN and Infinity (see ``parse``), and the
-    # comparisons below would not be reliable with one.
-    if min(values) >= lowest and max(values) <= highest:
-        return
-    index = _first_bad(column, lambda v: v is None or lowest <= v <= highest)
-    value = column[index]
-    if value < 0:
-        error, message = errors.Negative, _(
-            "%(where)s[%(i)d].%(name)s: 음수는 허용되지 않습니다 (받은 값 %(value)s)."
-        )
-    else:
-        error, message = errors.OutOfRange, _(
-            "%(where)s[%(i)d].%(name)s: %(low)g 이상 %(high)g 이하여야 합니다 (받은 값 %(value)s)."
-        )
-    raise error(message % {
-        "where": where, "i": index, "name": name, "value": _shown(value), "low": lowest,
-        "high": highest,
-    })
 
 
 def _instants(column, now, where):
@@ -342,21 +309,21 @@ def _instants(column, now, where):
     accepted window and no two are equal at that resolution (two timestamps a fraction of a
     microsecond apart would be stored as one: refused as duplicates, not half stored)."""
     if not set(map(type, column)) <= NUMBER:
-        index = _first_bad(column, lambda v: type(v) in NUMBER)
+        index = first_bad(column, lambda v: type(v) in NUMBER)
         raise errors.NotANumber(
             _("%(where)s[%(i)d].ts: 유닉스 시각(초)이어야 합니다 (받은 값 %(value)s).")
-            % {"where": where, "i": index, "value": _shown(column[index])},
+            % {"where": where, "i": index, "value": shown(column[index])},
         )
     oldest = now - conf.get("METRICS_MAX_AGE_SECONDS")
     newest = now + conf.get("METRICS_MAX_FUTURE_SECONDS")
     if min(column) < oldest:
-        index = _first_bad(column, lambda v: v >= oldest)
+        index = first_bad(column, lambda v: v >= oldest)
         raise errors.TooOld(
             _("%(where)s[%(i)d].ts: %(days)g일보다 오래된 샘플은 받지 않습니다.")
             % {"where": where, "i": index, "days": conf.get("METRICS_MAX_AGE_SECONDS") / 86400},
         )
     if max(column) > newest:
-        index = _first_bad(column, lambda v: v <= newest)
+        index = first_bad(column, lambda v: v <= newest)
         raise errors.InFuture(
             _("%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. "
               "시계를 확인하세요.")

@@ -155,3 +155,23 @@ class MetricsToken(models.Model):
 
     def __str__(self):
         return f"{self.vm_id}: {self.prefix}…"
+
+
+# The per-device series (issue 13) live in their own module; every series, described once.
+from metrics.device_models import (  # noqa: E402
+    GPU_FIELDS,
+    PORT_FIELDS,
+    GpuHourRollup,
+    GpuMinuteRollup,
+    GpuSample,
+    PortHourRollup,
+    PortMinuteRollup,
+    PortSample,
+    Series,
+)
+
+HOST = Series("host", Sample, MinuteRollup, HourRollup, ("vm_id",), METRIC_FIELDS)
+GPU = Series("gpu", GpuSample, GpuMinuteRollup, GpuHourRollup, ("vm_id", "gpu"), GPU_FIELDS)
+PORT = Series("port", PortSample, PortMinuteRollup, PortHourRollup, ("vm_id", "port"),
+              PORT_FIELDS)
+SERIES = (HOST, GPU, PORT)

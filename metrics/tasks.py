@@ -4,7 +4,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from clusters.backends import get_backend
-from metrics import simulate, storage
+from metrics import events, series_sql, simulate, storage
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
 # delivery is harmless, so they are acked late like clusters.tasks.IDEMPOTENT.
@@ -20,8 +20,12 @@ IDEMPOTENT = {
 
 @shared_task(**IDEMPOTENT)
 def rollup():
-    """Minute and hour rollups of every closed bucket, and of late batches' buckets."""
-    return storage.rollup()
+    """Minute and hour rollups of every closed bucket, and of late batches' buckets; then the
+    device error events of the minutes just rolled up (``metrics.events``)."""
+    before = series_sql.rolled_up_to()
+    advanced = storage.rollup()
+    events.detect(before, series_sql.rolled_up_to())
+    return advanced
 
 
 @shared_task(**IDEMPOTENT)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from metrics import jobs, views
+from metrics import federate, jobs, views
 
 app_name = "metrics"
 urlpatterns = [
@@ -12,3 +12,7 @@ urlpatterns = [
     path("vms/<int:pk>/metrics/token/", views.vm_token_rotate, name="vm_token_rotate"),
     path("clusters/<int:pk>/metrics/charts/", views.cluster_charts, name="cluster_charts"),
 ]
+# Prometheus federation is opt-in: routed once an operator configures who may scrape
+# (METRICS_SCRAPE_TOKENS, or another METRICS_SCRAPE_AUTH function). metrics/README.md.
+if federate.enabled():
+    urlpatterns.append(path("metrics/federate/", federate.federate, name="federate"))

@@ -2,6 +2,7 @@
 
 import time
 
+import plotly.io as pio
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -12,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
-from metrics import charts, errors, ingest, services
+from metrics import charts, errors, events, ingest, services, straggler
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
@@ -41,12 +42,13 @@ def ingest_samples(request):
     try:
         token_hash = ingest.bearer_hash(request)
         try:
-            claimed_vm, columns = ingest.validate(ingest.parse(ingest.read_body(request)), now)
+            claimed_vm, columns, devices = ingest.validate(
+                ingest.parse(ingest.read_body(request)), now)
         except errors.IngestError:
             ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
             raise
         counted = ingest.check_rate(token_hash)
-        ingest.store(token_hash, claimed_vm, columns, now, counted)
+        ingest.store(token_hash, claimed_vm, columns, now, counted, devices)
     except errors.IngestError as error:
         return _refusal(error)
     return JsonResponse({"stored": len(columns[0])})
@@ -96,10 +98,24 @@ def cluster_charts(request, pk):
         Perm.VM_READ, cluster
     )
     data = charts.chart_data(cluster, range_key, per_member)
+    last = straggler.last_received([vm_id for vm_id, _name in data.members])
+    # Device figures name the nodes: VM data, like the per-member breakdown.
+    devices = straggler.DeviceView()
+    if data.has_data and request.user.has_perm(Perm.VM_READ, cluster):
+        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds)
+    heatmap = straggler.heatmap_figure(devices, heatmap_labels())
+    figures = []
+    if data.has_data:
+        markers = events.chart_markers(cluster.pk, data.start)
+        figures = charts.figures(data, straggler.link_capacity_gbps(devices), markers)
     context = {
         "cluster": cluster,
         "data": data,
-        "figures": charts.figures(data) if data.has_data else [],
+        "figures": figures,
+        "devices": devices,
+        "heatmap_json": heatmap and charts.script_safe(
+            pio.to_json(heatmap, validate=False, engine="orjson")),
+        "last_received": last,
         "ranges": range_labels(),
         "range_key": range_key,
         "per_member": per_member,
@@ -109,6 +125,20 @@ def cluster_charts(request, pk):
     partial = request.htmx and request.htmx.target == "metrics-body"
     template = "metrics/charts.html#body" if partial else "metrics/charts.html"
     return render(request, template, context)
+
+
+# Low utilisation is the finding: red, through amber, to green at full (on 0-100 %, so a
+# uniformly busy cluster stays green rather than stretching noise over the whole scale).
+UTIL_SCALE = [[0.0, "#b2182b"], [0.5, "#f4a582"], [0.75, "#fee08b"], [1.0, "#1a9850"]]
+
+
+def heatmap_labels():
+    """The heatmap's metrics: {field: (button, unit, colorscale, z range or None)}."""
+    return {
+        "util": (_("사용률"), "%", UTIL_SCALE, (0, 100)),
+        "temp": (_("온도"), "°C", "YlOrRd", None),
+        "power": (_("전력"), "W", "Blues", None),
+    }
 
 
 def range_labels():

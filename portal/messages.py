@@ -16,6 +16,12 @@ NOTICES = {
     "validation_done": _(
         "정상 %(ok)d대, 점검 필요 %(warn)d대, 불량 %(bad)d대, 응답 없음 %(silent)d대"
     ),
+    "gpu_xid": _("GPU %(gpu)d에서 XID %(xid)d 오류가 발생했습니다."),
+    "gpu_ecc_uncorrectable": _(
+        "GPU %(gpu)d에서 정정할 수 없는 ECC 오류가 발생했습니다 (누적 %(count)d건)."
+    ),
+    "gpu_remapped_rows": _("GPU %(gpu)d의 메모리 행이 재매핑되었습니다 (누적 %(count)d행)."),
+    "port_link_down": _("패브릭 포트 %(port)d의 링크가 끊어졌습니다 (누적 %(count)d회)."),
 }
 
 ACTION_LABELS = {
@@ -47,6 +53,8 @@ ACTION_LABELS = {
     "operation.replace": _("교체"),
     "operation.validate": _("클러스터 검증"),
     "cluster.validated": _("클러스터 검증 완료"),
+    "vm.gpu_error": _("GPU 오류"),
+    "vm.link_down": _("패브릭 링크 끊김"),
 }
 
 

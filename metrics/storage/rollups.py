@@ -3,7 +3,9 @@
 Each range is recomputed from the rows below it with one ``INSERT … SELECT … GROUP BY …
 ON CONFLICT DO UPDATE``, so a rerun over the same buckets is harmless: a beat task can retry,
 overlap or run late. A batch that lands in buckets already rolled up (an agent's backlog)
-queues its range in ``RollupBacklog``, redone on the next run.
+queues its range in ``RollupBacklog``, redone on the next run. Every series (the per-VM one
+and the per-GPU and per-port ones, ``metrics.models.SERIES``) is rolled up the same way, by
+its keys; after each run the new minutes are scanned for device errors (``events``).
 """
 
 from datetime import UTC, datetime, timedelta
@@ -12,15 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from metrics import conf
-from metrics.models import (
-    METRIC_FIELDS,
-    METRIC_NAMES,
-    HourRollup,
-    MinuteRollup,
-    RollupBacklog,
-    RollupCursor,
-    Sample,
-)
+from metrics.models import SERIES, RollupBacklog, RollupCursor
 from metrics.storage.db import MICROS_PER_SECOND, datetime_of, is_postgresql
 
 # A minute is closed (rolled up) this long after it ends: agents send every ~10 s.
@@ -64,16 +58,17 @@ def _bucket_sql(column, unit):
     return f"strftime('{pattern}', {column})"
 
 
-def _rollup_columns():
-    return ["n"] + [f"{name}_{kind}" for name in METRIC_NAMES for kind in ("avg", "max")]
+def _rollup_columns(series):
+    return ["n"] + [f"{name}_{kind}" for name in series.names for kind in ("avg", "max")]
 
 
-def _upsert_sql(table, select_sql):
-    columns = _rollup_columns()
+def _upsert_sql(series, table, select_sql):
+    columns = _rollup_columns(series)
+    keys = ", ".join(series.keys)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
     return (
-        f"INSERT INTO {table} (vm_id, bucket, {', '.join(columns)}) {select_sql} "
-        f"ON CONFLICT (vm_id, bucket) DO UPDATE SET {updates}"
+        f"INSERT INTO {table} ({keys}, bucket, {', '.join(columns)}) {select_sql} "
+        f"ON CONFLICT ({keys}, bucket) DO UPDATE SET {updates}"
     )
 
 
@@ -82,10 +77,11 @@ def _param(moment):
 
 
 def roll_minutes(start: datetime, stop: datetime, vm_id: int | None = None) -> None:
-    """(Re)compute the minute rollups of [start, stop) from raw samples."""
-    aggregates = ", ".join(f"avg({n}), max({n})" for n in METRIC_NAMES)
-    _upsert(MinuteRollup, f"{_bucket_sql('ts', 'minute')} AS b, count(*), {aggregates}",
-            Sample, "ts", start, stop, vm_id)
+    """(Re)compute the minute rollups of [start, stop) from raw samples, every series."""
+    for series in SERIES:
+        aggregates = ", ".join(f"avg({n}), max({n})" for n in series.names)
+        _upsert(series, series.minute, f"{_bucket_sql('ts', 'minute')} AS b, count(*), "
+                f"{aggregates}", series.raw, "ts", start, stop, vm_id)
 
 
 def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> None:
@@ -94,27 +90,29 @@ def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> Non
     An hour's average weights each minute by its sample count, which is exact as long as a
     VM reports a nullable metric (GPU, fabric) in all or none of a minute's samples.
     """
-    parts = []
-    for name, nullable, *_range in METRIC_FIELDS:
-        weight = f"CASE WHEN {name}_avg IS NOT NULL THEN n END" if nullable else "n"
-        parts.append(f"sum({name}_avg * n) / sum({weight}), max({name}_max)")
-    _upsert(HourRollup, f"{_bucket_sql('bucket', 'hour')} AS b, sum(n), {', '.join(parts)}",
-            MinuteRollup, "bucket", start, stop, vm_id)
+    for series in SERIES:
+        parts = []
+        for name, nullable, *_range in series.fields:
+            weight = f"CASE WHEN {name}_avg IS NOT NULL THEN n END" if nullable else "n"
+            parts.append(f"sum({name}_avg * n) / sum({weight}), max({name}_max)")
+        _upsert(series, series.hour, f"{_bucket_sql('bucket', 'hour')} AS b, sum(n), "
+                f"{', '.join(parts)}", series.minute, "bucket", start, stop, vm_id)
 
 
-def _upsert(target, aggregates, source, time_column, start, stop, vm_id):
+def _upsert(series, target, aggregates, source, time_column, start, stop, vm_id):
     """Upsert ``target``'s rows from ``source``'s over [start, stop), of one VM or all."""
     where = f"{time_column} >= %s AND {time_column} < %s"
     params = [_param(start), _param(stop)]
     if vm_id is not None:
         where += " AND vm_id = %s"
         params.append(vm_id)
+    keys = ", ".join(series.keys)
     select = (
-        f"SELECT vm_id, {aggregates} FROM {source._meta.db_table} WHERE {where} "
-        "GROUP BY vm_id, b"
+        f"SELECT {keys}, {aggregates} FROM {source._meta.db_table} WHERE {where} "
+        f"GROUP BY {keys}, b"
     )
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(target._meta.db_table, select), params)
+        cursor.execute(_upsert_sql(series, target._meta.db_table, select), params)
 
 
 def _locked_cursor(end):

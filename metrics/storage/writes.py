@@ -1,14 +1,16 @@
 """Writing raw samples: all of a batch or none of it, in one round trip where possible.
 
 Three ways in, chosen by size and database, all from the same columns (``micros`` — see
-``metrics.storage.db`` — then ``METRIC_NAMES``):
+``metrics.storage.db`` — then ``METRIC_NAMES``), and with them the batch's per-GPU and
+per-port rows (``devices``: ``{"gpu"|"port": [indexes, micros, *metric columns]}``), stored in
+the same statement or transaction, so a batch is all stored or none of it:
 
-- a small batch (at most ``SMALL_BATCH`` rows) on PostgreSQL: one prepared ``INSERT …
-  SELECT … FROM (VALUES …)``. The ingest endpoint's variant takes the VM from the token in
-  the same statement (``write_for_token``): an on-time agent batch is one round trip, like
-  the lightest authenticated request;
-- a larger one: binary COPY, packed here by ``struct`` (FIELD-NOTES: binary COPY is ~6x an
-  ``executemany``, and packing by hand is a third of psycopg's ``write_row`` time);
+- a small batch (at most ``SMALL_BATCH`` samples and ``SMALL_DEVICE_ROWS`` device rows) on
+  PostgreSQL: one prepared ``INSERT … SELECT … FROM (VALUES …)``, with the device rows as
+  data-modifying CTEs of the same statement. The ingest endpoint's variant takes the VM from
+  the token in the same statement (``write_for_token``): an on-time agent batch (host, 8 GPUs,
+  4 ports) is one round trip, like the lightest authenticated request;
+- a larger one: binary COPY per table in one transaction (``metrics.storage.binary``);
 - other databases (SQLite in the demo): ``bulk_create``.
 
 Samples are telemetry: they commit asynchronously (``synchronous_commit = off`` for these
@@ -18,17 +20,16 @@ otherwise dominates a one-sample request. A missing day partition (beat not run 
 database) is created and the write retried once.
 """
 
-import struct
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from datetime import UTC, datetime
-from itertools import repeat
+from functools import lru_cache
 
 import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from metrics.errors import Duplicate
-from metrics.models import METRIC_NAMES, MetricsToken, RollupBacklog, Sample
+from metrics.models import GPU, METRIC_NAMES, PORT, MetricsToken, RollupBacklog, Sample
+from metrics.storage import binary
 from metrics.storage.db import datetime_of, is_postgresql, micros_of, sqlstate
 from metrics.storage.partitions import ensure_partitions
 from metrics.storage.rollups import is_late
@@ -37,61 +38,112 @@ from vms.models import VirtualMachine, VmStatus
 COLUMNS = ("vm_id", "ts", *METRIC_NAMES)
 PG_TYPES = ["int8", "timestamptz", *["float8"] * len(METRIC_NAMES)]
 COPY_SQL = f"COPY {Sample._meta.db_table} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-SMALL_BATCH = 5  # rows; one INSERT of at most 50 parameters (psycopg caches its parse)
+SMALL_BATCH = 5  # samples; one INSERT of at most 50 host parameters (psycopg caches its parse)
+SMALL_DEVICE_ROWS = 96  # GPU + port rows in that INSERT: 8 GPUs and 4 ports a sample
+DEVICES = {"gpu": GPU, "port": PORT}
+
+
+def _device_columns(series):
+    return ("vm_id", "ts", series.keys[1], *series.names)
+
+
+def _copy_sql(series):
+    return (f"COPY {series.raw._meta.db_table} ({', '.join(_device_columns(series))}) "
+            "FROM STDIN (FORMAT BINARY)")
 
 
 def _column(model, field):
     return model._meta.get_field(field).column
 
 
-def _insert_sql(rows, by_token):
-    """The INSERT of ``rows`` samples; ``by_token``: the VM is the token's (parameters: the
-    rows without vm_id, then token hash, deleted status, claimed VM id twice)."""
-    types = PG_TYPES[1:] if by_token else PG_TYPES
+def _values(types, rows):
     row = "(" + ", ".join(f"%s::{pg_type}" for pg_type in types) + ")"  # a NULL is typed too
+    return f"(VALUES {', '.join([row] * rows)})"
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(rows, by_token, devices=()):
+    """The INSERT of ``rows`` samples and the rows of the device tables named in ``devices``.
+
+    ``by_token``: the VM is the token's; parameters per table, host first: its rows (a
+    device table's as one array per column) without vm_id, then token hash, deleted
+    status, claimed VM id twice (each table's insert checks the token). With device rows
+    the inserts are CTEs of one statement, which answers the host rows inserted.
+    """
+    types = PG_TYPES[1:] if by_token else PG_TYPES
     # set_config(..., true) lasts until the end of this statement's own transaction, whose
     # commit it makes asynchronous: one round trip, no BEGIN/SET/COMMIT.
-    sources = [
-        "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit",
-        f"(VALUES {', '.join([row] * rows)}) AS v",
-    ]
-    insert = f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "
-    if not by_token:
-        return f"{insert}SELECT v.* FROM {', '.join(sources)}"
-    # No row comes out for an unknown token, a deleted VM or another VM's id.
-    token_vm = _column(MetricsToken, "vm")
-    vm_table, vm_pk = VirtualMachine._meta.db_table, VirtualMachine._meta.pk.column
-    sources.insert(1, f"{MetricsToken._meta.db_table} t JOIN {vm_table} vm "
-                      f"ON vm.{vm_pk} = t.{token_vm}")
-    return (
-        f"{insert}SELECT t.{token_vm}, v.* FROM {', '.join(sources)} "
-        f"WHERE t.{_column(MetricsToken, 'token_hash')} = %s "
-        f"AND vm.{_column(VirtualMachine, 'status')} <> %s "
-        f"AND (%s::int8 IS NULL OR t.{token_vm} = %s)"
-    )
+    async_commit = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+    vm_source, vm_column, where = "", "", ""
+    if by_token:
+        # No row comes out for an unknown token, a deleted VM or another VM's id.
+        token_vm = _column(MetricsToken, "vm")
+        vm_table, vm_pk = VirtualMachine._meta.db_table, VirtualMachine._meta.pk.column
+        vm_source = (f", {MetricsToken._meta.db_table} t JOIN {vm_table} vm "
+                     f"ON vm.{vm_pk} = t.{token_vm}")
+        vm_column = f"t.{token_vm}, "
+        where = (
+            f" WHERE t.{_column(MetricsToken, 'token_hash')} = %s "
+            f"AND vm.{_column(VirtualMachine, 'status')} <> %s "
+            f"AND (%s::int8 IS NULL OR t.{token_vm} = %s)"
+        )
+    host = (f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "
+            f"SELECT {vm_column}v.* FROM {async_commit}{vm_source}, {_values(types, rows)} AS v")
+    if not devices:
+        return host + where
+    parts = [f"h AS ({host}{where} RETURNING 1)"]
+    for name in devices:
+        # A device table's rows as one array per column (unnest): 15 parameters for 8 GPUs
+        # rather than 120, each bound by psycopg's C dumpers, and one statement per shape.
+        series = DEVICES[name]
+        columns = _device_columns(series)
+        types = ["int8", "timestamptz", "int2", *["float8"] * len(series.names)]
+        if by_token:
+            columns, types = columns[1:], types[1:]
+        arrays = ", ".join(f"%b::{pg_type}[]" for pg_type in types)  # binary: no quoting scan
+        parts.append(
+            f"{name} AS (INSERT INTO {series.raw._meta.db_table} "
+            f"({', '.join(_device_columns(series))}) SELECT {vm_column}v.* "
+            f"FROM {async_commit}{vm_source}, unnest({arrays}) AS v({', '.join(columns)})"
+            f"{where})"
+        )
+    return f"WITH {', '.join(parts)} SELECT count(*) FROM h"
 
 
-_INSERT = {n: _insert_sql(n, by_token=False) for n in range(1, SMALL_BATCH + 1)}
-_INSERT_FOR_TOKEN = {n: _insert_sql(n, by_token=True) for n in range(1, SMALL_BATCH + 1)}
+def _shape(devices):
+    """(name, …) of the non-empty device tables, as ``_insert_sql`` takes them."""
+    return tuple(name for name in DEVICES if devices.get(name) and devices[name][0])
 
 
-def write_samples(rows: Sequence[tuple], backlog: RollupBacklog | None = None) -> None:
+def write_samples(rows: Sequence[tuple], backlog: RollupBacklog | None = None,
+                  devices: dict | None = None) -> None:
     """Store ``rows`` (tuples in ``COLUMNS`` order, ``ts`` an aware datetime, any VMs) all or
-    none, and with them ``backlog`` (an unsaved ``RollupBacklog`` for a late batch) if given.
+    none, with ``devices`` (``{"gpu"|"port": [(vm_id, ts, index, *metrics), …]}``) and
+    ``backlog`` (an unsaved ``RollupBacklog`` for a late batch) if given.
 
     Raises ``metrics.errors.Duplicate`` if any (vm_id, ts) is already stored.
     """
     vm_ids, stamps, *metrics = (list(column) for column in zip(*rows, strict=True))
-    _write(vm_ids, [micros_of(moment) for moment in stamps], metrics, backlog)
+    by_table = {}
+    for name, device_rows in (devices or {}).items():
+        if device_rows:
+            ids, moments, indexes, *values = (list(c) for c in zip(*device_rows, strict=True))
+            by_table[name] = (ids, indexes, [micros_of(m) for m in moments], values)
+    _write(vm_ids, [micros_of(moment) for moment in stamps], metrics, backlog, by_table)
 
 
-def write_batch(vm_id: int, columns: list, backlog: RollupBacklog | None = None) -> None:
+def write_batch(vm_id: int, columns: list, backlog: RollupBacklog | None = None,
+                devices: dict | None = None) -> None:
     """``write_samples`` for one VM's validated batch as columns (``micros``, then
-    ``METRIC_NAMES``): the ingest endpoint's path when ``write_for_token`` does not apply."""
-    _write([vm_id] * len(columns[0]), columns[0], columns[1:], backlog)
+    ``METRIC_NAMES``) and device columns: the ingest endpoint's path when
+    ``write_for_token`` does not apply."""
+    by_table = {name: ([vm_id] * len(cols[0]), cols[0], cols[1], cols[2:])
+                for name, cols in (devices or {}).items() if cols and cols[0]}
+    _write([vm_id] * len(columns[0]), columns[0], columns[1:], backlog, by_table)
 
 
-def write_for_token(token_hash: str, claimed_vm: int | None, columns: list, now: float) -> bool:
+def write_for_token(token_hash: str, claimed_vm: int | None, columns: list, now: float,
+                    devices: dict | None = None) -> bool:
     """Store a small, on-time batch for the VM of ``token_hash`` in one statement.
 
     Returns True when stored; False when this path does not apply (not PostgreSQL, a large
@@ -101,28 +153,48 @@ def write_for_token(token_hash: str, claimed_vm: int | None, columns: list, now:
     """
     micros = columns[0]
     count = len(micros)
-    if not is_postgresql() or count > SMALL_BATCH or is_late(min(micros), now):
+    devices = devices or {}
+    shape = _shape(devices)
+    if (not is_postgresql() or count > SMALL_BATCH or is_late(min(micros), now)
+            or sum(len(devices[name][0]) for name in shape) > SMALL_DEVICE_ROWS):
         return False
+    check = [token_hash, VmStatus.DELETED, claimed_vm, claimed_vm]  # each table's WHERE
     params = [value for row in zip(map(datetime_of, micros), *columns[1:], strict=True)
-              for value in row]
-    params += [token_hash, VmStatus.DELETED, claimed_vm, claimed_vm]
-    return _insert(_INSERT_FOR_TOKEN[count], params, micros) == count
+              for value in row] + check
+    for name in shape:
+        indexes, stamps, *values = devices[name]
+        params += [list(map(datetime_of, stamps)), indexes, *map(_array, values), *check]
+    return _insert(_insert_sql(count, True, shape), params, micros, bool(shape)) == count
 
 
-def _write(vm_ids, micros, metrics, backlog):
+def _array(column):
+    """A metric column as psycopg dumps an array: of one type (JSON mixes ints and floats)."""
+    if int in set(map(type, column)):
+        return [value if value is None else float(value) for value in column]
+    return list(column)
+
+
+def _write(vm_ids, micros, metrics, backlog, devices):
+    rows = sum(len(table[0]) for table in devices.values())
     if not is_postgresql():
-        _with_partitions(lambda: _bulk_create(vm_ids, micros, metrics, backlog), micros)
-    elif len(micros) <= SMALL_BATCH and backlog is None:
+        _with_partitions(lambda: _bulk_create(vm_ids, micros, metrics, backlog, devices), micros)
+    elif len(micros) <= SMALL_BATCH and backlog is None and rows <= SMALL_DEVICE_ROWS:
         stamps = map(datetime_of, micros)
         params = [value for row in zip(vm_ids, stamps, *metrics, strict=True) for value in row]
-        _insert(_INSERT[len(micros)], params, micros)
+        shape = tuple(name for name in DEVICES if name in devices)
+        for name in shape:
+            ids, indexes, stamps_, values = devices[name]
+            params += [ids, list(map(datetime_of, stamps_)), indexes, *map(_array, values)]
+        _insert(_insert_sql(len(micros), False, shape), params, micros, bool(shape))
     else:
-        data = _pack_binary(vm_ids, micros, metrics)
+        data = [(COPY_SQL, binary.pack(vm_ids, micros, None, metrics))]
+        for name, (ids, indexes, stamps, values) in devices.items():
+            data.append((_copy_sql(DEVICES[name]), binary.pack(ids, stamps, indexes, values)))
         _with_partitions(lambda: _copy(data, backlog), micros)
 
 
-def _insert(sql, params, micros):
-    """Run one prepared INSERT; returns the rows inserted."""
+def _insert(sql, params, micros, counted):
+    """Run one prepared INSERT; returns the host rows inserted."""
     inserted = []
 
     def write():
@@ -135,18 +207,25 @@ def _insert(sql, params, micros):
             # Django's own cursors bind client-side, re-parsed and re-planned on every call.
             with psycopg.Cursor(connection.connection) as cursor:
                 cursor.execute(sql, params, prepare=True)
-                inserted.append(cursor.rowcount)
+                inserted.append(cursor.fetchone()[0] if counted else cursor.rowcount)
 
     _with_partitions(write, micros)
     return inserted[-1]
 
 
-def _bulk_create(vm_ids, micros, metrics, backlog):
+def _bulk_create(vm_ids, micros, metrics, backlog, devices):
     with transaction.atomic():
         Sample.objects.bulk_create(
             Sample(vm_id=vm_id, ts=datetime_of(ts), **dict(zip(METRIC_NAMES, values, strict=True)))
             for vm_id, ts, *values in zip(vm_ids, micros, *metrics, strict=True)
         )
+        for name, (ids, indexes, stamps, values) in devices.items():
+            series = DEVICES[name]
+            series.raw.objects.bulk_create(
+                series.raw(vm_id=vm_id, ts=datetime_of(ts), **{series.keys[1]: index},
+                           **dict(zip(series.names, row, strict=True)))
+                for vm_id, index, ts, *row in zip(ids, indexes, stamps, *values, strict=True)
+            )
         if backlog is not None:
             backlog.save()
 
@@ -164,53 +243,12 @@ def _with_partitions(write: Callable[[], None], micros: Sequence[int]) -> None:
             raise Duplicate() from again
 
 
-# COPY's binary format: signature, flags, header extension; then rows; then -1.
-_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
-_COPY_TRAILER = struct.pack("!h", -1)
-# Binary timestamptz counts microseconds from 2000-01-01.
-_PG_EPOCH_MICROS = micros_of(datetime(2000, 1, 1, tzinfo=UTC))
-_NULL = struct.pack("!i", -1)  # a field of length -1, no data
-_INT8 = struct.Struct("!iq")  # length-prefixed int64
-_FLOAT8 = struct.Struct("!id")
-
-
-def _pack_binary(vm_ids, micros, metrics):
-    """COPY binary data for the batch: one ``struct`` call per row, by C-level maps.
-
-    A metric column mixing values and nulls (rare: a GPU lost mid-batch) cannot be one fixed
-    format; such a batch is packed field by field instead.
-    """
-    stamps = map((-_PG_EPOCH_MICROS).__add__, micros)
-    if any(0 < column.count(None) < len(column) for column in metrics):
-        return _pack_fields(vm_ids, stamps, metrics)
-    fields = ["!h", "iq", "iq"]  # field count; vm_id; ts
-    args = [repeat(len(COLUMNS)), repeat(8), vm_ids, repeat(8), stamps]
-    for column in metrics:
-        if column and column[0] is None:
-            fields.append("i")
-            args.append(repeat(-1))
-        else:
-            fields.append("id")
-            args += [repeat(8), column]
-    row = struct.Struct("".join(fields))
-    return b"".join((_COPY_SIGNATURE, *map(row.pack, *args), _COPY_TRAILER))
-
-
-def _pack_fields(vm_ids, stamps, metrics):
-    count = struct.pack("!h", len(COLUMNS))
-    parts = [_COPY_SIGNATURE]
-    for vm_id, ts, *values in zip(vm_ids, stamps, *metrics, strict=True):
-        parts += [count, _INT8.pack(8, vm_id), _INT8.pack(8, ts)]
-        parts += [_NULL if value is None else _FLOAT8.pack(8, value) for value in values]
-    parts.append(_COPY_TRAILER)
-    return b"".join(parts)
-
-
 def _copy(data, backlog):
     with transaction.atomic(), connection.cursor() as cursor:
         _async_commit(cursor, backlog)
-        with connection.wrap_database_errors, cursor.cursor.copy(COPY_SQL) as copy:
-            copy.write(data)
+        for sql, payload in data:
+            with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+                copy.write(payload)
 
 
 def _async_commit(cursor, backlog):

@@ -33,13 +33,20 @@
     var panel = document.getElementById("metrics-panel");
     if (!panel) return;
     loadPlotly(panel.dataset.plotlySrc).then(function (Plotly) {
-      plots.forEach(function (el) {
+      // One chart per frame, in page order: the first is on screen as soon as it is drawn
+      // instead of after all of them (issue 13: first chart within a second).
+      function draw(index) {
+        if (index >= plots.length) return;
+        var el = plots[index];
         var source = document.getElementById(el.dataset.metricsFigure);
-        if (!source || !el.isConnected) return;
-        var figure = JSON.parse(source.textContent);
-        el.dataset.rendered = "1";
-        Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true});
-      });
+        if (source && el.isConnected && !el.dataset.rendered) {
+          var figure = JSON.parse(source.textContent);
+          el.dataset.rendered = "1";
+          Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true});
+        }
+        window.requestAnimationFrame(function () { setTimeout(function () { draw(index + 1); }, 0); });
+      }
+      draw(0);
     });
   }
 

@@ -5,7 +5,6 @@ import socket
 import statistics
 import time
 from collections import defaultdict
-from types import SimpleNamespace
 
 import pytest
 from django.core.cache import cache
@@ -13,6 +12,7 @@ from django.core.cache import cache
 from clusters.models import ClusterStatus
 from metrics import agent, charts, services
 from metrics.models import Sample
+from tests.metrics.fake_nvml import FakeNvml
 from vms.models import VmStatus
 
 live = pytest.mark.django_db(transaction=True)
@@ -34,8 +34,10 @@ def infiniband(tmp_path):
     return root
 
 
-def test_fabric_counters_are_words_summed_over_ports(infiniband):
-    assert agent.read_fabric_bytes(infiniband) == (11_000 * 4, 22_000 * 4)
+def test_fabric_counters_are_words_read_per_port(infiniband):
+    ports = agent.agent_devices.read_ports(infiniband)
+    assert [(p["port"], p["rx_bytes"], p["tx_bytes"]) for p in ports] == [
+        (0, 1_000 * 4, 2_000 * 4), (1, 10_000 * 4, 20_000 * 4), (2, None, None)]
 
 
 def test_fabric_rates_from_the_fake_tree(infiniband):
@@ -46,6 +48,8 @@ def test_fabric_rates_from_the_fake_tree(infiniband):
     sample = collector.collect()
     assert sample["fabric_rx"] == 250_000 * 4 / 10  # 100 kB/s
     assert sample["fabric_tx"] == 500_000 * 4 / 10
+    assert sample["ports"][0] == {"port": 0, "rx": 100_000.0, "tx": 200_000.0}
+    assert sample["ports"][1] == {"port": 1, "rx": 0.0, "tx": 0.0}
     # A counter that went back (HCA reset) gives no rate rather than a negative one.
     write_port(infiniband, "mlx5_1", 1, 0, 20_000)
     now[0] += 10.0
@@ -62,34 +66,23 @@ def test_no_infiniband_and_no_gpu_mean_null_fields(tmp_path):
 
 def test_without_nvidia_ml_py_or_a_gpu_nvml_is_skipped():
     # No GPU here: either pynvml is missing or NVML finds no driver; either way, no crash.
-    assert agent.open_nvml() is None
-
-
-class FakeNVMLError(Exception):
-    pass
+    assert agent.agent_devices.open_nvml() is None
 
 
 def fake_nvml(utils, used, total, fail=False):
-    """A stand-in for the pynvml module's calls the agent uses (no GPU on CI)."""
-
-    def utilization(handle):
-        if fail:
-            raise FakeNVMLError("GPU is lost")
-        return SimpleNamespace(gpu=utils[handle])
-
-    return SimpleNamespace(
-        NVMLError=FakeNVMLError,
-        nvmlDeviceGetCount=lambda: len(utils),
-        nvmlDeviceGetHandleByIndex=lambda i: i,
-        nvmlDeviceGetUtilizationRates=utilization,
-        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=used[h], total=total[h]),
-    )
+    """A stand-in for pynvml with only utilisation and memory supported (no GPU on CI)."""
+    return FakeNvml(utils=utils, used=used, total=total, fail=fail)
 
 
 def test_gpus_are_averaged_and_a_failing_gpu_does_not_crash():
-    nvml = fake_nvml([100, 50], [40, 20], [80, 80])
-    assert agent.read_gpus(nvml) == (75.0, 100.0 * 60 / 160)
-    assert agent.read_gpus(fake_nvml([1], [1], [2], fail=True)) == (None, None)
+    mib = agent.agent_devices.MIB
+    nvml = fake_nvml([100, 50], [40 * mib, 20 * mib], [80 * mib, 80 * mib])
+    gpus = agent.agent_devices.NvmlGpus(nvml).read()
+    assert [(g["gpu"], g["util"], g["mem_used"], g["temp"]) for g in gpus] == [
+        (0, 100, 40, None), (1, 50, 20, None)]
+    assert agent.gpu_summary(gpus) == (75.0, 100.0 * 60 / 160)
+    lost = agent.agent_devices.NvmlGpus(fake_nvml([1], [1], [2], fail=True)).read()
+    assert lost[0]["util"] is None and agent.gpu_summary(lost) == (None, 50.0)
 
 
 def closed_port_url():
@@ -181,7 +174,7 @@ def test_agent_flushes_a_backlog_gzipped_after_an_outage(agent_setup, tmp_path):
     now = time.time()
     for i in range(600):  # 100 minutes at 10 s, as if the portal had been down
         a.add({**first, "ts": round(now - 6000 + i * 10, 3)})
-    assert len(agent.json.dumps({"rows": list(a.buffer)})) > agent.GZIP_ABOVE
+    assert len(",".join(a.buffer)) > agent.GZIP_ABOVE
     assert a.flush() is True and a.stored == 600
     assert Sample.objects.filter(vm=vm).count() == 600
     from metrics.models import RollupBacklog

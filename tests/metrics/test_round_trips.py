@@ -17,8 +17,9 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.db import connection
 from django.test import override_settings
 
-from metrics.models import Sample
+from metrics.models import GpuSample, PortSample, Sample
 from tests.metrics.conftest import sample
+from tests.metrics.test_devices import gpus, ports
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -59,6 +60,17 @@ def test_an_on_time_agent_batch_is_one_round_trip(post, token):
     assert response.status_code == 200, response.content
     assert len(trips) == 1
     assert Sample.objects.count() == 4
+
+
+def test_an_agent_batch_with_8_gpus_and_4_ports_is_still_one_round_trip(post, token):
+    now = time.time()
+    first = sample(now - 20, gpus=gpus(), ports=ports())
+    assert post(token, {"samples": [first]}).status_code == 200
+    with round_trips() as trips:
+        response = post(token, {"samples": [sample(now - 10, gpus=gpus(), ports=ports())]})
+    assert response.status_code == 200, response.content
+    assert len(trips) == 1
+    assert (GpuSample.objects.count(), PortSample.objects.count()) == (16, 8)
 
 
 def test_a_bad_token_costs_the_insert_and_one_lookup(post, token):

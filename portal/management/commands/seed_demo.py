@@ -40,7 +40,9 @@ USERS = {
     "viewer": ("demo", "viewer"),
     "other": ("other", "admin"),
 }
-# name: (zone, type, billing, DR, start it)
+# name: (zone, type, billing, DR, start it). gpu-node-01..04 are the cluster the README walks
+# through; gpu-node-03 is the simulator's straggler (metrics.simulate.STRAGGLER), which the
+# 메트릭 tab names as the slowest member once the cluster runs.
 DEMO_VMS = {
     "gpu-node-01": ("kr-central-1a", "gpu.h100x8", BillingType.ON_DEMAND, False, False),
     "gpu-node-02": ("kr-central-1a", "gpu.h100x8", BillingType.ON_DEMAND, False, False),

@@ -1,0 +1,118 @@
+"""Per-GPU and per-fabric-port series (issue 13): one row per device per sample, beside the
+per-VM ``Sample``, so that one slow GPU of eight is not diluted into its node's average.
+
+Each series is described once (``Series``): its raw model, its minute and hour rollups, the
+columns that name a device and the field table the ingest validates, storage writes and
+rollups compute from. The rollup models are built from the same field tables, so a field
+added here is validated, stored and rolled up without another list to keep in step.
+
+Every device field is nullable (a driver that lacks a counter reports none, never zero) and
+stored as float8 like the host series: the counters the agents read fit well inside float8's
+exact integers (2**53).
+"""
+
+from dataclasses import dataclass
+
+from django.db import models
+
+from vms.models import VirtualMachine
+
+PERCENT = (0.0, 100.0)
+RATE = (0.0, 1e12)  # bytes/s, as the host series
+COUNT = (0.0, 2.0**53)  # a cumulative counter
+MIB = (0.0, 2.0**40)  # GPU memory in MiB (dcgm-exporter's unit for FB_USED)
+
+# (name, nullable, lowest, highest)
+GPU_FIELDS = (
+    ("util", True, *PERCENT),
+    ("mem_used", True, *MIB),
+    ("mem_total", True, *MIB),
+    ("temp", True, -40.0, 200.0),  # degrees C
+    ("power", True, 0.0, 10000.0),  # W
+    ("sm_clock", True, 0.0, 10000.0),  # MHz
+    ("throttle", True, *COUNT),  # NVML clocks-throttle-reasons bitmask
+    ("ecc_uncorrected", True, *COUNT),  # volatile, double-bit
+    ("ecc_corrected", True, *COUNT),  # volatile, single-bit
+    ("remapped_rows", True, *COUNT),  # rows remapped for uncorrectable errors
+    ("nvlink_errors", True, *COUNT),  # CRC + replay + recovery, summed over links
+    ("xid", True, 0.0, 1e6),  # the last XID seen (a code, not a count); 0: none
+)
+PORT_FIELDS = (
+    ("rx", True, *RATE),
+    ("tx", True, *RATE),
+    ("symbol_errors", True, *COUNT),
+    ("link_downed", True, *COUNT),
+    ("rcv_errors", True, *COUNT),
+    ("state", True, 0.0, 7.0),  # IB port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE
+    ("rate_gbps", True, 0.0, 100000.0),  # link rate, "400 Gb/sec (4X NDR)" -> 400
+)
+MAX_DEVICES = 64  # GPUs or ports of one VM: indexes 0..63
+GPU_NAMES = tuple(name for name, *_rest in GPU_FIELDS)
+PORT_NAMES = tuple(name for name, *_rest in PORT_FIELDS)
+
+
+def _vm():
+    # No database FK, as for Sample: a check per row would cost COPY more than the row.
+    return models.ForeignKey(VirtualMachine, on_delete=models.DO_NOTHING, db_constraint=False,
+                             db_index=False, related_name="+")
+
+
+def _model(name, device, time_column, columns, table_index):
+    """A concrete model keyed by (vm_id, ``device``, ``time_column``) with ``columns``."""
+    attrs = {
+        "__module__": __name__,
+        "pk": models.CompositePrimaryKey("vm_id", time_column, device),
+        "vm": _vm(),
+        device: models.PositiveSmallIntegerField(),
+        time_column: models.DateTimeField(),
+        "Meta": type("Meta", (), {
+            "app_label": "metrics",
+            "indexes": [models.Index(fields=[time_column], name=table_index)],
+        }),
+        "__str__": lambda self: f"{self.vm_id}/{getattr(self, device)} @ "
+                                f"{getattr(self, time_column):%Y-%m-%d %H:%M:%S}",
+    }
+    attrs.update(columns)
+    return type(name, (models.Model,), attrs)
+
+
+def _raw_columns(fields):
+    return {name: models.FloatField(null=True) for name, *_rest in fields}
+
+
+def _rollup_columns(fields):
+    columns = {"n": models.PositiveIntegerField()}
+    for name, *_rest in fields:
+        for kind in ("avg", "max"):
+            columns[f"{name}_{kind}"] = models.FloatField(null=True)
+    return columns
+
+
+GpuSample = _model("GpuSample", "gpu", "ts", _raw_columns(GPU_FIELDS), "metrics_gpusample_ts")
+GpuMinuteRollup = _model("GpuMinuteRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS),
+                         "metrics_gpuminute_bucket")
+GpuHourRollup = _model("GpuHourRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS),
+                       "metrics_gpuhour_bucket")
+PortSample = _model("PortSample", "port", "ts", _raw_columns(PORT_FIELDS),
+                    "metrics_portsample_ts")
+PortMinuteRollup = _model("PortMinuteRollup", "port", "bucket", _rollup_columns(PORT_FIELDS),
+                          "metrics_portminute_bucket")
+PortHourRollup = _model("PortHourRollup", "port", "bucket", _rollup_columns(PORT_FIELDS),
+                        "metrics_porthour_bucket")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One stored series: raw rows, minute and hour rollups, the key columns before the
+    instant, and the field table."""
+
+    name: str
+    raw: type
+    minute: type
+    hour: type
+    keys: tuple
+    fields: tuple
+
+    @property
+    def names(self) -> tuple:
+        return tuple(name for name, *_rest in self.fields)

@@ -1,0 +1,102 @@
+"""Reading a series over a range from the coarsest tables that cover it exactly (issue 13).
+
+A range is split into pieces: whole hours already rolled up come from the hour rollups,
+whole minutes already rolled up from the minute rollups, and the rest (the range's ragged
+edges, and everything since the rollups' cursor) from the raw rows. Each piece contributes
+sums and weights (``sum(avg * n)``, ``sum(n)`` of the rows that have the metric), so the
+pieces add up to exactly the mean of the raw samples — the current hour is in the 7d view,
+and a 24h aggregate reads ~1,400 rows per device instead of ~8,600.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection
+
+from metrics.models import RollupCursor
+from metrics.storage.rollups import CURSOR
+
+UNITS = {"hour": 3600, "minute": 60}
+FINER = {"hour": "minute", "minute": "raw"}
+
+
+@dataclass(frozen=True)
+class Piece:
+    source: str  # "raw", "minute" or "hour"
+    start: datetime
+    stop: datetime
+
+
+def rolled_up_to() -> datetime | None:
+    """The rollups' cursor: minutes before it are rolled up, and hours before its hour."""
+    return RollupCursor.objects.filter(name=CURSOR).values_list("upto", flat=True).first()
+
+
+def _floor(moment, unit):
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % unit, tz=UTC)
+
+
+def _ceil(moment, unit):
+    floor = _floor(moment, unit)
+    return floor if floor == moment else floor + timedelta(seconds=unit)
+
+
+def pieces(start: datetime, stop: datetime, upto: datetime | None, coarsest: str) -> list:
+    """[Piece] covering [start, stop) with no overlap, using sources no coarser than
+    ``coarsest`` (a range's bucket width must be a multiple of the source's)."""
+    if start >= stop:
+        return []
+    if coarsest == "raw" or upto is None:
+        return [Piece("raw", start, stop)]
+    unit = UNITS[coarsest]
+    done = _floor(upto, 3600) if coarsest == "hour" else _floor(upto, 60)
+    lo, hi = _ceil(start, unit), min(_floor(stop, unit), done)
+    if lo >= hi:
+        return pieces(start, stop, upto, FINER[coarsest])
+    return (pieces(start, lo, upto, FINER[coarsest]) + [Piece(coarsest, lo, hi)]
+            + pieces(hi, stop, upto, FINER[coarsest]))
+
+
+def bucket_expr(column: str, step: int | None) -> str:
+    """The bucket number of ``column`` at ``step`` seconds (UTC epoch), or 0 for one bucket."""
+    if step is None:
+        return "0"
+    if connection.vendor == "postgresql":
+        return f"floor(extract(epoch FROM {column}) / {int(step)})::bigint"
+    # %% survives the placeholder pass as %.
+    return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"
+
+
+def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None):
+    """(sql, params): per bucket and device key (``series.keys``), the mean of each metric
+    of ``names`` (default all) over ``parts``: columns ``b, <keys>, <names>``."""
+    names = names or series.names
+    keys = ", ".join(series.keys)
+    placeholders = ", ".join(["%s"] * len(vm_ids))
+    selects, params = [], []
+    for part in parts:
+        if part.source == "raw":
+            table, time_column = series.raw._meta.db_table, "ts"
+            sums = ", ".join(f"sum({n}) AS {n}_s, count({n}) AS {n}_w" for n in names)
+        else:
+            model = series.minute if part.source == "minute" else series.hour
+            table, time_column = model._meta.db_table, "bucket"
+            sums = ", ".join(
+                f"sum({n}_avg * n) AS {n}_s, sum(CASE WHEN {n}_avg IS NOT NULL THEN n END) "
+                f"AS {n}_w" for n in names)
+        selects.append(
+            f"SELECT {bucket_expr(time_column, step)} AS b, {keys}, {sums} FROM {table} "
+            f"WHERE vm_id IN ({placeholders}) AND {time_column} >= %s AND {time_column} < %s "
+            f"GROUP BY b, {keys}"
+        )
+        params += [*vm_ids, _param(part.start), _param(part.stop)]
+    means = ", ".join(
+        f"sum({n}_s) / CAST(NULLIF(sum({n}_w), 0) AS DOUBLE PRECISION) AS {n}" for n in names)
+    sql = (f"SELECT b, {keys}, {means} FROM ({' UNION ALL '.join(selects)}) pieces "
+           f"GROUP BY b, {keys}")
+    return sql, params
+
+
+def _param(moment):
+    return connection.ops.adapt_datetimefield_value(moment)

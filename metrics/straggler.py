@@ -1,0 +1,206 @@
+"""Which node is slow (issue 13): per-GPU and per-port figures over the chosen range, the
+slowest GPU against the median, the five slowest, and the node × GPU heatmap.
+
+One query per series: each device's mean over the range from the coarsest tables that
+cover it (``series_sql``: hour rollups for whole hours, then minutes, then raw rows), so the
+24h view reads about as many rows as the 1h one. A GPU is compared by its mean utilisation;
+the gap to the median is in percentage points.
+"""
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from metrics import series_sql
+from metrics.models import GPU, HOST, PORT
+
+BOTTOM = 5
+HEATMAP_METRICS = ("util", "temp", "power")
+PORT_METRICS = ("rx", "tx", "rate_gbps")
+
+
+@dataclass(frozen=True)
+class GpuFigure:
+    vm_id: int
+    node: str
+    gpu: int
+    util: float | None
+    temp: float | None
+    power: float | None
+
+
+@dataclass(frozen=True)
+class PortFigure:
+    vm_id: int
+    node: str
+    port: int
+    rx_gbps: float | None
+    tx_gbps: float | None
+    rate_gbps: float | None
+
+    @property
+    def gbps(self) -> float | None:
+        """The busier direction: what the port carried of its link."""
+        values = [v for v in (self.rx_gbps, self.tx_gbps) if v is not None]
+        return max(values) if values else None
+
+    @property
+    def link_percent(self) -> float | None:
+        if self.gbps is None or not self.rate_gbps:
+            return None
+        return 100.0 * self.gbps / self.rate_gbps
+
+
+@dataclass
+class DeviceView:
+    gpus: list = field(default_factory=list)  # [GpuFigure], by node name then GPU
+    ports: list = field(default_factory=list)  # [PortFigure]
+    median_util: float | None = None
+    slowest: GpuFigure | None = None
+    bottom: list = field(default_factory=list)  # [(GpuFigure, gap to median in %p)]
+    median_port_gbps: float | None = None
+    slowest_port: PortFigure | None = None
+    slowest_member: tuple | None = None  # (node, mean GPU util) without per-GPU rows
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.slowest is not None
+
+    @property
+    def slowest_gap(self) -> float | None:
+        """The slowest GPU's (or member's) utilisation minus the median, in points."""
+        if self.slowest is not None:
+            return self.slowest.util - self.median_util
+        if self.slowest_member is not None:
+            return self.slowest_member[1] - self.median_util
+        return None
+
+
+def device_view(members: list, seconds: int, now: datetime | None = None) -> DeviceView:
+    """The per-device figures of ``members`` ([(vm_id, name)]) over the last ``seconds``."""
+    view = DeviceView()
+    if not members:
+        return view
+    now = now or timezone.now()
+    names = dict(members)
+    start, upto = now - timedelta(seconds=seconds), series_sql.rolled_up_to()
+    parts = series_sql.pieces(start, now, upto, "hour")
+    order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
+    for _b, vm_id, gpu, util, temp, power in _means(GPU, parts, names, HEATMAP_METRICS):
+        view.gpus.append(GpuFigure(vm_id, names[vm_id], gpu, util, temp, power))
+    view.gpus.sort(key=lambda g: (order[g.vm_id], g.gpu))
+    for _b, vm_id, port, rx, tx, rate in _means(PORT, parts, names, PORT_METRICS):
+        view.ports.append(PortFigure(vm_id, names[vm_id], port, _gbps(rx), _gbps(tx), rate))
+    view.ports.sort(key=lambda p: (order[p.vm_id], p.port))
+    measured = [g for g in view.gpus if g.util is not None]
+    if measured:
+        view.median_util = statistics.median(g.util for g in measured)
+        ranked = sorted(measured, key=lambda g: (g.util, order[g.vm_id], g.gpu))
+        view.slowest = ranked[0]
+        view.bottom = [(g, g.util - view.median_util) for g in ranked[:BOTTOM]]
+    else:
+        _slowest_member(view, parts, names, order)
+    carried = [p for p in view.ports if p.gbps is not None]
+    if carried:
+        view.median_port_gbps = statistics.median(p.gbps for p in carried)
+        view.slowest_port = min(carried, key=lambda p: (p.gbps, order[p.vm_id], p.port))
+    return view
+
+
+def _slowest_member(view, parts, names, order):
+    """Agents that send no per-GPU rows (older ones): the member whose mean GPU utilisation
+    is lowest, by the per-VM series (``slowest_member``, no GPU index)."""
+    means = [(vm_id, util) for _b, vm_id, util in _means(HOST, parts, names, ("gpu_util",))
+             if util is not None]
+    if means:
+        view.median_util = statistics.median(util for _vm, util in means)
+        vm_id, util = min(means, key=lambda item: (item[1], order[item[0]]))
+        view.slowest_member = (names[vm_id], util)
+
+
+def _gbps(bytes_per_second):
+    return None if bytes_per_second is None else bytes_per_second * 8 / 1e9
+
+
+def _means(series, parts, names, metrics):
+    if not parts:
+        return []
+    sql, params = series_sql.means_sql(series, parts, list(names), None, metrics)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL jit = off")  # as charts._query
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def link_capacity_gbps(view: DeviceView) -> float | None:
+    """The members' fabric capacity: the link rates of their ports, summed."""
+    rates = [p.rate_gbps for p in view.ports if p.rate_gbps]
+    return sum(rates) if rates else None
+
+
+def last_received(vm_ids: list) -> datetime | None:
+    """When any of ``vm_ids`` last reported: one index probe per VM (newest first) on
+    PostgreSQL, where max(ts) over an IN list would read every partition."""
+    if not vm_ids:
+        return None
+    if connection.vendor != "postgresql":
+        return HOST.raw.objects.filter(vm_id__in=vm_ids).aggregate(last=Max("ts"))["last"]
+    table = HOST.raw._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT max(last.ts) FROM unnest(%s::bigint[]) AS v(id) CROSS JOIN LATERAL "
+            f"(SELECT ts FROM {table} WHERE vm_id = v.id ORDER BY ts DESC LIMIT 1) AS last",
+            [list(vm_ids)],
+        )
+        return cursor.fetchone()[0]
+
+
+def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
+    """The node × GPU heatmap (plotly dict): one heatmap per metric of ``labels``
+    ({metric: (button label, unit, colorscale, z range or None)}), utilisation shown,
+    the others a button away. Nodes top to bottom in member order."""
+    if not view.gpus:
+        return None
+    nodes, columns = [], sorted({g.gpu for g in view.gpus})
+    cells = {}
+    for g in view.gpus:
+        if g.node not in cells:
+            nodes.append(g.node)
+            cells[g.node] = {}
+        cells[g.node][g.gpu] = g
+    x = [f"GPU {index}" for index in columns]
+    traces, buttons = [], []
+    for position, (metric, (label, unit, scale, z_range)) in enumerate(labels.items()):
+        z = [[_rounded(getattr(cells[node].get(index), metric, None)) for index in columns]
+             for node in nodes]
+        trace = {
+            "type": "heatmap", "x": x, "y": nodes, "z": z, "name": label,
+            "visible": position == 0, "colorscale": scale,
+            "colorbar": {"title": {"text": unit}, "thickness": 10},
+            "hovertemplate": f"%{{y}} %{{x}}: %{{z}} {unit}<extra></extra>",
+            "xgap": 1, "ygap": 1,
+        }
+        if z_range:
+            trace["zmin"], trace["zmax"] = z_range
+        traces.append(trace)
+        buttons.append({"label": label, "method": "restyle",
+                        "args": [{"visible": [i == position for i in range(len(labels))]}]})
+    layout = {
+        "height": min(max(120 + 18 * len(nodes), 220), 900),
+        "margin": {"l": 8, "r": 8, "t": 44, "b": 32},
+        "xaxis": {"type": "category"},
+        "yaxis": {"autorange": "reversed", "type": "category", "automargin": True},
+        "updatemenus": [{"type": "buttons", "direction": "right", "buttons": buttons,
+                         "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
+                         "pad": {"b": 4}, "showactive": True}],
+    }
+    return {"data": traces, "layout": layout}
+
+
+def _rounded(value):
+    return None if value is None else round(value, 1)
