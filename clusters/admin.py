@@ -156,9 +156,7 @@ class SimulatorAllocationAdmin(ProjectScopedAdmin):
     list_select_related = ["cluster", "capacity__zone", "capacity__instance_type"]
 
     def scope(self, queryset, user):
-        return queryset.filter(
-            cluster__in=VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ)
-        )
+        return queryset.filter(cluster__in=VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ))
 
     def has_add_permission(self, request):
         return False

@@ -1,5 +1,8 @@
 """Virtual clusters (SPEC §2, §4) and the simulator's capacity ledger (SPEC §8)."""
 
+from collections import Counter
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -7,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
-from vms.models import FabricType, InstanceType, Zone
+from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType, InstanceType, VirtualMachine, Zone
 
 
 class ClusterStatus(models.TextChoices):
@@ -51,6 +54,40 @@ MEMBERSHIP_OPEN = STABLE - LIFECYCLE.terminal
 HOLDS_RESOURCES = TRANSITIONAL | STOPPABLE
 # SPEC §5.3-4: a running cluster never has fewer.
 MIN_MEMBERS = 2
+
+
+@dataclass(frozen=True)
+class MemberStates:
+    """How many members a cluster has and in which states: what its rules need to know.
+
+    ``digest`` is the members' statuses in id order, for telling that any of them changed.
+    """
+
+    count: int = 0
+    active: int = 0  # running or in transition (SPEC §5.5)
+    transitional: int = 0
+    digest: str = ""
+
+    @classmethod
+    def of(cls, statuses) -> "MemberStates":
+        statuses = list(statuses)
+        return cls(
+            count=len(statuses),
+            active=sum(status in VM_ACTIVE for status in statuses),
+            transitional=sum(status in VM_TRANSITIONAL for status in statuses),
+            digest=".".join(statuses),
+        )
+
+    @classmethod
+    def read(cls, cluster) -> "MemberStates":
+        """One query, whatever the number of members."""
+        members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
+        return cls.of(members.values_list("status", flat=True))
+
+    @property
+    def by_status(self) -> Counter:
+        """Members per status, from the statuses already read (no query)."""
+        return Counter(self.digest.split(".")) if self.digest else Counter()
 
 
 class ClusterOp(models.TextChoices):

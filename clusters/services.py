@@ -12,8 +12,6 @@ rows as read, for pages that disable a button and say why. The background walk (
 """
 
 import itertools
-from collections import Counter
-from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
@@ -38,6 +36,7 @@ from clusters.models import (
     STOPPABLE,
     ClusterOp,
     ClusterStatus,
+    MemberStates,
     VirtualCluster,
 )
 from portal.audit import attempt
@@ -70,8 +69,6 @@ from portal.kernel import (
 )
 from portal.permissions import Perm
 from vms.models import (
-    VM_ACTIVE,
-    VM_TRANSITIONAL,
     BillingType,
     FabricOffering,
     FabricType,
@@ -90,44 +87,6 @@ def queue_advance(cluster) -> None:
 
 def queue_release(cluster) -> None:
     queue_after_commit(tasks.release_cluster, cluster.pk)
-
-
-# ---------------------------------------------------------------------------------------------
-# Facts the rules read about a cluster's members
-
-
-@dataclass(frozen=True)
-class MemberStates:
-    """How many members a cluster has and in which states: what its rules need to know.
-
-    ``digest`` is the members' statuses in id order, for telling that any of them changed.
-    """
-
-    count: int = 0
-    active: int = 0  # running or in transition (SPEC §5.5)
-    transitional: int = 0
-    digest: str = ""
-
-    @classmethod
-    def of(cls, statuses) -> "MemberStates":
-        statuses = list(statuses)
-        return cls(
-            count=len(statuses),
-            active=sum(status in VM_ACTIVE for status in statuses),
-            transitional=sum(status in VM_TRANSITIONAL for status in statuses),
-            digest=".".join(statuses),
-        )
-
-    @classmethod
-    def read(cls, cluster) -> "MemberStates":
-        """One query, whatever the number of members."""
-        members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
-        return cls.of(members.values_list("status", flat=True))
-
-    @property
-    def by_status(self) -> Counter:
-        """Members per status, from the statuses already read (no query)."""
-        return Counter(self.digest.split(".")) if self.digest else Counter()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,3 +346,27 @@ def detach_vm(vm_id, *, actor) -> VirtualMachine:
         raise_if(detach_refusal(vm, cluster, members))
         leave(vm)
     return vm
+
+
+def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
+    """A new name, by the name rule, unique among the project's live clusters (CLUSTER UPDATE).
+    Zone, type and fabric never change (SPEC §5.7): only the name is editable."""
+    with attempt("cluster.update", actor=actor, target_type="cluster") as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
+        name = validate_name(name)
+        if name == cluster.name:
+            return cluster
+        if cluster.status == S.DELETED:
+            raise InvalidTransition()
+        taken = VirtualCluster.objects.alive().filter(project_id=cluster.project_id, name=name)
+        if taken.exists():
+            raise NameTaken()
+        att.message = f"{cluster.name} → {name}"
+        cluster.name = name
+        try:
+            with transaction.atomic():
+                cluster.save(update_fields=["name"])
+        except IntegrityError:  # a concurrent rename or create took the name
+            raise NameTaken() from None
+        att.target_name = name
+    return cluster

@@ -8,7 +8,6 @@ call it and show the Operation. What a button may do and why not comes from the 
 preflights, never from a rule written here.
 """
 
-
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse

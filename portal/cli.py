@@ -240,6 +240,8 @@ def cluster_command(client: Client, args) -> None:
             return show(args, plan, "launch")
         print("\n".join(f"export {k}={v}" for k, v in plan["nccl_env"].items()))
         return print("\n".join(f"# {r['vm_name']}\n{r['command']}" for r in plan["ranks"]))
+    if action == "rename":
+        return show(args, client.call("PATCH", path, {"name": args.name}), "cluster")
     if action == "delete":
         return accepted(client, args, client.call("DELETE", path))
     if action == "start":
@@ -328,6 +330,7 @@ def parser() -> argparse.ArgumentParser:
     action(cluster, "create", "name", waits=True, placed=True).add_argument(
         "--fabric", required=True, choices=("INFINIBAND", "ROCE_V2")
     )
+    action(cluster, "rename", "cluster", "name")
     action(cluster, "delete", "cluster", waits=True)
     action(cluster, "start", "cluster", waits=True)
     action(cluster, "stop", "cluster", waits=True).add_argument(

@@ -33,6 +33,7 @@ ACTION_LABELS = {
     "cluster.running": _("클러스터 실행"),
     "cluster.stop": _("클러스터 중지"),
     "cluster.delete": _("클러스터 삭제"),
+    "cluster.update": _("클러스터 이름 변경"),
     "cluster.reconcile": _("전환 복구"),
     "vm.create": _("가상머신 생성"),
     "vm.update": _("가상머신 이름 변경"),

@@ -7,6 +7,7 @@ from django.http import HttpResponse
 from ninja import Query, Router
 
 from clusters import operations as ops
+from clusters import services
 from clusters.launch import hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.api import pagination
@@ -29,6 +30,7 @@ from portal.api.schemas import (
     ClusterPage,
     LaunchOut,
     OperationOut,
+    RenameIn,
     StopIn,
     VmPage,
 )
@@ -201,6 +203,16 @@ def create_cluster(request, payload: ClusterCreateIn):
             fabric_type=payload.fabric_type,
         ),
     )
+
+
+@router.patch(
+    "/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터 이름 변경"
+)
+def rename_cluster(request, cluster_id: int, payload: RenameIn):
+    services.rename_cluster(
+        path_id(cluster_id, ClusterNotFound), actor=actor(request), name=payload.name
+    )
+    return get_cluster(request, cluster_id)
 
 
 @router.delete(

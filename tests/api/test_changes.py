@@ -207,3 +207,20 @@ def test_vms_create_many_rename_and_name_taken(api, world, secrets):
         "vm_name_taken",
         "name",
     )
+
+
+def test_cluster_rename_by_patch_keeps_the_name_rules(api, world, secrets):
+    cluster = world.cluster("old-name")
+    world.cluster("taken")
+    response = api.patch(
+        f"/virtual-clusters/{cluster.pk}", {"name": "new-name"}, token=secrets["admin"]
+    )
+    assert response.status_code == 200 and response.json()["name"] == "new-name"
+    refused = api.patch(
+        f"/virtual-clusters/{cluster.pk}", {"name": "taken"}, token=secrets["admin"]
+    )
+    assert refused.status_code == 422 and refused.json()["code"] == "name_taken"
+    viewer = api.patch(f"/virtual-clusters/{cluster.pk}", {"name": "x-y"}, token=secrets["viewer"])
+    assert viewer.status_code == 403
+    cluster.refresh_from_db()
+    assert cluster.name == "new-name"

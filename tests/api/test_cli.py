@@ -133,3 +133,12 @@ def test_table_output():
         "ID  NAME  STATUS   LAST_ERROR",
         "1   a     RUNNING  -",
     ]
+
+
+def test_cluster_rename_through_the_cli(vc, world):
+    cluster = world.cluster("before")
+    out = json.loads(ok(vc("-o", "json", "cluster", "rename", "before", "after")))
+    assert out["name"] == "after"
+    assert VirtualCluster.objects.get(pk=cluster.pk).name == "after"
+    code, _out, err = vc("cluster", "rename", "after", "bad name")
+    assert code == cli.EXIT_REFUSED and "이름에는" in err

@@ -616,3 +616,25 @@ def test_duplicate_task_delivery_is_harmless(world, django_capture_on_commit_cal
     cluster.refresh_from_db()
     assert cluster.status == S.RUNNING
     assert AuditEvent.objects.filter(action="cluster.running").count() == 1
+
+
+def test_rename_cluster_keeps_the_name_rules_and_audits(world):
+    cluster = world.cluster("old-name")
+    world.cluster("taken")
+    services.rename_cluster(cluster.pk, actor=world.admin, name=" new-name ")
+    cluster.refresh_from_db()
+    assert cluster.name == "new-name"
+    for name, error in (
+        ("taken", errors.NameTaken),
+        ("a b", errors.NameInvalid),
+        ("", errors.NameRequired),
+    ):
+        with pytest.raises(error):
+            services.rename_cluster(cluster.pk, actor=world.admin, name=name)
+    with pytest.raises(errors.PermissionRequired):
+        services.rename_cluster(cluster.pk, actor=world.users["viewer"], name="other-name")
+    cluster.refresh_from_db()
+    assert cluster.name == "new-name"
+    assert AuditEvent.objects.get(action="cluster.update", outcome="SUCCEEDED").message == (
+        "old-name → new-name"
+    )
