@@ -10,6 +10,7 @@ from clusters import operations as ops
 from clusters import services
 from clusters.launch import hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
+from metrics import exposition, federate
 from portal.api import pagination
 from portal.api.common import (
     ListFilters,
@@ -152,6 +153,27 @@ def get_hostfile(request, cluster_id: int):
         hostfile_text(cluster, _members(request, cluster)),
         content_type="text/plain; charset=utf-8",
     )
+
+
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/metrics",
+    summary="메트릭 (Prometheus)",
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "The members' latest host, GPU and port samples, in the "
+                "Prometheus text format (metrics/README.md), for a Prometheus of your own",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def get_metrics(request, cluster_id: int):
+    """What ``/metrics/federate/`` gives a configured scraper, for one cluster, with an API
+    token: point a scrape job at it (``authorization: Bearer vcp_…``)."""
+    cluster = readable_cluster(request, cluster_id)
+    members = federate.members_of(cluster.project, cluster.pk)
+    return HttpResponse(exposition.render(members), content_type=exposition.CONTENT_TYPE)
 
 
 @router.get(
