@@ -42,7 +42,7 @@
         if (source && el.isConnected && !el.dataset.rendered) {
           var figure = JSON.parse(source.textContent);
           el.dataset.rendered = "1";
-          Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true});
+          Plotly.newPlot(el, figure.data, figure.layout, {displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false, topojsonURL: "/static/metrics/vendor/topojson/", plotlyServerURL: ""});
         }
         window.requestAnimationFrame(function () { setTimeout(function () { draw(index + 1); }, 0); });
       }
