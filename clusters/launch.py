@@ -7,7 +7,14 @@ so the two never print different commands.
 
 from dataclasses import dataclass
 
+from django.db.models import F
+
 from vms.models import FabricType
+
+# Members in node_rank order (torchrun's --node_rank, the hostfile), for the console and the
+# API alike: a 교체 spare takes the replaced member's place. Rows without a rank (made
+# outside join) come last, by id.
+RANK_ORDER = (F("node_rank").asc(nulls_last=True), "pk")
 
 NCCL_ENV = {
     FabricType.INFINIBAND: [

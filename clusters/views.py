@@ -21,8 +21,8 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import services, views_members
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
+from clusters.launch import RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
-from clusters.launch import hostfile_text
 from clusters.models import (
     DELETABLE,
     STARTABLE,
@@ -44,9 +44,6 @@ from portal.rendering import render_form
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
-# Members in node_rank order (torchrun's --node_rank, the hostfile): a 교체 spare takes the
-# replaced member's place. Rows without a rank (made outside join) come last, by id.
-RANK_ORDER = (F("node_rank").asc(nulls_last=True), "pk")
 # What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
 MEMBER_FIELDS = (
     "id",

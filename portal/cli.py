@@ -13,6 +13,9 @@ Exit codes:
   4  not found (404: outside the token's project, or no such id or name)
   5  the portal or the network failed (5xx, connection refused, bad answer)
   6  --wait gave up after --timeout seconds (the operation goes on)
+
+``vc cluster validate --wait`` prints each member's verdict; it exits 1 when a member is
+judged 불량 (bad) or 응답 없음 (no answer), 0 when all are 정상 or 점검 필요.
 """
 
 import argparse
@@ -20,133 +23,34 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-EXIT_REFUSED, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_SERVER, EXIT_TIMEOUT = 1, 2, 3, 4, 5, 6
-COLUMNS = {
-    "cluster": (
-        "id",
-        "name",
-        "status",
-        "fabric_type",
-        "instance_type",
-        "zone",
-        "member_count",
-        "running_member_count",
-    ),
-    "vm": (
-        "id",
-        "name",
-        "status",
-        "zone",
-        "instance_type",
-        "billing_type",
-        "cluster_id",
-        "private_ip",
-    ),
-    "op": ("id", "kind", "done", "created_at", "finished_at"),
-    "item": ("vm_id", "target_name", "status", "error"),
-}
+from portal.cli_http import (
+    EXIT_AUTH,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_SERVER,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    Client,
+    CliError,
+)
+from portal.cli_output import COLUMNS, show, table
 
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
-
-
-class Client:
-    """JSON over HTTP with the bearer token; a problem document becomes a ``CliError``."""
-
-    def __init__(self, url: str, token: str, language: str):
-        self.base = url.rstrip("/") + "/api/v1"
-        self.token = token
-        self.language = language
-
-    def call(self, method: str, path: str, body=None, query=None, raw=False):
-        url = self.base + path
-        if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Accept-Language", self.language)
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as error:
-            raise _problem(error) from None
-        except (urllib.error.URLError, OSError) as error:
-            raise CliError(f"{url}: {getattr(error, 'reason', error)}", EXIT_SERVER) from None
-        if raw:
-            return payload.decode()
-        return json.loads(payload) if payload else None
-
-    def pages(self, path: str, query: dict):
-        """Every item of a list, page after page."""
-        query = dict(query, page_size=500)
-        while True:
-            page = self.call("GET", path, query=query)
-            yield from page["items"]
-            if not page.get("next_page_token"):
-                return
-            query["page_token"] = page["next_page_token"]
-
-
-def _problem(error: urllib.error.HTTPError) -> CliError:
-    try:
-        problem = json.loads(error.read())
-        message = problem.get("detail") or str(error)
-        if problem.get("field"):
-            message = f"{message} ({problem['field']})"
-    except ValueError:
-        message = str(error)
-    status = error.code
-    code = {401: EXIT_AUTH, 403: EXIT_AUTH, 404: EXIT_NOT_FOUND}.get(status)
-    if code is None:
-        code = EXIT_SERVER if status >= 500 else EXIT_REFUSED
-    return CliError(message, code)
-
-
-# ---------------------------------------------------------------------------------------------
-# Output
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dict):  # an error
-        return value.get("message", json.dumps(value, ensure_ascii=False))
-    return str(value)
-
-
-def table(rows: list[dict], columns) -> str:
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def show(args, data, kind: str) -> None:
-    if args.output == "json":
-        print(json.dumps(data, ensure_ascii=False, indent=2))
-    elif isinstance(data, list):
-        print(table(data, COLUMNS[kind]))
-    elif kind == "op":
-        print(table([data], COLUMNS["op"]))
-        if data.get("error"):
-            print(_cell(data["error"]))
-        if data.get("items"):
-            print(table(data["items"], COLUMNS["item"]))
-    else:
-        width = max(len(k) for k in data)
-        print("\n".join(f"{k.ljust(width)}  {_cell(v)}" for k, v in data.items()))
+# The exit codes, the client and the table are this module's interface (scripts and tests).
+__all__ = [
+    "EXIT_AUTH",
+    "EXIT_NOT_FOUND",
+    "EXIT_REFUSED",
+    "EXIT_SERVER",
+    "EXIT_TIMEOUT",
+    "EXIT_USAGE",
+    "CliError",
+    "Client",
+    "main",
+    "table",
+]
+FAILED_VERDICTS = ("BAD", "NO_ANSWER")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,7 +159,48 @@ def cluster_command(client: Client, args) -> None:
     if action == "detach":
         vm_id = resolve(client, "vm", args.vm)
         return accepted(client, args, client.call("DELETE", f"{path}/members/{vm_id}"))
+    if action == "replace":
+        member, spare = resolve(client, "vm", args.member), resolve(client, "vm", args.spare)
+        body = {"spare_vm_id": spare}
+        return accepted(client, args, client.call("POST", f"{path}/members/{member}:replace", body))
+    if action == "validate":
+        return validate(client, args, path)
+    if action == "validations":
+        runs = client.call("GET", f"{path}/validations", query={"page_size": args.limit})["items"]
+        if args.output == "json":
+            return show(args, runs, "run")
+        return print(table([run_row(run) for run in runs], COLUMNS["run"]))
     raise CliError(f"unknown action {action}", EXIT_USAGE)
+
+
+def run_row(run: dict) -> dict:
+    """A validation run as one table row: its verdicts counted by label."""
+    counts: dict[str, int] = {}
+    for verdict in run["verdicts"]:
+        counts[verdict["verdict_label"]] = counts.get(verdict["verdict_label"], 0) + 1
+    summary = ", ".join(f"{label} {n}" for label, n in counts.items())
+    seconds = run["seconds"]
+    return dict(run, verdicts=summary, seconds=None if seconds is None else f"{seconds:.0f}")
+
+
+def validate(client: Client, args, path: str) -> None:
+    """Start a run; with ``--wait``, wait for it and print each member's verdict and reasons
+    (exit 1 if one is 불량 or 응답 없음)."""
+    op = client.call("POST", f"{path}:validate", {"level": args.level})
+    if not args.wait:
+        return show(args, op, "op")
+    wait(client, op, args.timeout, args.poll)
+    runs = client.call("GET", f"{path}/validations", query={"page_size": 50})["items"]
+    run = next((r for r in runs if r["operation_id"] == op["id"]), None)
+    if run is None:  # pragma: no cover - the run is the Operation's own record
+        raise CliError(f"operation {op['id']}: no validation run", EXIT_SERVER)
+    if args.output == "json":
+        show(args, run, "run")
+    else:
+        print(table(run["verdicts"], COLUMNS["verdict"]))
+    failed = [v["vm_name"] for v in run["verdicts"] if v["verdict"] in FAILED_VERDICTS]
+    if failed:
+        raise CliError(", ".join(failed), EXIT_REFUSED)
 
 
 def vm_command(client: Client, args) -> None:
@@ -338,6 +283,13 @@ def parser() -> argparse.ArgumentParser:
     )
     action(cluster, "attach", "cluster", "vms", waits=True)
     action(cluster, "detach", "cluster", "vm", waits=True)
+    action(cluster, "replace", "cluster", "member", "spare", waits=True)
+    action(cluster, "validate", "cluster", waits=True).add_argument(
+        "--level", type=int, choices=(1, 2), default=1, help="dcgmi diag -r 1 (quick) or 2"
+    )
+    action(cluster, "validations", "cluster").add_argument(
+        "--limit", type=int, default=10, help="how many runs, newest first"
+    )
     action(cluster, "hostfile", "cluster")
     action(cluster, "launch", "cluster")
 

@@ -8,7 +8,7 @@ from ninja import Query, Router
 
 from clusters import operations as ops
 from clusters import services
-from clusters.launch import hostfile_text, launch_plan
+from clusters.launch import RANK_ORDER, hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import exposition, federate
 from portal.api import pagination
@@ -131,7 +131,7 @@ def _members(request, cluster):
     return list(
         VirtualMachine.objects.restrict(actor(request), Perm.VM_READ)
         .filter(cluster=cluster)
-        .order_by("pk")
+        .order_by(*RANK_ORDER)
     )
 
 
@@ -181,7 +181,8 @@ def get_metrics(request, cluster_id: int):
 )
 def get_launch(request, cluster_id: int):
     """The torchrun command of each rank and the fabric's NCCL environment, as on the 정보
-    tab (rank = member order; rank 0's address is the master)."""
+    tab (members in node_rank order, so a 교체 spare keeps the replaced member's place;
+    rank 0's address is the master)."""
     cluster = readable_cluster(request, cluster_id)
     members = _members(request, cluster)
     plan = launch_plan(cluster, members)

@@ -25,7 +25,7 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal.api import catalog, clusters, operations, tokens, vms
+from portal.api import catalog, clusters, operations, tokens, validation, vms
 from portal.api.common import api_headers
 from portal.api.errors import RequestInvalid, TokenRequired
 from portal.api.problems import (
@@ -176,7 +176,7 @@ def _unauthenticated(request, exc):
     return problem_response(request, TokenRequired(), api)
 
 
-for _module in (catalog, clusters, vms, operations):
+for _module in (catalog, clusters, validation, vms, operations):
     api.add_router("/", _module.router)
 
 

@@ -162,3 +162,65 @@ class VmCreateIn(Schema):
     disaster_recovery: bool = False
     count: int = 1
     cluster_id: int | None = None
+
+
+class ValidateIn(Schema):
+    level: int = 1  # dcgmi diag -r 1 (quick) or 2 (about 2 minutes); the service decides
+
+
+class ReplaceIn(Schema):
+    spare_vm_id: int
+
+
+class ReasonOut(Schema):
+    """Why a member got its verdict: a code and its figures, and the words for them."""
+
+    code: str
+    level: str
+    params: dict
+    message: str
+
+
+class VerdictOut(Schema):
+    vm_id: int | None
+    vm_name: str
+    verdict: str
+    verdict_label: str
+    reasons: list[ReasonOut]
+
+
+class CheckOut(Schema):
+    """One tool run on one member (``peers``: the other members its figure is about)."""
+
+    id: int
+    kind: str
+    kind_label: str
+    phase: int
+    vm_id: int | None
+    vm_name: str
+    peers: list[int]
+    status: str
+    status_label: str
+    seconds: float | None
+    summary: str
+    figures: dict
+    raw: list[dict] | None = None
+
+
+class ValidationOut(Schema):
+    operation_id: int
+    cluster_id: int | None
+    actor: str | None
+    level: int
+    done: bool
+    created_at: datetime
+    finished_at: datetime | None
+    seconds: float | None
+    thresholds: dict
+    verdicts: list[VerdictOut]
+    checks: list[CheckOut]
+
+
+class ValidationPage(Schema):
+    items: list[ValidationOut]
+    next_page_token: str | None

@@ -29,6 +29,7 @@ class Scene:
     loose: object  # a stopped VM of no cluster
     running_vm: object
     operation: object
+    busy: object  # 실행중, two running members: may be validated
 
 
 @pytest.fixture
@@ -43,7 +44,9 @@ def scene(world):
     loose.refresh_from_db()
     loose.cluster = None
     loose.save()
-    return Scene(cluster, running, member, loose, running_vm, operation)
+    busy = world.cluster("matrix-busy", status=ClusterStatus.RUNNING)
+    world.members(busy, 2, status=VmStatus.RUNNING)
+    return Scene(cluster, running, member, loose, running_vm, operation, busy)
 
 
 def seen():
@@ -95,6 +98,13 @@ MATRIX = {
         ("running", {}, change(Perm.CLUSTER_UPDATE, True))
     ],
     ("delete", "/virtual-clusters/{cluster_id}/members/{vm_id}"): [("member", None, per_item())],
+    ("post", "/virtual-clusters/{cluster_id}:validate"): [
+        ("busy", {"level": 1}, change(Perm.CLUSTER_UPDATE, True))
+    ],
+    ("get", "/virtual-clusters/{cluster_id}/validations"): [("busy", None, seen())],
+    ("post", "/virtual-clusters/{cluster_id}/members/{vm_id}:replace"): [
+        ("member", "replace_body", change(Perm.VM_UPDATE, True))
+    ],
     ("get", "/virtual-machines"): [("", None, listing())],
     ("post", "/virtual-machines"): [("", "vm_body", change(Perm.VM_CREATE, False, other=202))],
     ("get", "/virtual-machines/{vm_id}"): [("loose", None, seen())],
@@ -133,6 +143,7 @@ def body_of(name, scene, world):
             "billing_type": "ON_DEMAND",
         },
         "attach_body": {"vm_ids": [scene.loose.pk]},
+        "replace_body": {"spare_vm_id": scene.loose.pk},
     }  # fmt: skip
     return bodies[name] if isinstance(name, str) else name
 

@@ -97,7 +97,9 @@ def test_refusals_exit_non_zero_with_the_rules_message(vc, world):
     world.members(lonely, 1)
     code, _out, err = vc("cluster", "start", "lonely", "--wait")
     assert code == cli.EXIT_REFUSED
-    assert NotEnoughMembers().message in err
+    with translation.override("ko"):  # whatever an earlier test left active here
+        korean = NotEnoughMembers().message
+    assert korean in err
     code, _out, err = vc("cluster", "get", "999999")
     assert code == cli.EXIT_NOT_FOUND
     code, _out, err = vc("--token", "vcp_nope", "cluster", "list")
@@ -105,7 +107,7 @@ def test_refusals_exit_non_zero_with_the_rules_message(vc, world):
     code, _out, err = vc("--lang", "en", "cluster", "start", "lonely")
     with translation.override("en"):
         english = NotEnoughMembers().message
-    assert code == cli.EXIT_REFUSED and english in err and english != NotEnoughMembers().message
+    assert code == cli.EXIT_REFUSED and english in err and english != korean
 
 
 def test_no_configuration_is_a_usage_error(monkeypatch, capsys):
@@ -142,3 +144,38 @@ def test_cluster_rename_through_the_cli(vc, world):
     assert VirtualCluster.objects.get(pk=cluster.pk).name == "after"
     code, _out, err = vc("cluster", "rename", "after", "bad name")
     assert code == cli.EXIT_REFUSED and "이름에는" in err
+
+
+def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
+    """issue 14 item 6: ``vc cluster validate --wait`` finds the straggler (exit 1, its row
+    불량 with GPU 5 in the reasons), ``vc cluster replace`` swaps it for a spare that takes
+    its node_rank and runs, on a real worker."""
+    from clusters import services
+
+    world.capacity(16)
+    cluster = world.cluster("val")
+    for index, name in enumerate(("gpu-node-01", "gpu-node-02", "gpu-node-03")):
+        vm = world.vm(name, private_ip=f"10.0.0.{10 + index}")
+        services.attach_vm(vm.pk, cluster.pk, actor=world.admin)
+    cluster.members.update(status=VmStatus.RUNNING)
+    VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
+
+    code, out, err = vc("cluster", "validate", "val", "--wait", "--poll", "0.2", "--timeout", "90")
+    assert code == cli.EXIT_REFUSED, err
+    assert err.strip().endswith("gpu-node-03")
+    rows = {line.split()[1]: line for line in out.splitlines()[1:]}
+    assert "불량" in rows["gpu-node-03"] and "GPU 5" in rows["gpu-node-03"]
+    assert "정상" in rows["gpu-node-01"] and "정상" in rows["gpu-node-02"]
+    history = ok(vc("cluster", "validations", "val")).splitlines()
+    assert len(history) == 2 and "불량 1" in history[1] and "정상 2" in history[1]
+
+    world.vm("spare")
+    out = ok(vc("cluster", "replace", "val", "gpu-node-03", "spare", "--wait", "--poll", "0.2"))
+    assert "FAILED" not in out
+    members = dict(cluster.members.values_list("name", "node_rank"))
+    assert members == {"gpu-node-01": 0, "gpu-node-02": 1, "spare": 2}
+    assert VirtualMachine.objects.get(name="spare").status == VmStatus.RUNNING
+    assert VirtualMachine.objects.get(name="gpu-node-03").cluster_id is None
+    launch = ok(vc("cluster", "launch", "val"))
+    assert launch.index("# gpu-node-02") < launch.index("# spare")
+    assert "--nnodes=3 --node_rank=2" in launch.split("# spare")[1]
