@@ -66,10 +66,16 @@ def _samples(text):
 
 
 def parse_dcgm(text: str) -> list:
-    """GPU dicts (``gpu`` from the ``gpu`` label) from dcgm-exporter's exposition text."""
+    """GPU dicts (``gpu`` from the ``gpu`` label) from dcgm-exporter's exposition text.
+
+    In MIG mode dcgm-exporter adds rows per GPU instance (``GPU_I_ID``) under the same
+    ``gpu`` label; the figures here are the physical GPU's, so those rows are skipped (their
+    memory would otherwise be added to the card's twice)."""
     gpus = {}
     for name, labels, value in _samples(text):
         if name not in DCGM_FIELDS and name not in DCGM_SUMS or "gpu" not in labels:
+            continue
+        if labels.get("GPU_I_ID"):
             continue
         try:
             index = int(labels["gpu"])

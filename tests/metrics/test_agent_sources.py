@@ -1,8 +1,10 @@
 """Where the agent's per-GPU and per-port figures come from (issue 13): NVML per GPU, sysfs
 per InfiniBand port (4-byte words, "400 Gb/sec (4X NDR)"), and the stock exporters'
-exposition text (fixtures written from dcgm-exporter's and node_exporter's documented
-output), mapped onto the same fields; what ``--source`` picks."""
+exposition text (here an 8-GPU node written in their format; ``test_exporters_real`` runs
+the parsers on output the exporters really produced), mapped onto the same fields; what
+``--source`` picks."""
 
+import contextlib
 import http.server
 import threading
 from pathlib import Path
@@ -107,8 +109,7 @@ def test_exporter_parsers_refuse_what_is_not_the_text_format():
 
 
 class _Exporters(http.server.BaseHTTPRequestHandler):
-    bodies = {"/dcgm": (FIXTURES / "dcgm-exporter.txt").read_bytes(),
-              "/node": (FIXTURES / "node-exporter-infiniband.txt").read_bytes()}
+    bodies: dict = {}
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         body = self.bodies.get(self.path)
@@ -121,14 +122,27 @@ class _Exporters(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def exporters():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Exporters)
+@contextlib.contextmanager
+def serve_exporters(bodies: dict):
+    """A loopback HTTP server answering ``bodies`` ({path: bytes}) as exporters do; yields
+    its base URL."""
+    handler = type("Handler", (_Exporters,), {"bodies": bodies})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def exporters():
+    bodies = {"/dcgm": (FIXTURES / "dcgm-exporter.txt").read_bytes(),
+              "/node": (FIXTURES / "node-exporter-infiniband.txt").read_bytes()}
+    with serve_exporters(bodies) as url:
+        yield url
 
 
 def test_source_exporters_scrapes_both_and_reports_per_device(exporters, tmp_path):

@@ -235,23 +235,6 @@ def test_anonymous_goes_to_login(client, cluster):
     assert response.status_code == 302 and "/login/" in response["Location"]
 
 
-def test_the_plotly_finder_serves_the_packaged_file(settings):
-    from django.contrib.staticfiles import finders
-
-    settings.STATICFILES_FINDERS = [
-        "django.contrib.staticfiles.finders.FileSystemFinder",
-        "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-        "metrics.finders.PlotlyFinder",
-    ]
-    finders.get_finder.cache_clear()
-    path = finders.find("metrics/plotly.min.js")
-    assert path and path.endswith("plotly/package_data/plotly.min.js")
-    # What collectstatic copies: the storage's prefix joined to the listed path.
-    listed = [f"{getattr(s, 'prefix', None) or '.'}/{p}" for f in finders.get_finders()
-              for p, s in f.list([])]
-    assert "metrics/plotly.min.js" in listed
-
-
 def test_script_safe_escapes_closing_tags():
     assert "</script>" not in charts.script_safe('{"name": "</script><b>&"}')
     assert json.loads(charts.script_safe('{"name": "</script>&"}')) == {"name": "</script>&"}
