@@ -15,7 +15,8 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from portal.models import AuditEvent, Project, Role, RoleBinding
+from portal.api.tokens import revoke_tokens
+from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding
 from portal.permissions import Perm
 
 admin.site.site_header = _("GPU 클라우드 콘솔")
@@ -171,6 +172,43 @@ class AuditEventAdmin(ProjectScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ProjectScopedAdmin):
+    """Who holds an API token and when it was last used (never the secret, nor its hash),
+    with 폐기 for a token that leaked: it gets 401 at once. Tokens are issued on the API
+    토큰 page (the secret is shown once there), so none is added or edited here."""
+
+    list_display = ["name", "prefix", "user", "project", "state", "expires_at", "last_used_at"]
+    list_filter = ["project"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user", "project"]
+    fields = readonly_fields = [
+        "name", "prefix", "user", "project", "state", "created_at", "expires_at",
+        "last_used_at", "revoked_at",
+    ]  # fmt: skip
+    actions = ["revoke"]
+
+    def scope(self, queryset, user):
+        return queryset.filter(project__in=visible_projects(user))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """The 폐기 action on the list; a token's own page only shows it."""
+        return obj is None and super().has_change_permission(request, obj)
+
+    @admin.display(description=_("상태"))
+    def state(self, token):
+        labels = {"active": _("사용 가능"), "expired": _("만료됨"), "revoked": _("폐기됨")}
+        return labels[token.state]
+
+    @admin.action(description=_("선택한 API 토큰 폐기"), permissions=["change"])
+    def revoke(self, request, queryset):
+        count = revoke_tokens(queryset, actor=request.user)
+        self.message_user(request, _("API 토큰 %(n)d개를 폐기했습니다.") % {"n": count})
 
 
 class UserRoleBindingInline(ProjectBindingInline):

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
@@ -89,6 +90,28 @@ def revoke_token(token_id, *, user) -> ApiToken:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
     return token
+
+
+def revoke_tokens(tokens, *, actor) -> int:
+    """An operator's revoke (the admin's action, on the tokens it may see): every token of
+    ``tokens`` not revoked yet stops working at once, each one audited; returns how many."""
+    revoked = 0
+    for token_id in tokens.filter(revoked_at__isnull=True).values_list("pk", flat=True):
+        with transaction.atomic():
+            token = (
+                ApiToken.objects.select_for_update()
+                .filter(pk=token_id, revoked_at__isnull=True)
+                .first()
+            )
+            if token is None:  # revoked meanwhile: nothing to do, nothing to record
+                continue
+            with attempt("token.revoke", actor=actor, target_type="api_token") as att:
+                att.target_id, att.target_name = token.pk, token.name
+                att.project_id = token.project_id
+                token.revoked_at = timezone.now()
+                token.save(update_fields=["revoked_at"])
+            revoked += 1
+    return revoked
 
 
 def bearer_secret(request) -> str:

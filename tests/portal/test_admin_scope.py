@@ -3,6 +3,8 @@ model permission and a role only in ``demo`` sees nothing of project ``other`` o
 page: changelists (and their filters), change, delete and history pages, and no action
 touches ``other``'s rows. Driven from ``admin.site._registry``, so a new admin is covered."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib import admin
 from django.contrib.admin.utils import quote
@@ -13,12 +15,13 @@ from django.utils import timezone
 
 from clusters.backends.simulator import SimulatorBackend
 from metrics.models import MetricsToken
-from portal.models import AuditEvent, Project, RoleBinding
+from portal.models import ApiToken, AuditEvent, Project, RoleBinding
 from tests.conftest import builtin_role
 from vms.models import FabricType
 
 SECRET = "zeta"  # in every name of project other's data, nowhere else
 DEMO_TOKEN_HASH = "d3" * 32
+DEMO_API_HASH = "a7" * 32
 
 
 def url(model, view, *args):
@@ -43,6 +46,14 @@ def other_data(world):
             prefix=f"{prefix}tok",
             created_by=world.users["other"] if project == world.other else world.admin,
             created_at=timezone.now(),
+        )
+        ApiToken.objects.create(
+            user=world.users["other"] if project == world.other else world.admin,
+            project=project,
+            name=f"{prefix}-api-token",
+            token_hash=f"{SECRET}{'1' * 60}" if project == world.other else DEMO_API_HASH,
+            prefix=f"vcp_{prefix}"[:12],
+            expires_at=timezone.now() + timedelta(days=30),
         )
         AuditEvent.objects.create(
             project=project,
@@ -93,6 +104,7 @@ PROJECT_DATA = (
     "clusters.SimulatorAllocation",
     "portal.AuditEvent",
     "portal.Project",
+    "portal.ApiToken",
 )
 
 
@@ -146,11 +158,15 @@ def test_no_admin_action_touches_other_projects(staff, root, other_data):
     assert AuditEvent.objects.count() == events
 
 
-def test_the_token_hash_is_never_shown(root, other_data):
-    token = MetricsToken.objects.get(token_hash=DEMO_TOKEN_HASH)
-    for page in (url(MetricsToken, "changelist"), url(MetricsToken, "change", token.pk)):
+@pytest.mark.parametrize(
+    ("model", "token_hash", "shown"),
+    [(MetricsToken, DEMO_TOKEN_HASH, "minetok"), (ApiToken, DEMO_API_HASH, "mine-api-token")],
+)
+def test_the_token_hash_is_never_shown(root, other_data, model, token_hash, shown):
+    token = model.objects.get(token_hash=token_hash)
+    for page in (url(model, "changelist"), url(model, "change", token.pk)):
         content = root.get(page).content.decode()
-        assert "minetok" in content and DEMO_TOKEN_HASH not in content
+        assert shown in content and token_hash not in content
 
 
 def test_no_autocomplete_offers_other_projects(staff, root):
@@ -184,3 +200,46 @@ def test_filtering_users_by_another_project_lists_no_one(staff, root, other_data
     assert root.get(users, theirs).context["cl"].result_count == 1
     assert staff.get(users, theirs).context["cl"].result_count == 0
     assert staff.get(users, {"role_bindings__project__id__exact": "x"}).status_code in (200, 302)
+
+
+def test_revoking_an_api_token_in_the_admin(other_data, client):
+    """A project admin with the model permission revokes a leaked token of their project:
+    it gets 401 at once, the revoke is audited, another project's token is untouched."""
+    from portal.api import tokens
+
+    ops = get_user_model().objects.create_user("ops", is_staff=True)
+    ops.user_permissions.set(
+        Permission.objects.filter(codename__in=["view_apitoken", "change_apitoken"])
+    )
+    RoleBinding.objects.create(user=ops, project=other_data.demo, role=builtin_role("admin"))
+    client.force_login(ops)
+    token, secret = tokens.issue_token(
+        user=other_data.admin, project_id=other_data.demo.pk, name="leaked"
+    )
+    theirs = ApiToken.objects.get(token_hash=f"{SECRET}{'1' * 60}")
+    api = "/api/v1/virtual-clusters"
+    assert client.get(api, headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+    page = client.get(url(ApiToken, "change", token.pk))
+    assert page.status_code == 200 and b'name="_save"' not in page.content  # shown, not edited
+    response = client.post(
+        url(ApiToken, "changelist"),
+        {"action": "revoke", "_selected_action": [token.pk, theirs.pk], "post": "yes"},
+        follow=True,
+    )
+    assert "API 토큰 1개를 폐기했습니다." in response.content.decode()
+    token.refresh_from_db()
+    theirs.refresh_from_db()
+    assert token.revoked_at is not None and theirs.revoked_at is None
+    assert client.get(api, headers={"Authorization": f"Bearer {secret}"}).status_code == 401
+    event = AuditEvent.objects.get(action="token.revoke")
+    assert (event.actor, event.target_id, event.project_id) == (ops, token.pk, other_data.demo.pk)
+
+
+def test_a_viewer_of_api_tokens_has_no_revoke(other_data, client):
+    ops = get_user_model().objects.create_user("ops", is_staff=True)
+    ops.user_permissions.set(Permission.objects.filter(codename="view_apitoken"))
+    RoleBinding.objects.create(user=ops, project=other_data.demo, role=builtin_role("admin"))
+    client.force_login(ops)
+    page = client.get(url(ApiToken, "changelist"))
+    assert page.status_code == 200 and "mine-api-token" in page.content.decode()
+    assert "revoke" not in page.context["cl"].model_admin.get_actions(page.wsgi_request)
