@@ -174,7 +174,11 @@ def _operation_context(request, operation) -> dict:
                 :FAILURES_SHOWN
             ]
         )
-    return {"op": operation, "counts": counts, "failures": failures}
+    # The cluster's name is cluster data: a VM-only role sees its VM operation without it.
+    show_cluster = operation.cluster_id is not None and request.user.has_perm(
+        Perm.CLUSTER_READ, operation.project
+    )
+    return {"op": operation, "counts": counts, "failures": failures, "show_cluster": show_cluster}
 
 
 def _summary(context) -> str:

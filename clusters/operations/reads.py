@@ -26,6 +26,19 @@ def attach_candidates(user, cluster) -> list[tuple[VirtualMachine, RuleViolation
     return sorted(pairs, key=lambda pair: pair[1] is not None)
 
 
+# The kinds whose items are VMs acted on one by one, by the VM rules and permissions: a role
+# that may read VMs but not clusters still follows (and ``--wait``s on) its own VM changes.
+VM_KINDS = (
+    Operation.Kind.START_VM,
+    Operation.Kind.STOP_VM,
+    Operation.Kind.DELETE_VM,
+    Operation.Kind.CREATE_VMS,
+)
+
+
 def visible_operations(user):
-    """Operations in the user's projects (those where they may read clusters), newest first."""
-    return Operation.objects.restrict(user, Perm.CLUSTER_READ).order_by("-created_at", "-id")
+    """Operations in the user's projects, newest first: every kind where they may read
+    clusters, the VM kinds where they may read VMs."""
+    by_cluster = Operation.objects.restrict(user, Perm.CLUSTER_READ)
+    by_vm = Operation.objects.restrict(user, Perm.VM_READ).filter(kind__in=VM_KINDS)
+    return (by_cluster | by_vm).order_by("-created_at", "-id")
