@@ -43,6 +43,55 @@
   }
   document.body.addEventListener("close-dialogs", closeDialogs);
 
+  // A refresh of a tab (the header poll's cluster-changed while members start one by one)
+  // redraws the member table: the rows the user had ticked stay ticked, and the focus stays
+  // on the control it was on. Only a refresh keeps them: an action sent with the selection
+  // (a POST of its form) clears it, so a finished 선택 시작 leaves nothing selected.
+  var kept = null;
+
+  function selectionKey(box) {
+    return (box.getAttribute("form") || "") + " " + box.value;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    kept = null;
+    var target = event.detail && event.detail.target;
+    var config = event.detail && event.detail.requestConfig;
+    if (!target || !config || config.verb !== "get") return;
+    var boxes = target.querySelectorAll("input[type=checkbox][name=vm]:checked");
+    var focused = document.activeElement;
+    kept = {
+      keys: Array.prototype.map.call(boxes, selectionKey),
+      focus: focused && focused.id && target.contains(focused) ? focused.id : null,
+    };
+  });
+
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!kept) return;
+    var keys = kept.keys, focus = kept.focus;
+    kept = null;
+    if (keys.length) {
+      document.querySelectorAll("input[type=checkbox][name=vm]").forEach(function (box) {
+        if (!box.disabled && !box.checked && keys.indexOf(selectionKey(box)) !== -1) {
+          box.checked = true;
+        }
+      });
+      syncSelection();
+    }
+    var again = focus && document.getElementById(focus);
+    if (again && again !== document.activeElement) again.focus();
+  });
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail && event.detail.elt && event.detail.elt.closest
+      ? event.detail.elt.closest("form") : null;
+    var verb = event.detail && event.detail.requestConfig && event.detail.requestConfig.verb;
+    if (!form || !form.id || verb !== "post" || !event.detail.successful) return;
+    document.querySelectorAll("input[type=checkbox][name=vm][form='" + form.id + "']")
+      .forEach(function (box) { box.checked = false; });
+    syncSelection();
+  });
+
   // The attach panel arrives in its <dialog>: open it and focus the first choice.
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail && event.detail.target;

@@ -136,3 +136,42 @@ def test_vm_cluster_section_offers_only_what_can_succeed(browser_login, page, li
     expect(section.get_by_label("수행할 작업")).to_be_disabled()
     expect(section.get_by_role("button", name="저장")).to_be_disabled()
     expect(section).to_contain_text(NOT_ELIGIBLE)
+
+
+def test_a_refresh_keeps_the_ticked_rows_and_an_action_clears_them(
+    browser_login, page, live_server, celery_worker, settings
+):
+    """While members start one by one the tab redraws on every change: the rows ticked for
+    the next action stay ticked, focus stays where it was; the action sent clears them."""
+    settings.SIMULATOR_STEP_SECONDS = 0.3
+    cluster = demo_cluster("keep-ticks", members=3)
+    VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
+    first, second, third = VirtualMachine.objects.filter(cluster=cluster).order_by("name")
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/vms/")
+    start = page.locator("#start-selected")
+    expect(start).to_be_disabled()
+    page.locator(f"#select-{first.pk}").check()
+    page.locator(f"#select-{second.pk}").check()
+    page.locator(f"#select-{second.pk}").focus()
+    expect(start).to_be_enabled()
+
+    # What the header poll does when a member changes: every tab panel reloads.
+    page.evaluate(
+        "document.getElementById('tab-panel').setAttribute('data-old', '1');"
+        "htmx.trigger(document.body, 'cluster-changed')"
+    )
+    expect(page.locator("#tab-panel:not([data-old])")).to_be_attached()
+    expect(page.locator(f"#select-{first.pk}")).to_be_checked()
+    expect(page.locator(f"#select-{second.pk}")).to_be_checked()
+    expect(page.locator(f"#select-{third.pk}")).not_to_be_checked()
+    expect(page.locator(f"#select-{second.pk}")).to_be_focused()
+    expect(start).to_be_enabled()
+
+    start.click()
+    expect(page.locator("#operations .op-card").first).to_be_visible()
+    expect(page.locator(f"#select-{first.pk}")).not_to_be_checked()
+    expect(page.locator(f"#select-{second.pk}")).not_to_be_checked()
+    expect(member_badge(page, first.name)).to_have_text("실행중", timeout=20_000)
+    expect(member_badge(page, third.name)).to_have_text("중지됨")
+    expect(page.locator(f"#select-{first.pk}")).not_to_be_checked()
