@@ -68,27 +68,50 @@ def _samples(text):
 def parse_dcgm(text: str) -> list:
     """GPU dicts (``gpu`` from the ``gpu`` label) from dcgm-exporter's exposition text.
 
-    In MIG mode dcgm-exporter adds rows per GPU instance (``GPU_I_ID``) under the same
-    ``gpu`` label; the figures here are the physical GPU's, so those rows are skipped (their
-    memory would otherwise be added to the card's twice)."""
-    gpus = {}
+    In MIG mode dcgm-exporter adds rows per GPU instance (``GPU_I_ID``) under the card's
+    ``gpu`` label, and some versions give the card's fields on instance rows only. The card's
+    own rows are used whenever it has any (an instance's memory added to them would count it
+    twice); otherwise its first instance's, with the instances' memory added up (together
+    they hold the card's)."""
+    cards, instances = {}, {}
     for name, labels, value in _samples(text):
         if name not in DCGM_FIELDS and name not in DCGM_SUMS or "gpu" not in labels:
-            continue
-        if labels.get("GPU_I_ID"):
             continue
         try:
             index = int(labels["gpu"])
         except ValueError:
             continue
-        gpu = gpus.setdefault(index, {"gpu": index})
-        if name in DCGM_FIELDS:
-            gpu[DCGM_FIELDS[name]] = value
-        if name in DCGM_SUMS:
-            field = DCGM_SUMS[name]
-            gpu[field] = (gpu.get(field) or 0.0) + value
+        instance = labels.get("GPU_I_ID") or ""
+        if instance:
+            _add(instances.setdefault(index, {}).setdefault(instance, {}), name, value)
+        else:
+            _add(cards.setdefault(index, {}), name, value)
+    gpus = {
+        index: cards.get(index) or _from_instances(instances[index])
+        for index in set(cards) | set(instances)
+    }
     # Dense indexes as NVML gives them; fields dcgm-exporter does not export stay None.
     return [{"gpu": i, **{k: gpus[i].get(k) for k in GPU_KEYS}} for i in sorted(gpus)]
+
+
+def _add(gpu: dict, name: str, value: float) -> None:
+    if name in DCGM_FIELDS:
+        gpu[DCGM_FIELDS[name]] = value
+    if name in DCGM_SUMS:
+        field = DCGM_SUMS[name]
+        gpu[field] = (gpu.get(field) or 0.0) + value
+
+
+def _from_instances(by_instance: dict) -> dict:
+    """A card known only from its MIG instances' rows: the first instance's figures (clock,
+    temperature, power are the card's on every one), the memory of all of them."""
+    order = sorted(by_instance, key=lambda i: (not i.isdigit(), int(i) if i.isdigit() else 0, i))
+    rows = [by_instance[i] for i in order]
+    gpu = dict(rows[0])
+    for field in ("mem_used", "mem_total"):
+        values = [row[field] for row in rows if row.get(field) is not None]
+        gpu[field] = sum(values) if values else None
+    return gpu
 
 
 def parse_node(text: str) -> list:

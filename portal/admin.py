@@ -196,6 +196,9 @@ class ApiTokenAdmin(ProjectScopedAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # 폐기 is the way out: it is audited and the row stays to show it
+
     def has_change_permission(self, request, obj=None):
         """The 폐기 action on the list; a token's own page only shows it."""
         return obj is None and super().has_change_permission(request, obj)

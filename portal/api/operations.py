@@ -22,6 +22,7 @@ from portal.api.errors import IdempotencyKeyReused, RequestInvalid
 from portal.api.schemas import OperationOut, OperationPage
 from portal.errors import NotFound
 from portal.kernel import parse_id
+from portal.permissions import Perm
 
 router = Router(tags=["operations"])
 ORDERS = pagination.orders("created_at")
@@ -34,16 +35,13 @@ class OperationFilters(pagination.PageRequest):
     cluster: int | None = None
 
 
-def operation_json(operation: Operation, kind_labels: dict[str, str]) -> dict:
-    return {
-        "id": operation.pk,
-        "kind": operation.kind,
-        "kind_label": kind_labels[operation.kind],
-        "cluster_id": operation.cluster_id,
-        "done": operation.done,
-        "created_at": operation.created_at,
-        "finished_at": operation.finished_at,
-        "items": [
+def operation_json(operation: Operation, kind_labels: dict[str, str], user) -> dict:
+    """An Operation as its caller may see it: its cluster only to a cluster reader (a VM
+    role follows its VM's start without learning the VM's cluster), its items, which name
+    VMs, only to a VM reader (for a 검증 an item's status is the member's verdict)."""
+    items = []
+    if user.has_perm(Perm.VM_READ, operation):
+        items = [
             {
                 "vm_id": item.vm_id,
                 "target_name": item.target_name,
@@ -52,7 +50,17 @@ def operation_json(operation: Operation, kind_labels: dict[str, str]) -> dict:
                 "finished_at": item.finished_at,
             }
             for item in operation.items.all()
-        ],
+        ]
+    sees_cluster = user.has_perm(Perm.CLUSTER_READ, operation)
+    return {
+        "id": operation.pk,
+        "kind": operation.kind,
+        "kind_label": kind_labels[operation.kind],
+        "cluster_id": operation.cluster_id if sees_cluster else None,
+        "done": operation.done,
+        "created_at": operation.created_at,
+        "finished_at": operation.finished_at,
+        "items": items,
         "error": stored_error_json(operation.error_code, operation.error_params),
     }
 
@@ -88,29 +96,40 @@ def accepted(request, run: Callable[[tuple[str, str] | None], object]):
                 timezone.now() - earlier.created_at > IDEMPOTENCY_WINDOW
             ):
                 raise IdempotencyKeyReused()
-            return json_response(operation_json(earlier, labels(Operation.Kind)), status=202)
+            return json_response(
+                operation_json(earlier, labels(Operation.Kind), actor(request)), status=202
+            )
     result = run(claim)
     operation = result[0] if isinstance(result, tuple) else result
     operation = _with_items().get(pk=operation.pk)
-    return json_response(operation_json(operation, labels(Operation.Kind)), status=202)
+    return json_response(
+        operation_json(operation, labels(Operation.Kind), actor(request)), status=202
+    )
 
 
 @router.get("/operations/{int:operation_id}", response=OperationOut, summary="작업")
 def get_operation(request, operation_id: int):
     operations = visible_operations(actor(request)).prefetch_related("items")
     for row in operations.filter(pk=path_id(operation_id, NotFound)):
-        return json_response(operation_json(row, labels(Operation.Kind)))
+        return json_response(operation_json(row, labels(Operation.Kind), actor(request)))
     raise NotFound()
 
 
 @router.get("/operations", response=OperationPage, summary="작업 목록")
 def list_operations(request, filters: Query[OperationFilters]):
     """Newest first; ``cluster`` keeps one cluster's."""
-    operations = visible_operations(actor(request)).prefetch_related("items")
+    user = actor(request)
+    operations = visible_operations(user).prefetch_related("items")
     if filters.cluster is not None:
+        # A cluster's operations are cluster data: only where the caller may read clusters.
         cluster_id = parse_id(filters.cluster)
-        operations = operations.filter(cluster_id=cluster_id) if cluster_id else operations.none()
+        readable = Operation.objects.restrict(user, Perm.CLUSTER_READ).values("pk")
+        operations = (
+            operations.filter(cluster_id=cluster_id, pk__in=readable)
+            if cluster_id
+            else operations.none()
+        )
     rows, next_token = pagination.page(operations, ORDERS, filters)
     kind_labels = labels(Operation.Kind)
-    items = [operation_json(row, kind_labels) for row in rows]
+    items = [operation_json(row, kind_labels, user) for row in rows]
     return json_response({"items": items, "next_page_token": next_token})

@@ -14,7 +14,7 @@ from portal.api import pagination
 from portal.api.clusters import ACCEPTED, readable_cluster
 from portal.api.common import actor, json_response, labels, path_id
 from portal.api.operations import accepted
-from portal.api.schemas import ReplaceIn, ValidateIn, ValidationPage
+from portal.api.schemas import Problem, ReplaceIn, ValidateIn, ValidationPage
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
 from portal.permissions import Perm
@@ -67,7 +67,7 @@ def replace_member(request, cluster_id: int, vm_id: int, payload: ReplaceIn):
 
 @router.get(
     "/virtual-clusters/{int:cluster_id}/validations",
-    response=ValidationPage,
+    response={200: ValidationPage, 403: Problem},
     summary="검증 기록",
 )
 def list_validations(request, cluster_id: int, filters: Query[ValidationFilters]):
@@ -82,7 +82,7 @@ def list_validations(request, cluster_id: int, filters: Query[ValidationFilters]
     )
     rows, next_token = pagination.page(runs, ORDERS, filters)
     shown = [row for row in rows if hasattr(row, "validation")]
-    jobs, verdicts = _details([row.pk for row in shown])
+    jobs, verdicts = _details([row.pk for row in shown], filters.include_raw)
     names = {
         "verdict": labels(Verdict),
         "kind": labels(ValidationJob.Kind),
@@ -95,10 +95,12 @@ def list_validations(request, cluster_id: int, filters: Query[ValidationFilters]
     return json_response({"items": items, "next_page_token": next_token})
 
 
-def _details(run_ids: list[int]) -> tuple[dict, dict]:
-    """The runs' jobs and verdicts in two queries, by run id."""
+def _details(run_ids: list[int], include_raw: bool) -> tuple[dict, dict]:
+    """The runs' jobs and verdicts in two queries, by run id (the tools' raw output, the
+    bulk of a job's row, only when asked for)."""
     jobs, verdicts = {}, {}
-    for job in ValidationJob.objects.filter(run_id__in=run_ids).order_by("phase", "pk"):
+    rows = ValidationJob.objects.filter(run_id__in=run_ids).order_by("phase", "pk")
+    for job in rows if include_raw else rows.defer("raw"):
         if job.kind != ValidationJob.Kind.IB_SERVER:  # the other end of an ib_write_bw
             jobs.setdefault(job.run_id, []).append(job)
     for verdict in ValidationVerdict.objects.filter(run_id__in=run_ids).order_by("vm_name"):

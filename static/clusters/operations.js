@@ -44,9 +44,11 @@
   document.body.addEventListener("close-dialogs", closeDialogs);
 
   // A refresh of a tab (the header poll's cluster-changed while members start one by one)
-  // redraws the member table: the rows the user had ticked stay ticked, and the focus stays
-  // on the control it was on. Only a refresh keeps them: an action sent with the selection
-  // (a POST of its form) clears it, so a finished 선택 시작 leaves nothing selected.
+  // redraws the member table: the rows the user had ticked stay ticked (htmx itself puts the
+  // focus back on an element with an id). Read just before the swap and put back just after
+  // it, in the same task, so no other poll's swap can come in between. Only a refresh keeps
+  // them: an action sent with the selection (a POST of its form) that the server took (2xx;
+  // a refusal is shown in place and keeps the selection) clears it.
   var kept = null;
 
   function selectionKey(box) {
@@ -59,34 +61,26 @@
     var config = event.detail && event.detail.requestConfig;
     if (!target || !config || config.verb !== "get") return;
     var boxes = target.querySelectorAll("input[type=checkbox][name=vm]:checked");
-    var focused = document.activeElement;
-    kept = {
-      keys: Array.prototype.map.call(boxes, selectionKey),
-      focus: focused && focused.id && target.contains(focused) ? focused.id : null,
-    };
+    if (boxes.length) kept = Array.prototype.map.call(boxes, selectionKey);
   });
 
-  document.addEventListener("htmx:afterSettle", function () {
+  function restoreSelection() {
     if (!kept) return;
-    var keys = kept.keys, focus = kept.focus;
+    var keys = kept;
     kept = null;
-    if (keys.length) {
-      document.querySelectorAll("input[type=checkbox][name=vm]").forEach(function (box) {
-        if (!box.disabled && !box.checked && keys.indexOf(selectionKey(box)) !== -1) {
-          box.checked = true;
-        }
-      });
-      syncSelection();
-    }
-    var again = focus && document.getElementById(focus);
-    if (again && again !== document.activeElement) again.focus();
-  });
+    document.querySelectorAll("input[type=checkbox][name=vm]").forEach(function (box) {
+      if (!box.disabled && !box.checked && keys.indexOf(selectionKey(box)) !== -1) {
+        box.checked = true;
+      }
+    });
+  }
 
   document.addEventListener("htmx:afterRequest", function (event) {
-    var form = event.detail && event.detail.elt && event.detail.elt.closest
-      ? event.detail.elt.closest("form") : null;
-    var verb = event.detail && event.detail.requestConfig && event.detail.requestConfig.verb;
-    if (!form || !form.id || verb !== "post" || !event.detail.successful) return;
+    var detail = event.detail || {};
+    var form = detail.elt && detail.elt.closest ? detail.elt.closest("form") : null;
+    var verb = detail.requestConfig && detail.requestConfig.verb;
+    var status = detail.xhr ? detail.xhr.status : 0;
+    if (!form || !form.id || verb !== "post" || status < 200 || status >= 300) return;
     document.querySelectorAll("input[type=checkbox][name=vm][form='" + form.id + "']")
       .forEach(function (box) { box.checked = false; });
     syncSelection();
@@ -100,6 +94,7 @@
       var first = target.querySelector("input:not([disabled]), button:not([disabled])");
       if (first) first.focus();
     }
+    restoreSelection();
     syncSelection();
   });
 

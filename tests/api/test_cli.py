@@ -130,6 +130,7 @@ def test_a_config_file_is_read(tmp_path, monkeypatch, capsys):
 
 
 def test_table_output():
+    assert cli.table([], ("id", "name")) == "ID  NAME"  # nothing to list: the header only
     rows = [{"id": 1, "name": "a", "status": "RUNNING", "last_error": None}]
     assert cli.table(rows, ("id", "name", "status", "last_error")).splitlines() == [
         "ID  NAME  STATUS   LAST_ERROR",

@@ -79,3 +79,18 @@ def test_a_mig_instances_memory_is_not_added_to_the_cards():
     extra = f"DCGM_FI_DEV_FB_USED{{{labels}}} 1200\nDCGM_FI_DEV_FB_FREE{{{labels}}} 3663\n"
     [gpu] = agent_exporters.parse_dcgm(text("dcgm-exporter-a100-mig.txt") + extra)
     assert gpu["mem_used"] == 4845.0 and gpu["mem_total"] == 4845.0 + 35690.0
+
+
+def test_a_card_reported_only_through_its_mig_instances_is_not_lost():
+    # Some dcgm-exporter versions give the card's fields on instance rows only (the labels
+    # of the real A100 sample, two instances); the card is then read from them.
+    card = 'gpu="0",UUID="GPU-34319582-d595-d1c7-d1d2-179bcfa61660",device="nvidia0"'
+    rows = []
+    for gid, used, free in (("13", 1200, 3663), ("5", 2000, 2863)):
+        labels = f'{card},GPU_I_PROFILE="1g.5gb",GPU_I_ID="{gid}",Hostname="ub20-a100-k8s"'
+        for name, value in (("SM_CLOCK", 1215), ("GPU_TEMP", 61), ("FB_USED", used),
+                            ("FB_FREE", free)):
+            rows.append(f"DCGM_FI_DEV_{name}{{{labels}}} {value}")
+    [gpu] = agent_exporters.parse_dcgm("\n".join(rows) + "\n")
+    assert (gpu["gpu"], gpu["sm_clock"], gpu["temp"]) == (0, 1215.0, 61.0)
+    assert gpu["mem_used"] == 3200.0 and gpu["mem_total"] == 1200 + 3663 + 2000 + 2863

@@ -243,3 +243,11 @@ def test_a_viewer_of_api_tokens_has_no_revoke(other_data, client):
     page = client.get(url(ApiToken, "changelist"))
     assert page.status_code == 200 and "mine-api-token" in page.content.decode()
     assert "revoke" not in page.context["cl"].model_admin.get_actions(page.wsgi_request)
+
+
+def test_an_api_token_is_revoked_never_deleted(other_data, root):
+    """Deleting would end a token without an audit event and lose its record."""
+    token = ApiToken.objects.get(token_hash=DEMO_API_HASH)
+    page = root.get(url(ApiToken, "changelist"))
+    assert "delete_selected" not in page.context["cl"].model_admin.get_actions(page.wsgi_request)
+    assert root.get(url(ApiToken, "delete", token.pk)).status_code == 403

@@ -7,7 +7,9 @@ import pytest
 
 from clusters.validation import verdict
 from clusters.validation.models import Verdict
+from clusters.validation.thresholds import threshold_for
 from metrics import toolparse
+from vms.models import FabricType
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 
@@ -35,11 +37,16 @@ def test_all_reduce_perf_two_h100_nodes(name, hosts, busbw, avg):
     assert figures["wrong"] == 0 and figures["avg_busbw_gbs"] == avg
 
 
-def test_a_real_two_node_figure_is_judged_against_the_h100_threshold():
-    """338.82 GB/s is 77% of the 440 GB/s two-node threshold: far below it, 불량."""
+@pytest.mark.django_db
+def test_a_real_two_node_figure_is_judged_against_the_h100_threshold(world):
+    """338.82 GB/s is 77% of the H100 two-node threshold (440 GB/s): far below it, 불량."""
     figures = parse("all_reduce_perf", "all_reduce_perf-h100-2node-16gpu-mpi-8G.txt")
-    assert verdict.figure_level(figures["busbw_gbs"], 440.0, 10) == Verdict.BAD
-    assert verdict.figure_level(figures["busbw_gbs"], 360.0, 10) == Verdict.WARN
+    threshold = threshold_for(world.h100, FabricType.INFINIBAND)
+    assert threshold.multi_busbw_gbs == 440.0
+    level = verdict.figure_level(
+        figures["busbw_gbs"], threshold.multi_busbw_gbs, threshold.margin_percent
+    )
+    assert level == Verdict.BAD
 
 
 @pytest.mark.parametrize(
