@@ -80,6 +80,12 @@ class IdempotencyKeyReused(InvalidInput):
     default_message = _("같은 Idempotency-Key로 다른 요청을 보냈습니다. 새 키를 쓰세요.")
 
 
+class IdempotencyKeyExpired(InvalidInput):
+    code = "idempotency_key_expired"
+    field = "Idempotency-Key"
+    default_message = _("이 Idempotency-Key는 24시간이 지나 다시 쓸 수 없습니다. 새 키를 쓰세요.")
+
+
 class PageTokenInvalid(InvalidInput):
     code = "page_token_invalid"
     field = "page_token"

@@ -18,7 +18,7 @@ from clusters.models import Operation
 from clusters.operations import visible_operations
 from portal.api import pagination
 from portal.api.common import actor, json_response, labels, path_id, stored_error_json
-from portal.api.errors import IdempotencyKeyReused, RequestInvalid
+from portal.api.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
 from portal.api.schemas import OperationOut, OperationPage
 from portal.errors import NotFound
 from portal.kernel import parse_id
@@ -92,10 +92,10 @@ def accepted(request, run: Callable[[tuple[str, str] | None], object]):
     if claim is not None:
         earlier = _with_items().filter(actor_id=actor(request).pk, idempotency_key=claim[0]).first()
         if earlier is not None:
-            if earlier.request_hash != claim[1] or (
-                timezone.now() - earlier.created_at > IDEMPOTENCY_WINDOW
-            ):
+            if earlier.request_hash != claim[1]:
                 raise IdempotencyKeyReused()
+            if timezone.now() - earlier.created_at > IDEMPOTENCY_WINDOW:
+                raise IdempotencyKeyExpired()  # spent: a retry this late is not a retry
             return json_response(
                 operation_json(earlier, labels(Operation.Kind), actor(request)), status=202
             )

@@ -154,7 +154,11 @@ def test_the_same_idempotency_key_answers_the_first_operation(api, world, secret
         created_at=timezone.now() - timedelta(hours=25)
     )
     late = api.post("/virtual-clusters", cluster_body(world), token=secrets["admin"], headers=key)
-    assert late.json()["code"] == "idempotency_key_reused"
+    assert (late.status_code, late.json()["code"]) == (422, "idempotency_key_expired")
+    assert late.json()["detail"] == (
+        "이 Idempotency-Key는 24시간이 지나 다시 쓸 수 없습니다. 새 키를 쓰세요."
+    )
+    assert VirtualCluster.objects.count() == 1
 
 
 def test_idempotency_keys_are_each_users_own(api, world, secrets):
