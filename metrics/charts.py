@@ -18,7 +18,7 @@ checked by plotly itself, once, not per request.
 
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import plotly.io as pio
 from django.db import connection, transaction
@@ -51,6 +51,10 @@ MAX_POINTS = 500
 GBIT = 1e9 / 8  # bytes/s in a Gb/s
 # Per-member mode draws members x 8 series: coarser buckets keep the response small.
 PER_MEMBER_VALUE_BUDGET = 12000
+# Past this many members a line per member is a tangle nobody reads (and 1,800 traces at
+# 256): per-member mode draws the members with the lowest GPU utilisation over the range,
+# the ones worth a look; the heatmap shows every GPU of every member.
+PER_MEMBER_SHOWN = 32
 SOURCE_STEP = {"raw": 1, "minute": 60, "hour": 3600}
 # The aggregate series, in the order the cross-member query returns them.
 AGGREGATES = (
@@ -74,6 +78,8 @@ class ChartData:
     points: int
     members: list  # [(vm_id, name)]
     per_member: bool
+    # Per-member mode: the members drawn (all of them, or the PER_MEMBER_SHOWN slowest).
+    shown: list = field(default_factory=list)
     # Aggregate mode: {series: [value or None per bucket]}. Per-member mode:
     # {metric: {vm_id: [value or None per bucket]}}.
     series: dict = field(default_factory=dict)
@@ -115,17 +121,19 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
     """The series of ``cluster``'s members over ``range_key`` ending at ``now``."""
     window = RANGES[range_key]
     members = cluster_members(cluster)
-    step = window_step(window, members, per_member)
     now = now or timezone.now()
+    shown = _slowest(members, window, now) if per_member else []
+    step = window_step(window, shown if per_member else members, per_member)
     last = int(now.timestamp()) // step
     points = window.seconds // step
-    data = ChartData(range_key, step, last - points + 1, points, members, per_member)
+    data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown)
     if not members:
         return data
-    rows = _query(window.source, step, [vm_id for vm_id, _name in members],
+    drawn = shown if per_member else members
+    rows = _query(window.source, step, [vm_id for vm_id, _name in drawn],
                   data.start, datetime.fromtimestamp((last + 1) * step, tz=UTC), per_member)
     if per_member:
-        data.series = {name: {vm_id: [None] * points for vm_id, _n in members}
+        data.series = {name: {vm_id: [None] * points for vm_id, _n in shown}
                        for name in METRIC_NAMES}
         for bucket, vm_id, *values in rows:
             for name, value in zip(METRIC_NAMES, values, strict=True):
@@ -136,6 +144,22 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
             for (name, _how, _col), value in zip(AGGREGATES, values, strict=True):
                 data.series[name][bucket - data.first_bucket] = value
     return data
+
+
+def _slowest(members, window, now):
+    """``members`` if there are at most PER_MEMBER_SHOWN, else the PER_MEMBER_SHOWN with the
+    lowest mean GPU utilisation over the window (then those with no figure), in name order."""
+    if len(members) <= PER_MEMBER_SHOWN:
+        return members
+    start = now - timedelta(seconds=window.seconds)
+    parts = series_sql.pieces(start, now, series_sql.rolled_up_to(), "hour")
+    rows = series_sql.fetch_means(HOST, parts, [vm_id for vm_id, _n in members], ("gpu_util",))
+    util = {vm_id: value for _b, vm_id, value in rows}
+    order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
+    ranked = sorted(members, key=lambda m: (util.get(m[0]) is None, util.get(m[0]) or 0.0,
+                                            order[m[0]]))
+    chosen = {vm_id for vm_id, _name in ranked[:PER_MEMBER_SHOWN]}
+    return [member for member in members if member[0] in chosen]
 
 
 def _query(source, step, vm_ids, start, stop, per_member):
@@ -198,7 +222,7 @@ def figures(data, capacity_gbps=None, markers=None):
         traces = []
         if data.per_member:
             for metric in metrics:
-                for vm_id, name in data.members:
+                for vm_id, name in data.shown:
                     label = name if len(metrics) == 1 else f"{name} {direction[metric[-2:]]}"
                     traces.append(_trace(label, data.series[metric][vm_id], scale, digits,
                                          x0, dx, dash=metric.endswith("_tx")))

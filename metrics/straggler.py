@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
@@ -127,14 +127,7 @@ def _gbps(bytes_per_second):
 
 
 def _means(series, parts, names, metrics):
-    if not parts:
-        return []
-    sql, params = series_sql.means_sql(series, parts, list(names), None, metrics)
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SET LOCAL jit = off")  # as charts._query
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    return series_sql.fetch_means(series, parts, list(names), metrics)
 
 
 def link_capacity_gbps(view: DeviceView) -> float | None:

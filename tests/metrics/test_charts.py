@@ -188,10 +188,37 @@ def test_every_range_stays_within_500_points(range_key, cluster):
 
 def test_per_member_mode_coarsens_for_many_members(world):
     cluster = world.cluster("big", status=ClusterStatus.RUNNING)
-    world.members(cluster, 64, status=VmStatus.RUNNING)
+    world.members(cluster, 24, status=VmStatus.RUNNING)
     data = charts.chart_data(cluster, "1h", per_member=True)
-    assert data.points * 64 * 8 <= charts.PER_MEMBER_VALUE_BUDGET
+    assert len(data.shown) == 24
+    assert data.points * 24 * 8 <= charts.PER_MEMBER_VALUE_BUDGET
     assert data.step % 20 == 0
+
+
+def test_per_member_mode_draws_the_slowest_members_of_a_big_cluster(world, login):
+    """40 members: the 32 with the lowest GPU utilisation over the range are drawn (the
+    others are named nowhere in the breakdown), the page says so, the heatmap keeps all."""
+    cluster = world.cluster("big", status=ClusterStatus.RUNNING)
+    vms = world.members(cluster, 40, status=VmStatus.RUNNING, prefix="node-")
+    now = timezone.now()
+    rows = []
+    for index, vm in enumerate(vms):
+        util = 99.0 - index if index % 2 else 20.0 + index  # odd ones busy, even ones slow
+        for k in range(1, 30):
+            rows.append((vm.pk, now - timedelta(seconds=10 * k), 5.0, 5.0, util, 50.0,
+                         1.0, 1.0, None, None))
+    storage.write_samples(rows)
+    data = charts.chart_data(cluster, "1h", per_member=True)
+    by_util = sorted(vms, key=lambda vm: 99.0 - vms.index(vm) if vms.index(vm) % 2
+                     else 20.0 + vms.index(vm))
+    assert {vm_id for vm_id, _name in data.shown} == {vm.pk for vm in by_util[:32]}
+    assert len(data.members) == 40
+    assert [name for _id, name in data.shown] == sorted(name for _id, name in data.shown)
+    figures, html = get_figures(login("viewer"), cluster, range="1h", per_member="1")
+    assert len(figures["cpu"]["data"]) == 32
+    assert "멤버 40대 중 이 기간 GPU 사용률이 가장 낮은 32대만 그립니다." in html
+    busiest = vms[1].name  # 98%: not among the 32 lowest
+    assert busiest not in {t["name"] for t in figures["gpu"]["data"]}
 
 
 def test_refresh_returns_only_the_body_and_polls_only_for_1h(login, cluster, samples):
