@@ -11,7 +11,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
@@ -31,7 +31,7 @@ from clusters.models import (
     VirtualCluster,
 )
 from clusters.services import MemberStates
-from clusters.views_members import shown_reason
+from clusters.views_members import readable_cluster, shown_reason
 from portal.errors import (
     FabricNotOffered,
     InvalidInput,
@@ -71,15 +71,6 @@ MEMBER_COUNT = Coalesce(
     ),
     0,
 )
-
-
-def _cluster(request, pk):
-    return get_object_or_404(
-        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).select_related(
-            "zone", "instance_type", "project", "created_by"
-        ),
-        pk=pk,
-    )
 
 
 @login_required
@@ -263,7 +254,7 @@ def _fingerprint(user, cluster, members):
 
 
 def _render_tab(request, pk, tab):
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     context = _detail_context(request, cluster, tab)
     if tab == "activity":
         events = AuditEvent.objects.filter(cluster_id=cluster.pk)
@@ -291,7 +282,7 @@ def cluster_header(request, pk):
 
     ``?seen=`` is the fingerprint the page shows; when it differs, the tabs are told to refresh.
     """
-    return _render_header(request, _cluster(request, pk), changed=None)
+    return _render_header(request, readable_cluster(request, pk), changed=None)
 
 
 def _render_header(request, cluster, changed):
@@ -305,7 +296,7 @@ def _render_header(request, cluster, changed):
 @login_required
 @require_GET
 def cluster_hostfile(request, pk):
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     members = list(_visible_members(request.user, cluster).order_by(*RANK_ORDER))
     response = HttpResponse(
         hostfile_text(cluster, members), content_type="text/plain; charset=utf-8"
@@ -315,10 +306,10 @@ def cluster_hostfile(request, pk):
 
 
 def _action(request, pk, service, done):
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     cluster = service(cluster.pk, actor=request.user)
     if request.htmx:
-        response = _render_header(request, _cluster(request, cluster.pk), changed=True)
+        response = _render_header(request, readable_cluster(request, cluster.pk), changed=True)
         trigger_client_event(response, "toast", {"message": done})
         return response
     messages.success(request, done)
@@ -343,7 +334,7 @@ def cluster_stop(request, pk):
 @login_required
 @require_POST
 def cluster_delete(request, pk):
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     services.delete_cluster(cluster.pk, actor=request.user)
     messages.success(request, _("%(name)s 클러스터를 삭제했습니다.") % {"name": cluster.name})
     url = reverse("clusters:cluster_list")

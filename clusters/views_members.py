@@ -38,10 +38,11 @@ FAILURES_SHOWN = 20
 OPERATIONS_SHOWN = 20
 
 
-def _cluster(request, pk):
+def readable_cluster(request, pk):
+    """Cluster ``pk`` if the user may read it, else 404 (every cluster page starts here)."""
     return get_object_or_404(
         VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).select_related(
-            "zone", "instance_type", "project"
+            "zone", "instance_type", "project", "created_by"
         ),
         pk=pk,
     )
@@ -300,7 +301,7 @@ def _attach_context(request, cluster, error=""):
 @require_http_methods(["GET", "POST"])
 def cluster_attach(request, pk):
     """GET: the 가상머신 연결 panel. POST: attach the checked VMs as one Operation."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     template = "clusters/_attach_panel.html" if request.htmx else "clusters/attach.html"
     if request.method == "GET":
         check_perm(request.user, Perm.VM_UPDATE, cluster)
@@ -324,7 +325,7 @@ def cluster_attach(request, pk):
 @require_POST
 def cluster_detach(request, pk):
     """A member row's 분리: one VM, through the same rule as the VM page's."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     _require_vm_update(request, cluster, Operation.Kind.DETACH)
     operation = operations.detach_many(cluster.pk, _selected_vm_ids(request), actor=request.user)
     if not request.htmx:
@@ -341,7 +342,7 @@ def cluster_detach(request, pk):
 @require_POST
 def cluster_start_members(request, pk):
     """멤버 모두 시작 (no ``vm``) or 선택한 멤버 시작 (the checked ones), one Operation."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     _require_vm_update(request, cluster, Operation.Kind.START_MEMBERS)
     operation = operations.start_members(
         cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
@@ -353,7 +354,7 @@ def cluster_start_members(request, pk):
 @require_POST
 def cluster_stop_members(request, pk):
     """멤버 모두 중지 / 선택한 멤버 중지, one Operation."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     _require_vm_update(request, cluster, Operation.Kind.STOP_MEMBERS)
     operation = operations.stop_members(
         cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
@@ -364,6 +365,6 @@ def cluster_stop_members(request, pk):
 def stop_with_members(request, pk) -> HttpResponse:
     """The 클러스터 중지 form with 멤버 가상머신도 함께 중지 checked: running members first,
     then the cluster, as one Operation (``clusters.views.cluster_stop`` hands over)."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
     return _answer(request, operation)

@@ -14,8 +14,7 @@ from clusters import operations
 from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.rules import preflight_validate
-from clusters.views import _cluster
-from clusters.views_members import shown_reason
+from clusters.views_members import readable_cluster, shown_reason
 from portal.kernel import parse_id
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
@@ -46,17 +45,17 @@ def _section_context(request, cluster):
 @require_GET
 def validation_section(request, pk):
     """The 검증 section (loaded into the 정보 tab, polled while a run is open)."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     return render(request, "clusters/validation/section.html", _section_context(request, cluster))
 
 
 @login_required
 @require_POST
 def validation_start(request, pk):
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     operations.start_validation(cluster.pk, actor=request.user, level=request.POST.get("level", 1))
     if request.htmx:
-        context = _section_context(request, _cluster(request, pk))
+        context = _section_context(request, readable_cluster(request, pk))
         return render(request, "clusters/validation/section.html", context)
     return redirect("clusters:cluster_detail", pk=cluster.pk)
 
@@ -66,7 +65,7 @@ def validation_start(request, pk):
 def validation_raw(request, pk):
     """A job's raw output (``?job=``), on demand, as plain text: what its figures were
     parsed from."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     if not request.user.has_perm(Perm.VM_READ, cluster):
         raise Http404
     job = get_object_or_404(
@@ -89,7 +88,7 @@ def validation_raw(request, pk):
 def member_replace(request, pk):
     """교체 of ``member``: GET the spare picker (the project's eligible stopped VMs), POST
     the swap (``member`` and ``spare`` in the form; the service decides)."""
-    cluster = _cluster(request, pk)
+    cluster = readable_cluster(request, pk)
     if request.method == "POST":
         operations.replace_member(
             cluster.pk, request.POST.get("member"), request.POST.get("spare"), actor=request.user

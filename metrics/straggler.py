@@ -90,10 +90,11 @@ def device_view(members: list, seconds: int, now: datetime | None = None) -> Dev
     start, upto = now - timedelta(seconds=seconds), series_sql.rolled_up_to()
     parts = series_sql.pieces(start, now, upto, "hour")
     order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
-    for _b, vm_id, gpu, util, temp, power in _means(GPU, parts, names, HEATMAP_METRICS):
+    gpu_rows = series_sql.fetch_means(GPU, parts, names, HEATMAP_METRICS)
+    for _b, vm_id, gpu, util, temp, power in gpu_rows:
         view.gpus.append(GpuFigure(vm_id, names[vm_id], gpu, util, temp, power))
     view.gpus.sort(key=lambda g: (order[g.vm_id], g.gpu))
-    for _b, vm_id, port, rx, tx, rate in _means(PORT, parts, names, PORT_METRICS):
+    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(PORT, parts, names, PORT_METRICS):
         view.ports.append(PortFigure(vm_id, names[vm_id], port, _gbps(rx), _gbps(tx), rate))
     view.ports.sort(key=lambda p: (order[p.vm_id], p.port))
     measured = [g for g in view.gpus if g.util is not None]
@@ -114,8 +115,8 @@ def device_view(members: list, seconds: int, now: datetime | None = None) -> Dev
 def _slowest_member(view, parts, names, order):
     """Agents that send no per-GPU rows (older ones): the member whose mean GPU utilisation
     is lowest, by the per-VM series (``slowest_member``, no GPU index)."""
-    means = [(vm_id, util) for _b, vm_id, util in _means(HOST, parts, names, ("gpu_util",))
-             if util is not None]
+    rows = series_sql.fetch_means(HOST, parts, names, ("gpu_util",))
+    means = [(vm_id, util) for _b, vm_id, util in rows if util is not None]
     if means:
         view.median_util = statistics.median(util for _vm, util in means)
         vm_id, util = min(means, key=lambda item: (item[1], order[item[0]]))
@@ -124,10 +125,6 @@ def _slowest_member(view, parts, names, order):
 
 def _gbps(bytes_per_second):
     return None if bytes_per_second is None else bytes_per_second * 8 / 1e9
-
-
-def _means(series, parts, names, metrics):
-    return series_sql.fetch_means(series, parts, list(names), metrics)
 
 
 def link_capacity_gbps(view: DeviceView) -> float | None:

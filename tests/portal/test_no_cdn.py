@@ -15,7 +15,9 @@ URL = re.compile(r"https?://[A-Za-z0-9.\-]+(/[^\s\"'`)<>]*)?")
 
 
 def shipped_files():
-    for folder, patterns in (("templates", ("*.html",)), ("static", ("*.js", "*.css", "*.html"))):
+    # Everything under static/ is collected and served, its notes (*.md) included.
+    static = ("*.js", "*.css", "*.html", "*.md", "*.txt", "*.json")
+    for folder, patterns in (("templates", ("*.html",)), ("static", static)):
         for pattern in patterns:
             yield from sorted((ROOT / folder).rglob(pattern))
 
