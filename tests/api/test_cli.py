@@ -4,10 +4,11 @@ Redis running every transition (tests/clusters/test_worker.py's worker)."""
 import json
 
 import pytest
+import vc_cli.main as cli
 from django.utils import translation
+from vc_cli import http, output
 
 from clusters.models import ClusterStatus, VirtualCluster
-from portal import cli
 from portal.api import tokens
 from portal.errors import NotEnoughMembers
 from tests.clusters.test_worker import worker  # noqa: F401 - the fixture
@@ -96,25 +97,25 @@ def test_refusals_exit_non_zero_with_the_rules_message(vc, world):
     lonely = world.cluster("lonely")
     world.members(lonely, 1)
     code, _out, err = vc("cluster", "start", "lonely", "--wait")
-    assert code == cli.EXIT_REFUSED
+    assert code == http.EXIT_REFUSED
     with translation.override("ko"):  # whatever an earlier test left active here
         korean = NotEnoughMembers().message
     assert korean in err
     code, _out, err = vc("cluster", "get", "999999")
-    assert code == cli.EXIT_NOT_FOUND
+    assert code == http.EXIT_NOT_FOUND
     code, _out, err = vc("--token", "vcp_nope", "cluster", "list")
-    assert code == cli.EXIT_AUTH and "API" in err
+    assert code == http.EXIT_AUTH and "API" in err
     code, _out, err = vc("--lang", "en", "cluster", "start", "lonely")
     with translation.override("en"):
         english = NotEnoughMembers().message
-    assert code == cli.EXIT_REFUSED and english in err and english != korean
+    assert code == http.EXIT_REFUSED and english in err and english != korean
 
 
 def test_no_configuration_is_a_usage_error(monkeypatch, capsys):
     monkeypatch.delenv("VC_URL", raising=False)
     monkeypatch.delenv("VC_TOKEN", raising=False)
     monkeypatch.setenv("VC_CONFIG", "/nonexistent")
-    assert cli.main(["cluster", "list"]) == cli.EXIT_USAGE
+    assert cli.main(["cluster", "list"]) == http.EXIT_USAGE
     assert "VC_URL" in capsys.readouterr().err
 
 
@@ -125,14 +126,14 @@ def test_a_config_file_is_read(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("VC_TOKEN", raising=False)
     monkeypatch.setenv("VC_CONFIG", str(config))
     # Port 9 (discard) refuses: the file's URL was used, and a network failure is exit 5.
-    assert cli.main(["cluster", "list"]) == cli.EXIT_SERVER
+    assert cli.main(["cluster", "list"]) == http.EXIT_SERVER
     assert "127.0.0.1:9" in capsys.readouterr().err
 
 
 def test_table_output():
-    assert cli.table([], ("id", "name")) == "ID  NAME"  # nothing to list: the header only
+    assert output.table([], ("id", "name")) == "ID  NAME"  # nothing to list: the header only
     rows = [{"id": 1, "name": "a", "status": "RUNNING", "last_error": None}]
-    assert cli.table(rows, ("id", "name", "status", "last_error")).splitlines() == [
+    assert output.table(rows, ("id", "name", "status", "last_error")).splitlines() == [
         "ID  NAME  STATUS   LAST_ERROR",
         "1   a     RUNNING  -",
     ]
@@ -144,7 +145,7 @@ def test_cluster_rename_through_the_cli(vc, world):
     assert out["name"] == "after"
     assert VirtualCluster.objects.get(pk=cluster.pk).name == "after"
     code, _out, err = vc("cluster", "rename", "after", "bad name")
-    assert code == cli.EXIT_REFUSED and "이름에는" in err
+    assert code == http.EXIT_REFUSED and "이름에는" in err
 
 
 def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
@@ -162,7 +163,7 @@ def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
     VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
 
     code, out, err = vc("cluster", "validate", "val", "--wait", "--poll", "0.2", "--timeout", "90")
-    assert code == cli.EXIT_REFUSED, err
+    assert code == http.EXIT_REFUSED, err
     assert err.strip().endswith("gpu-node-03")
     rows = {line.split()[1]: line for line in out.splitlines()[1:]}
     assert "불량" in rows["gpu-node-03"] and "GPU 5" in rows["gpu-node-03"]
