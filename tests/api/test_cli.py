@@ -181,3 +181,19 @@ def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
     launch = ok(vc("cluster", "launch", "val"))
     assert launch.index("# gpu-node-02") < launch.index("# spare")
     assert "--nnodes=3 --node_rank=2" in launch.split("# spare")[1]
+
+
+def test_global_options_go_before_or_after_the_subcommand(vc, world):
+    """The README writes ``vc cluster list -o json``."""
+    world.cluster("anywhere")
+    for argv in (
+        ("-o", "json", "cluster", "list"),
+        ("cluster", "-o", "json", "list"),
+        ("cluster", "list", "-o", "json"),
+        ("cluster", "list", "--output", "json", "--lang", "en"),
+    ):
+        assert [c["name"] for c in json.loads(ok(vc(*argv)))] == ["anywhere"], argv
+    code, _out, _err = vc("cluster", "list", "--token", "vcp_nope")
+    assert code == http.EXIT_AUTH
+    code, _out, _err = vc("--token", "vcp_nope", "cluster", "list", "--name", "anywhere")
+    assert code == http.EXIT_AUTH  # given before, not reset by the subcommand's parser

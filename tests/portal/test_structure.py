@@ -5,6 +5,7 @@ function to dodge one), and each rule's message text lives only in its error cla
 import ast
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,16 @@ def test_a_rules_message_lives_only_in_its_error_class(code, text, home):
     sources += sorted((ROOT / "templates").rglob("*.html"))
     found = [str(p.relative_to(ROOT)) for p in sources if text in p.read_text()]
     assert found == [], f"{code}: {text!r} is written again in {found}"
+
+
+def test_the_vc_client_imports_only_the_standard_library_and_itself():
+    """``vc`` is a distribution of its own (portal/vc): no Django, no portal module."""
+    client = sorted((ROOT / "portal" / "vc" / "vc_cli").glob("*.py"))
+    assert client, "the vc client package is missing"
+    offenders = [
+        f"{path.name} imports {module}"
+        for path in client
+        for module, _names, _nested in imports_of(path)
+        if module.split(".")[0] not in {*sys.stdlib_module_names, "vc_cli"}
+    ]
+    assert offenders == []

@@ -62,7 +62,9 @@ def parser() -> argparse.ArgumentParser:
         return p
 
     c = commands
-    cluster = groups.add_parser("cluster").add_subparsers(dest="action", required=True)
+    cluster = groups.add_parser("cluster", parents=[common]).add_subparsers(
+        dest="action", required=True
+    )
     action(
         cluster, "list", c.cluster_list, filters=("--status", "--zone", "--instance-type", "--name")
     )
@@ -88,7 +90,7 @@ def parser() -> argparse.ArgumentParser:
     action(cluster, "hostfile", c.cluster_hostfile, "cluster")
     action(cluster, "launch", c.cluster_launch, "cluster")
 
-    vm = groups.add_parser("vm").add_subparsers(dest="action", required=True)
+    vm = groups.add_parser("vm", parents=[common]).add_subparsers(dest="action", required=True)
     action(vm, "list", c.vm_list, filters=("--status", "--zone", "--name", "--cluster"))
     action(vm, "get", c.vm_get, "vm")
     p = action(vm, "create", c.vm_create, "name", waits=True, placed=True)
@@ -100,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
     action(vm, "stop", c.vm_power("stop"), "vm", waits=True)
     action(vm, "delete", c.vm_delete, "vm", waits=True)
 
-    op = groups.add_parser("op").add_subparsers(dest="action", required=True)
+    op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
     action(op, "get", c.op_get, "id")
     action(op, "wait", c.op_wait, "id", waits=True)
     return root
