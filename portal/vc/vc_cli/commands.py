@@ -87,13 +87,13 @@ def vm_path(client: Client, args) -> str:
 # vc cluster …
 
 
+def filters(args, *names: str) -> dict:
+    """The list's query: each filter option as given (``None``, left out, when not)."""
+    return {name: getattr(args, name) for name in names}
+
+
 def cluster_list(client: Client, args) -> None:
-    query = {
-        "status": args.status,
-        "zone": args.zone,
-        "instance_type": args.instance_type,
-        "name": args.name,
-    }
+    query = filters(args, "status", "zone", "instance_type", "name")
     show(args, list(client.pages("/virtual-clusters", query)), "cluster")
 
 
@@ -196,12 +196,8 @@ def cluster_validate(client: Client, args) -> None:
 
 
 def vm_list(client: Client, args) -> None:
-    query = {
-        "status": args.status,
-        "zone": args.zone,
-        "name": args.name,
-        "cluster": resolve(client, "cluster", args.cluster) if args.cluster else None,
-    }
+    query = filters(args, "status", "zone", "name")
+    query["cluster"] = resolve(client, "cluster", args.cluster) if args.cluster else None
     show(args, list(client.pages("/virtual-machines", query)), "vm")
 
 
