@@ -4,14 +4,14 @@ Redis running every transition (tests/clusters/test_worker.py's worker)."""
 import json
 
 import pytest
-import vc_cli.main as cli
 from django.utils import translation
-from vc_cli import http, output
 
+import vc_cli.main as cli
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.api import tokens
 from portal.errors import NotEnoughMembers
 from tests.clusters.test_worker import worker  # noqa: F401 - the fixture
+from vc_cli import http, output
 from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

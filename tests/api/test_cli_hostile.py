@@ -10,6 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 import vc_cli.main as cli
 from vc_cli import http, output
 
@@ -234,3 +235,10 @@ def test_vcs_own_messages_follow_the_language(stub, vc):
     assert code == http.EXIT_NOT_FOUND and "찾을 수 없습니다" in err
     code, _out, err = vc("cluster", "get", "nosuch", "--lang", "en")
     assert code == http.EXIT_NOT_FOUND and "not found" in err
+
+
+@pytest.mark.parametrize("ref", ["²", "١٢", "12a"])
+def test_a_name_that_only_looks_like_a_number_is_looked_up(stub, vc, ref):
+    stub.json("GET", "/virtual-clusters", page())
+    code, _out, err = vc("cluster", "get", ref)
+    assert code == http.EXIT_NOT_FOUND and ref in err

@@ -16,7 +16,7 @@ FAILED_VERDICTS = ("BAD", "NO_ANSWER")
 
 def resolve(client: Client, kind: str, ref: str) -> int:
     """An id as given, or the id of the one live cluster/VM named ``ref``."""
-    if ref.isdigit():
+    if ref.isascii() and ref.isdigit():
         return int(ref)
     path = "/virtual-clusters" if kind == "cluster" else "/virtual-machines"
     for item in client.pages(path, {"name": ref}):

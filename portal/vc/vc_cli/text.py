@@ -27,13 +27,13 @@ MESSAGES = {
         ' "lang": "ko"}}',
     ),
     "config_open": (
-        "경고: {path}의 권한 {mode}은 너무 넓습니다. 다른 사용자가 토큰을 읽을 수 있습니다"
+        "경고: {path}의 권한({mode})이 너무 넓어 다른 사용자가 토큰을 읽을 수 있습니다"
         " (chmod 600 {path})",
         "WARNING: permissions {mode} for {path} are too open: other users can read the token"
         " (chmod 600 {path})",
     ),
     "redirect": (
-        "{url}: 포털이 HTTP {status}로 다른 주소({location})를 가리킵니다. 토큰을 지키기 위해"
+        "{url}: 포털이 다른 주소({location})로 넘기려 합니다 (HTTP {status}). 토큰을 지키기 위해"
         " 따라가지 않습니다. VC_URL을 확인하세요",
         "{url}: the portal answered HTTP {status} pointing elsewhere ({location}); vc does not"
         " follow redirects, to keep the token where it belongs. Check VC_URL",
