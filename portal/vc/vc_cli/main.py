@@ -35,8 +35,8 @@ def parser() -> argparse.ArgumentParser:
     common = global_options()
     root = argparse.ArgumentParser(
         prog="vc",
-        description=vc_cli.__doc__.split("\n\n")[0],
-        epilog=vc_cli.__doc__.split("\n\n", 2)[2],
+        description=vc_cli.__doc__.split("\n\n")[0].replace("``", ""),
+        epilog=vc_cli.__doc__.split("\n\n", 1)[1].replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
