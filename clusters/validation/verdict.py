@@ -53,8 +53,13 @@ REASONS = {
 
 
 def reason_text(reason: dict) -> str:
+    """A stored reason in words; one whose params do not fit its message (a row written by
+    other code, a figure of the wrong type) reads as its code, never an error."""
     text = REASONS.get(reason.get("code"))
-    return str(text) % reason.get("params", {}) if text else str(reason.get("code", ""))
+    try:
+        return str(text) % reason.get("params", {}) if text else str(reason.get("code", ""))
+    except (TypeError, ValueError, KeyError, OverflowError):
+        return str(reason.get("code", ""))
 
 
 def reason(code: str, level: str, **params) -> dict:
