@@ -1,11 +1,12 @@
 """What a member's agent posts to the job endpoints can never break the portal, on
 PostgreSQL: NUL bytes, infinite and 26-digit numbers in a tool's output are "could not
-parse" kept with their raw text (never a 500), and a stored row no JSON reader could take
-never fails a read of the validation history."""
+parse" kept with their raw text (never a 500), a stored row no JSON reader could take never
+fails a read of the validation history, and the endpoints are rate limited per token."""
 
 import json
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -126,3 +127,25 @@ def test_a_stored_figure_past_64_bits_never_fails_a_read(run, api, secrets, logi
     assert verdict["reasons"][1]["message"] == "ib_low"  # its params do not fit its words
     page = login("viewer").get(reverse("clusters:validation_section", args=[cluster.pk]))
     assert page.status_code == 200
+
+
+def test_the_job_endpoints_are_rate_limited_per_token(run, settings):
+    """Both job endpoints count against one window per token, apart from ingest's; a
+    made-up token is a 401 however often it is sent, and takes no counter."""
+    cache.clear()
+    settings.METRICS_JOBS_RATE_PER_MINUTE = 3
+    _cluster, tokens, jobs = run
+
+    def poll(token):
+        return Client().post(
+            "/api/metrics/jobs/next", headers={"Authorization": f"Bearer {token}"}
+        )
+
+    assert [poll("vcm_made-up").status_code for _ in range(5)] == [401] * 5
+    assert [poll(tokens["a"]).status_code for _ in range(2)] == [200, 200]
+    assert post_result(tokens["a"], jobs["a"], [out("nvidia-smi", GPUS)]).status_code == 200
+    refused = poll(tokens["a"])
+    assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
+    assert int(refused["Retry-After"]) <= 60
+    assert post_result(tokens["a"], jobs["a"], [out("nvidia-smi", GPUS)]).status_code == 429
+    assert poll(tokens["b"]).status_code == 200  # another VM's token has its own budget
