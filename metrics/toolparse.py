@@ -322,8 +322,12 @@ def parse_all_reduce_perf(text: str) -> dict:
         "hosts": sorted({_name(m.group(2)) for m in ranks}),
         "rows": len(rows),
         "bytes": max(sizes),
-        "busbw_gbs": max(_rate(last.group(8), what=bandwidth), _rate(last.group(12), what=bandwidth)),
-        "algbw_gbs": max(_rate(last.group(7), what=bandwidth), _rate(last.group(11), what=bandwidth)),
+        "busbw_gbs": max(
+            _rate(last.group(8), what=bandwidth), _rate(last.group(12), what=bandwidth)
+        ),
+        "algbw_gbs": max(
+            _rate(last.group(7), what=bandwidth), _rate(last.group(11), what=bandwidth)
+        ),
         "wrong": wrong,
         "avg_busbw_gbs": _rate(average.group(1), what=bandwidth) if average else None,
     }
@@ -348,6 +352,12 @@ def parse(tool: str, text: str) -> dict:
         return parser(text)
     except ParseError:
         raise
-    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError,
-            RecursionError) as exc:
+    except (
+        ValueError,
+        TypeError,
+        LookupError,
+        AttributeError,
+        ArithmeticError,
+        RecursionError,
+    ) as exc:
         raise ParseError(f"{tool}: unreadable output ({type(exc).__name__})") from None

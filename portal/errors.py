@@ -253,9 +253,7 @@ class VmIsMember(RuleViolation):
 
 class VmHeldForReplace(RuleViolation):
     code = "vm_held_for_replace"
-    default_message = _(
-        "진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요"
-    )
+    default_message = _("진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요")
 
 
 def code_of_text(text: str) -> str:

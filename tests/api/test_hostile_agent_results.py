@@ -59,22 +59,24 @@ def out(tool, stdout, **extra):
 HOSTILE = {
     "nul in all_reduce_perf": [out("all_reduce_perf", NCCL_ROW.format(size=1024, bw="1\x00"))],
     "nul in ib_write_bw": [
-        out("ib_write_bw", "Device : mlx5_\x000\n" + BANNER + " 65536 5000 1\x00 1 1\n",
-            device="mlx5_\x000")
+        out(
+            "ib_write_bw",
+            "Device : mlx5_\x000\n" + BANNER + " 65536 5000 1\x00 1 1\n",
+            device="mlx5_\x000",
+        )
     ],
-    "infinite all_reduce_perf": [
-        out("all_reduce_perf", NCCL_ROW.format(size=1024, bw="9" * 400))
-    ],
+    "infinite all_reduce_perf": [out("all_reduce_perf", NCCL_ROW.format(size=1024, bw="9" * 400))],
     "infinite ib_write_bw": [
         out("ib_write_bw", BANNER + f" 65536 5000 {'9' * 400} {'9' * 400} 1.0\n")
     ],
-    "26-digit message size": [
-        out("all_reduce_perf", NCCL_ROW.format(size="9" * 26, bw="400.0"))
-    ],
+    "26-digit message size": [out("all_reduce_perf", NCCL_ROW.format(size="9" * 26, bw="400.0"))],
     "dcgmi of the wrong types": [
         out("nvidia-smi", GPUS),
-        out("dcgmi", '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"results": '
-                     '[{"gpu_ids": "\u00b2", "status": 5}]}]}]}}'),
+        out(
+            "dcgmi",
+            '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"results": '
+            '[{"gpu_ids": "\u00b2", "status": 5}]}]}]}}',
+        ),
     ],
     "deep dcgmi": [out("dcgmi", '{"x": ' + "[" * 50_000 + "]" * 50_000 + "}")],
 }
@@ -93,8 +95,11 @@ def test_hostile_output_is_kept_as_could_not_parse(run, case):
     ]
     unreadable = [
         figures.get("error")
-        for figures in (job.figures.get("nccl"), job.figures.get("diag"),
-                        *(job.figures.get("bw") or {}).values())
+        for figures in (
+            job.figures.get("nccl"),
+            job.figures.get("diag"),
+            *(job.figures.get("bw") or {}).values(),
+        )
         if figures
     ]
     assert unreadable and all(unreadable), job.figures  # "could not parse", with why
@@ -113,11 +118,14 @@ def test_a_stored_figure_past_64_bits_never_fails_a_read(run, api, secrets, logi
         vm_id=jobs["a"].vm_id,
         vm_name="a",
         verdict=Verdict.BAD,
-        reasons=[{"code": "nccl_wrong", "level": "BAD", "params": {"wrong": 10**40}},
-                 {"code": "ib_low", "level": "BAD", "params": {"value": "x"}}],
+        reasons=[
+            {"code": "nccl_wrong", "level": "BAD", "params": {"wrong": 10**40}},
+            {"code": "ib_low", "level": "BAD", "params": {"value": "x"}},
+        ],
     )
-    response = api.get(f"/virtual-clusters/{cluster.pk}/validations?include_raw=true",
-                       token=secrets["viewer"])
+    response = api.get(
+        f"/virtual-clusters/{cluster.pk}/validations?include_raw=true", token=secrets["viewer"]
+    )
     assert response.status_code == 200, response.content
     (item,) = response.json()["items"]
     check = next(c for c in item["checks"] if c["id"] == jobs["a"].pk)
@@ -137,9 +145,7 @@ def test_the_job_endpoints_are_rate_limited_per_token(run, settings):
     _cluster, tokens, jobs = run
 
     def poll(token):
-        return Client().post(
-            "/api/metrics/jobs/next", headers={"Authorization": f"Bearer {token}"}
-        )
+        return Client().post("/api/metrics/jobs/next", headers={"Authorization": f"Bearer {token}"})
 
     assert [poll("vcm_made-up").status_code for _ in range(5)] == [401] * 5
     assert [poll(tokens["a"]).status_code for _ in range(2)] == [200, 200]

@@ -101,7 +101,9 @@ json_values = st.recursive(
     | st.integers(min_value=-(2**80), max_value=2**80)
     | st.floats()
     | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=12,
 )
 

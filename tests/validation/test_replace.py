@@ -279,7 +279,10 @@ def test_the_spare_is_held_while_the_member_stops_and_the_replace_completes(
     (refusal,) = refusals
     assert refusal.code == "vm_held_for_replace"
     with translation.override("ko"):
-        assert str(refusal.message) == "진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요"
+        assert (
+            str(refusal.message)
+            == "진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요"
+        )
     operation.refresh_from_db()
     assert operation.done and operation.last_error is None, operation.error_code
     assert ranks(cluster) == {"spare": 0, "b": 1, "c": 2}
