@@ -10,12 +10,10 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from clusters import operations, services
-from clusters.backends.simulator import SimulatorBackend
-from clusters.models import ClusterStatus, ValidationJob, VirtualCluster
+from clusters import operations
+from clusters.models import ValidationJob
 from clusters.validation.models import ValidationVerdict, Verdict
-from metrics import services as metrics_services
-from vms.models import VmStatus
+from tests.validation.test_agent_jobs import running_pair  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 BANNER = "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n"
@@ -24,18 +22,10 @@ GPUS = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n"
 
 
 @pytest.fixture
-def run(world, monkeypatch):
+def run(world, running_pair):  # noqa: F811 - the fixture imported above
     """A validation started on a running pair whose agents (the test) answer themselves:
     (cluster, {name: token}, {name: its open gpu job})."""
-    monkeypatch.setattr(SimulatorBackend, "emits_metrics", False)
-    world.capacity(8)
-    cluster = world.cluster("pair")
-    vms = [world.vm(n, private_ip=f"10.0.0.{i + 5}") for i, n in enumerate(["a", "b"])]
-    for vm in vms:
-        services.attach_vm(vm.pk, cluster.pk, actor=world.admin)
-    cluster.members.update(status=VmStatus.RUNNING)
-    VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
-    tokens = {vm.name: metrics_services.rotate_token(vm.pk, actor=world.admin)[1] for vm in vms}
+    cluster, tokens = running_pair
     operations.start_validation(cluster.pk, actor=world.admin)
     jobs = {job.vm_name: job for job in ValidationJob.objects.filter(kind="gpu")}
     return cluster, tokens, jobs
