@@ -13,6 +13,7 @@ from django.urls import reverse
 from clusters import operations
 from clusters.models import ValidationJob
 from clusters.validation.models import ValidationVerdict, Verdict
+from tests.api.test_cli import vc  # noqa: F401 - a fixture
 from tests.validation.test_agent_jobs import running_pair  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +146,13 @@ def test_the_job_endpoints_are_rate_limited_per_token(run, settings):
     assert int(refused["Retry-After"]) <= 60
     assert post_result(tokens["a"], jobs["a"], [out("nvidia-smi", GPUS)]).status_code == 429
     assert poll(tokens["b"]).status_code == 200  # another VM's token has its own budget
+
+
+@pytest.mark.django_db(transaction=True)
+def test_vc_reads_a_history_holding_a_figure_past_64_bits(vc, run):  # noqa: F811
+    cluster, _tokens, jobs = run
+    figures = {"nccl": {"bytes": 10**25, "busbw_gbs": 400.0}}
+    ValidationJob.objects.filter(pk=jobs["a"].pk).update(figures=figures)
+    code, out, err = vc("cluster", "validations", cluster.name)
+    assert code == 0, err
+    assert len(out.splitlines()) == 2  # the header and the run
