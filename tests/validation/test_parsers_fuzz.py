@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusters.validation import jobs
 from metrics import toolparse
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -176,3 +177,24 @@ def test_a_counter_out_of_range_is_unreadable_not_a_huge_figure():
     assert ports == {"ports": {"mlx5_0/1": {"symbol_error": None, "link_downed": None}}}
     with pytest.raises(toolparse.ParseError, match="size"):
         toolparse.parse("all_reduce_perf", "  " + "9" * 26 + " 2 float sum -1 1 1 1 0 1 1 1 0\n")
+
+
+@FUZZ
+@given(
+    outputs=st.lists(
+        st.tuples(tools, st.text(max_size=200), st.none() | st.text(max_size=40)),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_jobs_figures_are_storable_whatever_its_outputs(outputs):
+    """What ``record`` stores for a job, from outputs as ``clean_outputs`` passes them."""
+    cleaned = [
+        {"tool": tool, "stdout": jobs.without_nul(text), "exit_code": 0}
+        | ({"device": jobs.without_nul(device)} if device is not None else {})
+        for tool, text, device in outputs
+    ]
+    figures, error = jobs.figures_of("gpu", cleaned)
+    encoded = json.dumps({**figures, "error": error}, allow_nan=False)
+    assert "\\u0000" not in encoded
+    orjson.dumps(figures)
