@@ -152,8 +152,8 @@ def _swap(operation, member_item, spare_item, actor) -> None:
 
 
 def _put_back(member, member_item, cluster, actor) -> None:
-    """Start again the member this replace stopped (``started_at``: it was running), so a
-    refused swap leaves the cluster as it was; a start refused now is audited by
+    """Start again the member this replace stopped (``started_at`` is set only then), so a
+    refused swap leaves the running cluster as it was; a start refused now is audited by
     ``start_vm`` and leaves the member stopped."""
     if member is None or member_item.started_at is None or member.status != VmStatus.STOPPED:
         return
