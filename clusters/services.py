@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 
 from clusters import tasks
 from clusters.backends import get_backend
+from clusters.holds import hold_refusal
 from clusters.locking import (
     VM_STATE_FIELDS,
     clear_fabric,
@@ -307,7 +308,7 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
         if vm.project_id == cluster.project_id:
             att.message = cluster.name
             att.cluster_id = cluster.pk
-        raise_if(attach_refusal(vm, cluster))
+        raise_if(attach_refusal(vm, cluster) or hold_refusal(vm))
         if cluster.status == S.RUNNING:
             # A running cluster's fabric grows with it: reserve the node (or refuse) now.
             get_backend().allocate(cluster, len(lock_members(cluster)) + 1)

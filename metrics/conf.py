@@ -22,6 +22,9 @@ DEFAULTS = {
     "METRICS_MAX_FUTURE_SECONDS": 300,
     # Requests per token per minute; an agent sends 6, a backlog flush a few dozen.
     "METRICS_RATE_PER_MINUTE": 120,
+    # Requests per token per minute to the job endpoints (클러스터 검증), counted apart from
+    # ingest: an agent polls 6 times and posts a few results.
+    "METRICS_JOBS_RATE_PER_MINUTE": 60,
     # Retention. Raw samples must outlive METRICS_MAX_AGE_SECONDS: a late batch needs its
     # day's partition, and the rollups of its buckets are recomputed from raw rows.
     "METRICS_RAW_RETENTION_DAYS": 8,

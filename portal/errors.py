@@ -251,6 +251,11 @@ class VmIsMember(RuleViolation):
     default_message = _("클러스터에 연결된 가상머신은 먼저 클러스터에서 분리해야 합니다")
 
 
+class VmHeldForReplace(RuleViolation):
+    code = "vm_held_for_replace"
+    default_message = _("진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요")
+
+
 def code_of_text(text: str) -> str:
     """The code whose Korean message is ``text`` (for rows stored before codes), else the
     generic refusal's."""

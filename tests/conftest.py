@@ -120,5 +120,7 @@ def _no_simulator_faults():
     from clusters.backends.simulator import SimulatorBackend
 
     SimulatorBackend.faults.clear()
+    SimulatorBackend.hooks.clear()
     yield
     SimulatorBackend.faults.clear()
+    SimulatorBackend.hooks.clear()

@@ -9,6 +9,7 @@ queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` 
 from django.db import IntegrityError, transaction
 
 from clusters.backends import get_backend
+from clusters.holds import hold_refusal
 from clusters.locking import lock_vm_with_cluster, save_vm
 from clusters.models import ClusterStatus
 from portal.audit import attempt
@@ -163,7 +164,7 @@ def start_vm(vm_id, *, actor) -> VirtualMachine:
     """중지됨 → 시작중 (→ 실행중 by a task). A member starts only in a running cluster."""
     with attempt("vm.start", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
-        raise_if(start_refusal(vm, cluster))
+        raise_if(start_refusal(vm, cluster) or hold_refusal(vm))
         set_status(vm, V.STARTING, VM_LIFECYCLE)
         vm.set_error(None)
         save_vm(vm)
@@ -185,7 +186,7 @@ def stop_vm(vm_id, *, actor) -> VirtualMachine:
 def delete_vm(vm_id, *, actor) -> VirtualMachine:
     with attempt("vm.delete", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
-        raise_if(delete_refusal(vm))
+        raise_if(delete_refusal(vm) or hold_refusal(vm))
         set_status(vm, V.DELETED, VM_LIFECYCLE)
         save_vm(vm)
     return vm

@@ -39,8 +39,14 @@ class SimulatorBackend(ComputeBackend):
     emits_metrics = True  # simulated VMs run no agent: metrics.simulate writes their samples
     # {method name: exception instance or callable} raised once at the next call (tests).
     faults = {}
+    # {method name: callable} called once at the next call, before it does anything: what
+    # happens elsewhere while a step is in flight (tests decide races by it, not by timing).
+    hooks = {}
 
     def _step(self, name):
+        hook = self.hooks.pop(name, None)
+        if hook is not None:
+            hook()
         fault = self.faults.pop(name, None)
         if fault is not None:
             raise fault() if callable(fault) else fault

@@ -3,6 +3,7 @@ the fixed order, an item and an audit event per VM."""
 
 from clusters import services
 from clusters.backends import get_backend
+from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster
 from clusters.models import (
     ClusterStatus,
@@ -54,7 +55,7 @@ def _attach_each(operation, cluster, vm_ids, actor) -> None:
             if vm.project_id == cluster.project_id:
                 att.message, att.cluster_id = cluster.name, cluster.pk
         if refusal is None:
-            refusal = services.attach_refusal(vm, cluster)
+            refusal = services.attach_refusal(vm, cluster) or hold_refusal(vm)
         if refusal is None and cluster.status == ClusterStatus.RUNNING:
             try:  # a running cluster's fabric grows with it: reserve the node now
                 get_backend().allocate(cluster, members + 1)

@@ -7,6 +7,11 @@ the member leaves after, so ``attach_refusal`` and ``detach_refusal`` each decid
 rows as they are, and a running cluster never drops below two members in between. The
 steps that wait for a VM to settle are walked by ``advance_replace``, which reads the items
 (not ``operation.done``) to know where it is.
+
+The end state is the member replaced, or the cluster as it was. The spare is locked and held
+for the replace (``clusters.holds``) before the member is touched, so starting, deleting or
+attaching it meanwhile is refused; and should the swap be refused all the same (the spare's
+permission withdrawn, the cluster changed), the member this replace stopped is started again.
 """
 
 from celery import shared_task
@@ -15,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
+from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members, lock_vm
 from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem
 from clusters.operations.common import (
@@ -65,8 +71,10 @@ def replace_member(cluster_id, member_vm_id, spare_vm_id, *, actor, idempotency=
     with _cluster_attempt("operation.replace", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
         member = VirtualMachine.objects.filter(pk=parse_id(member_vm_id)).first()
-        spare = VirtualMachine.objects.filter(pk=parse_id(spare_vm_id)).first()
-        raise_if(replace_refusal(actor, cluster, member, spare))
+        # Locked: a start, delete or attach of the spare waits for this replace, then sees
+        # the hold (``clusters.holds``).
+        spare = VirtualMachine.objects.select_for_update().filter(pk=parse_id(spare_vm_id)).first()
+        raise_if(replace_refusal(actor, cluster, member, spare) or hold_refusal(spare))
         operation = _new_operation(
             K.REPLACE,
             actor=actor,
@@ -119,6 +127,7 @@ def _swap(operation, member_item, spare_item, actor) -> None:
         raise_if(services.detach_refusal(member, cluster, after_join))
     except RuleViolation as refusal:
         record_many([build_event(attach, AuditEvent.Outcome.REFUSED, refusal)])
+        _put_back(member, member_item, cluster, actor)
         _fail(operation, [member_item, spare_item], refusal)
         return
     detach.about(member)
@@ -140,6 +149,20 @@ def _swap(operation, member_item, spare_item, actor) -> None:
     else:
         _succeed(spare_item).save(update_fields=["status", "finished_at"])
         _finish(operation)
+
+
+def _put_back(member, member_item, cluster, actor) -> None:
+    """Start again the member this replace stopped (``started_at`` is set only then), so a
+    refused swap leaves the running cluster as it was; a start refused now is audited by
+    ``start_vm`` and leaves the member stopped."""
+    if member is None or member_item.started_at is None or member.status != VmStatus.STOPPED:
+        return
+    if cluster.status != ClusterStatus.RUNNING:
+        return
+    try:
+        vm_services.start_vm(member.pk, actor=actor)
+    except RuleViolation:
+        pass
 
 
 def _step(operation, actor) -> bool:

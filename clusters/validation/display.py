@@ -79,10 +79,19 @@ def _bw_summary(figures):
 
 
 def job_summary(job: ValidationJob) -> str:
-    """The figures of one job in a few words (the table's 수치 column)."""
+    """The figures of one job in a few words (the table's 수치 column); figures of a shape
+    these words do not fit (a stored row written by other code) read as none, never an
+    error."""
+    try:
+        return _summary(job)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        return ""
+
+
+def _summary(job: ValidationJob) -> str:
     figures = job.figures or {}
     if figures.get("error"):
-        return figures["error"][:200]
+        return str(figures["error"])[:200]
     if job.kind == K.GPU:
         diag = figures.get("diag") or {}
         return _("GPU %(gpus)s개, 실패 %(failed)d건, 경고 %(warned)d건") % {

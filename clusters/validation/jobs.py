@@ -75,17 +75,23 @@ def clean_outputs(payload) -> tuple[int, list[dict], float | None]:
             raise JobRefused(
                 400, f"outputs[{n}].stdout must be text of at most {MAX_OUTPUT_CHARS} characters"
             )
-        if type(code) is not int:
+        if type(code) is not int or not -(2**31) <= code < 2**31:
             raise JobRefused(400, f"outputs[{n}].exit_code must be an integer")
-        entry = {"tool": out["tool"], "stdout": stdout, "exit_code": code}
+        entry = {"tool": out["tool"], "stdout": without_nul(stdout), "exit_code": code}
         for key in ("device", "stage"):
             if isinstance(out.get(key), str):
-                entry[key] = out[key][:40]
+                entry[key] = without_nul(out[key][:40])
         cleaned.append(entry)
     seconds = payload.get("seconds")
     if seconds is not None and (type(seconds) not in (int, float) or not 0 <= seconds < 86400):
         raise JobRefused(400, "'seconds' must be a duration in seconds")
     return job_id, cleaned, seconds
+
+
+def without_nul(text: str) -> str:
+    """``text`` as PostgreSQL can store it: NUL, which no text or JSON column holds, shown
+    as U+FFFD. The raw output is kept this way, and parsed this way."""
+    return text.replace("\x00", "\ufffd")
 
 
 def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:

@@ -7,7 +7,10 @@ tested as a table. Each reason is ``{"code", "level", "params"}``; ``reason_text
 words in the reader's language. A figure measured between two members (an ``ib_write_bw``
 port, a 2-node all-reduce) is held against a member only when every such measurement it
 took part in is low: in a ring each member is in two, so a straggler fails both of its own
-and its neighbours pass their other one.
+and its neighbours pass their other one. A member's ports are those its own agent reported
+and measured (the devices of its own ``ib_write_bw`` job): a neighbour's figure about any
+other port counts for nothing, so one agent cannot get a healthy neighbour judged 불량 with
+an invented port, and about one of them it counts only if the member's own is low too.
 """
 
 import re
@@ -53,8 +56,13 @@ REASONS = {
 
 
 def reason_text(reason: dict) -> str:
+    """A stored reason in words; one whose params do not fit its message (a row written by
+    other code, a figure of the wrong type) reads as its code, never an error."""
     text = REASONS.get(reason.get("code"))
-    return str(text) % reason.get("params", {}) if text else str(reason.get("code", ""))
+    try:
+        return str(text) % reason.get("params", {}) if text else str(reason.get("code", ""))
+    except (TypeError, ValueError, KeyError, OverflowError):
+        return str(reason.get("code", ""))
 
 
 def reason(code: str, level: str, **params) -> dict:
@@ -180,8 +188,24 @@ def _failed(job, check):
     return reason("tool_failed", Verdict.BAD, check=check, detail=detail)
 
 
-def _ib(job, names, shared, threshold, margin):
-    """Each port of an ``ib_write_bw`` client job, measured between its member and peer."""
+def own_ports(jobs: list[dict]) -> dict[int, set[str]]:
+    """{member: the ports its own agent reported and measured}: the devices of its own
+    ``ib_write_bw`` client jobs."""
+    ports = {}
+    for job in jobs:
+        if job["kind"] == Kind.IB_CLIENT and job["status"] not in (
+            JobStatus.SKIPPED,
+            JobStatus.NO_ANSWER,
+        ):
+            devices = (job["figures"] or {}).get("devices") or []
+            ports.setdefault(job["vm"], set()).update(d for d in devices if isinstance(d, str))
+    return ports
+
+
+def _ib(job, names, shared, threshold, margin, owned):
+    """Each port of an ``ib_write_bw`` client job, measured between its member and peer: for
+    the client always (its own agent's word on its own port), for the peer only when the
+    port is one the peer reported itself (``owned``)."""
     client, server = job["vm"], job["peers"][0]
     figures = job["figures"]
     devices = figures.get("devices", [])
@@ -189,6 +213,8 @@ def _ib(job, names, shared, threshold, margin):
         gpu = rail(device, devices)
         bw = (figures.get("bw") or {}).get(device) or {}
         for member, other in ((client, server), (server, client)):
+            if member != client and device not in owned.get(member, ()):
+                continue
             params = {"port": device, "gpu": gpu, "peer": names.get(other, "?")}
             if "average_gbps" in bw:
                 low = _low("ib_low", bw["average_gbps"], threshold, margin, **params)
@@ -206,6 +232,7 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
     reasons = {m["id"]: [] for m in members}
     ports, pairs, everyone = _Shared(), _Shared(), []
     labels = dict(Kind.choices)
+    owned = own_ports(jobs)
     for job in jobs:
         vm, kind, figures = job["vm"], job["kind"], job["figures"]
         check = str(labels.get(kind, kind))
@@ -235,7 +262,7 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
                 reasons[vm].append(
                     reason("ports_missing", Verdict.BAD, found=found, expected=thresholds["ports"])
                 )
-            _ib(job, names, ports, thresholds["ib_write_bw_gbps"], margin)
+            _ib(job, names, ports, thresholds["ib_write_bw_gbps"], margin, owned)
         elif kind == Kind.NCCL_PAIR:
             peer = job["peers"][0]
             for member, other in ((vm, peer), (peer, vm)):

@@ -44,9 +44,34 @@ def labels(choices) -> dict[str, str]:
 
 def json_response(data, status: int = 200) -> HttpResponse:
     """A JSON answer made directly (orjson), skipping the per-row pydantic pass: what the
-    documented schema promises is checked against every response in the test suite."""
-    response = HttpResponse(orjson.dumps(data), status=status, content_type="application/json")
+    documented schema promises is checked against every response in the test suite.
+
+    A stored value no JSON reader could take (an integer past 64 bits, nesting past orjson's
+    limit) never fails the read: the answer is made again with such values as null."""
+    try:
+        body = orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        body = orjson.dumps(json_safe(data))
+    response = HttpResponse(body, status=status, content_type="application/json")
     return api_headers(response)
+
+
+JSON_INTS = (-(2**63), 2**64 - 1)  # what orjson (and most readers) take as an integer
+JSON_DEPTH = 200  # below orjson's 254
+
+
+def json_safe(value, depth: int = 0):
+    """``value`` with every integer outside ``JSON_INTS`` and everything nested deeper than
+    ``JSON_DEPTH`` made None; other values as they are."""
+    if depth > JSON_DEPTH:
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item, depth + 1) for item in value]
+    if isinstance(value, int) and not JSON_INTS[0] <= value <= JSON_INTS[1]:
+        return None
+    return value
 
 
 def api_headers(response: HttpResponse) -> HttpResponse:

@@ -5,11 +5,14 @@ import threading
 
 import pytest
 from django.db import connection
+from django.utils import translation
 
 from clusters import operations, services
+from clusters.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, OperationItem
 from portal import errors
 from portal.models import AuditEvent
+from vms import services as vm_services
 from vms.models import BillingType, VirtualMachine, VmStatus
 
 S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
@@ -216,3 +219,94 @@ def test_the_operations_beat_does_not_cut_a_replace_short(
     assert ranks(cluster) == {"spare": 0, "b": 1}
     assert operation.done and operation.last_error is None
     assert set(operation.items.values_list("status", flat=True)) == {Item.SUCCEEDED}
+
+
+def _running_trio(world):
+    world.capacity(10)
+    cluster = world.cluster()
+    a, b, c = attached(world, cluster, ["a", "b", "c"])
+    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    return cluster, a
+
+
+def _start(world, spare, elsewhere):
+    vm_services.start_vm(spare.pk, actor=world.admin)
+
+
+def _attach(world, spare, elsewhere):
+    services.attach_vm(spare.pk, elsewhere.pk, actor=world.admin)
+
+
+def _attach_many(world, spare, elsewhere):
+    operation = operations.attach_many(elsewhere.pk, [spare.pk], actor=world.admin)
+    (item,) = operation.items.all()
+    if item.error_code:
+        raise errors.RuleViolation.registry[item.error_code]()
+
+
+def _delete(world, spare, elsewhere):
+    vm_services.delete_vm(spare.pk, actor=world.admin)
+
+
+def _replace_again(world, spare, elsewhere):
+    b = VirtualMachine.objects.get(name="b")
+    operations.replace_member(b.cluster_id, b.pk, spare.pk, actor=world.admin)
+
+
+@pytest.mark.parametrize("action", [_start, _attach, _attach_many, _delete, _replace_again])
+def test_the_spare_is_held_while_the_member_stops_and_the_replace_completes(
+    world, django_capture_on_commit_callbacks, action
+):
+    """Whatever is asked of the spare while the member it replaces is stopping is refused
+    with the hold's message; the replace then completes (never a member stopped and not
+    replaced). The race is decided by a hook at the simulator's stop step."""
+    cluster, a = _running_trio(world)
+    elsewhere = world.cluster("elsewhere")
+    spare = world.vm("spare")
+    refusals = []
+
+    def meanwhile():
+        try:
+            action(world, spare, elsewhere)
+        except errors.RuleViolation as refusal:
+            refusals.append(refusal)
+
+    SimulatorBackend.hooks["stop_vm"] = meanwhile
+    with django_capture_on_commit_callbacks(execute=True):
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    assert "stop_vm" not in SimulatorBackend.hooks  # the hook ran, mid-replace
+    (refusal,) = refusals
+    assert refusal.code == "vm_held_for_replace"
+    with translation.override("ko"):
+        assert (
+            str(refusal.message)
+            == "진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요"
+        )
+    operation.refresh_from_db()
+    assert operation.done and operation.last_error is None, operation.error_code
+    assert ranks(cluster) == {"spare": 0, "b": 1, "c": 2}
+    assert VirtualMachine.objects.get(pk=spare.pk).status == V.RUNNING
+    assert VirtualMachine.objects.get(pk=a.pk).status == V.STOPPED
+
+
+def test_a_swap_refused_after_the_stop_puts_the_member_back(
+    world, django_capture_on_commit_callbacks
+):
+    """Should the swap be refused all the same (here the spare's row changes under no
+    service, so no hold covers it), the member this replace stopped is started again: the
+    cluster ends as it was."""
+    cluster, a = _running_trio(world)
+    spare = world.vm("spare")
+
+    def meanwhile():
+        VirtualMachine.objects.filter(pk=spare.pk).update(status=V.RUNNING)
+
+    SimulatorBackend.hooks["stop_vm"] = meanwhile
+    with django_capture_on_commit_callbacks(execute=True):
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+    operation.refresh_from_db()
+    assert operation.done and operation.last_error is not None
+    assert list(operation.items.values_list("status", flat=True)) == [Item.FAILED, Item.FAILED]
+    assert ranks(cluster) == {"a": 0, "b": 1, "c": 2}
+    assert VirtualMachine.objects.get(pk=a.pk).status == V.RUNNING

@@ -80,6 +80,13 @@ def ib(client, server, gbps=None, state="ACTIVE", symbol=(0, 0), downed=(0, 0)):
     }
 
 
+def invented(job, device, gbps=10.0):
+    """``job`` with one more port, ``device``, measured at ``gbps`` (an agent's say-so)."""
+    figures = job["figures"]
+    bw = {**figures["bw"], device: {"average_gbps": gbps}}
+    return {**job, "figures": {**figures, "devices": [*figures["devices"], device], "bw": bw}}
+
+
 def ring(n, slow=None, gbps=150.0):
     """ib_write_bw jobs round a ring; ``slow`` member's port 5 measures ``gbps``."""
     return [ib(i, (i + 1) % n, {5: gbps} if slow in (i, (i + 1) % n) else None) for i in range(n)]
@@ -129,6 +136,27 @@ CASES = [
         ["ports_missing"],
     ),
     ("ring straggler port, 7% low", ring(4, slow=2, gbps=350.0), 4, [OK, OK, WARN, OK], []),
+    (
+        "an invented port of a neighbour judges only the member that reported it",
+        ring(4)[1:] + [invented(ib(0, 1), "mlx5_frame")],
+        4,
+        [BAD, OK, OK, OK],
+        ["ib_low"],
+    ),
+    (
+        "a neighbour's real port reported low, its own measurements fine",
+        ring(4)[1:] + [invented(ib(0, 1), "mlx5_3")],
+        4,
+        [OK, OK, OK, OK],
+        [],
+    ),
+    (
+        "a peer that measured nothing itself is judged by nobody else's figure",
+        [ib(0, 1, {5: 10.0})],
+        2,
+        [BAD, OK],
+        ["ib_low"],
+    ),
     (
         "two members share a low pair",
         [nccl(K.NCCL_PAIR, 0, 300.0, peers=[1])],
