@@ -48,8 +48,8 @@ class StatusByServicesAdmin(ProjectScopedAdmin):
 class MemberInline(admin.TabularInline):
     model = VirtualMachine
     fk_name = "cluster"
-    fields = ["name", "status", "private_ip", "fabric_guid", "fabric_lid", "fabric_ip"]
-    readonly_fields = fields
+    readonly_fields = ("name", "status", "private_ip", "fabric_guid", "fabric_lid", "fabric_ip")
+    fields = readonly_fields
     extra = 0
     can_delete = False
     show_change_link = True
@@ -167,8 +167,10 @@ class SimulatorAllocationAdmin(ProjectScopedAdmin):
 
 class OperationItemInline(admin.TabularInline):
     model = OperationItem
-    fields = ["position", "target_name", "vm", "status", "last_error", "started_at", "finished_at"]
-    readonly_fields = fields
+    readonly_fields = (
+        "position", "target_name", "vm", "status", "last_error", "started_at", "finished_at"
+    )
+    fields = readonly_fields
     extra = 0
     can_delete = False
 

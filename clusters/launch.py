@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import F
 
-from vms.models import FabricType
+from vms.models import FabricType, VirtualMachine
 
 # Members in node_rank order (torchrun's --node_rank, the hostfile), for the console and the
 # API alike: a 교체 spare takes the replaced member's place. Rows without a rank (made
@@ -38,7 +38,7 @@ MASTER_PLACEHOLDER = "<master-ip>"
 @dataclass(frozen=True)
 class Rank:
     node_rank: int
-    vm: object
+    vm: VirtualMachine
     command: str
 
 

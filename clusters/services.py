@@ -37,8 +37,10 @@ from clusters.models import (
     STOPPABLE,
     ClusterOp,
     ClusterStatus,
-    MemberStates,
     VirtualCluster,
+)
+from clusters.models import (
+    MemberStates as MemberStates,  # re-exported: the views name it from here
 )
 from portal.audit import attempt
 from portal.errors import (

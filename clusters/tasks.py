@@ -4,13 +4,15 @@ Tasks take primary keys and are idempotent, so they are acked late and requeued 
 dies; the reconciler (beat) repairs whatever is left past its timeout.
 """
 
+from typing import Any
+
 from celery import shared_task
 from django.db import OperationalError
 
 from clusters import progress
 from portal.broker import publish
 
-IDEMPOTENT = {
+IDEMPOTENT: dict[str, Any] = {
     "acks_late": True,
     "reject_on_worker_lost": True,
     "autoretry_for": (OperationalError,),

@@ -14,7 +14,8 @@ class MetricsTokenAdmin(ProjectScopedAdmin):
     list_display = ["vm", "prefix", "created_by", "created_at"]
     search_fields = ["vm__name", "prefix"]
     list_select_related = ["vm", "created_by"]
-    fields = readonly_fields = ["vm", "prefix", "created_by", "created_at"]
+    readonly_fields = ("vm", "prefix", "created_by", "created_at")
+    fields = readonly_fields
 
     def scope(self, queryset, user):
         return queryset.filter(vm__in=VirtualMachine.objects.restrict(user, Perm.VM_UPDATE))

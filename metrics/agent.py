@@ -48,13 +48,13 @@ import psutil
 try:
     from metrics import agent_devices
 except ImportError:  # copied onto a VM as files beside agent.py
-    import agent_devices
+    import agent_devices  # type: ignore[import-not-found, no-redef]
 
 # issue 14 (클러스터 검증): the job runner, beside this file when copied onto a VM.
 try:
     from metrics import agent_jobs
 except ImportError:
-    import agent_jobs
+    import agent_jobs  # type: ignore[import-not-found, no-redef]
 
 log = logging.getLogger("metrics.agent")
 
@@ -329,7 +329,7 @@ def make_collector(source, infiniband_root=INFINIBAND_ROOT, dcgm_url=None, node_
     try:
         from metrics import agent_exporters
     except ImportError:  # copied onto a VM as files beside agent.py
-        import agent_exporters
+        import agent_exporters  # type: ignore[import-not-found]
     exporter_gpus = agent_exporters.ExporterGpus(dcgm_url or agent_exporters.DCGM_URL)
     exporter_ports = agent_exporters.ExporterPorts(node_url or agent_exporters.NODE_URL)
     if source == "exporters":

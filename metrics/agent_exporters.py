@@ -73,7 +73,8 @@ def parse_dcgm(text: str) -> list:
     own rows are used whenever it has any (an instance's memory added to them would count it
     twice); otherwise its first instance's, with the instances' memory added up (together
     they hold the card's)."""
-    cards, instances = {}, {}
+    cards: dict = {}
+    instances: dict = {}
     for name, labels, value in _samples(text):
         if name not in DCGM_FIELDS and name not in DCGM_SUMS or "gpu" not in labels:
             continue
@@ -117,7 +118,7 @@ def _from_instances(by_instance: dict) -> dict:
 def parse_node(text: str) -> list:
     """Port dicts from node_exporter's exposition text, indexed like ``agent_devices``
     indexes the sysfs ports: by (device, port number)."""
-    ports = {}
+    ports: dict = {}
     for name, labels, value in _samples(text):
         field = NODE_FIELDS.get(name)
         if field is None or "device" not in labels or "port" not in labels:

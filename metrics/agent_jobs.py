@@ -27,7 +27,7 @@ from pathlib import Path
 try:
     from metrics import toolparse
 except ImportError:  # copied onto the VM beside agent.py
-    import toolparse
+    import toolparse  # type: ignore[import-not-found, no-redef]
 
 log = logging.getLogger("metrics.agent.jobs")
 POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch

@@ -107,9 +107,9 @@ class Series:
     instant, and the field table."""
 
     name: str
-    raw: type
-    minute: type
-    hour: type
+    raw: type[models.Model]
+    minute: type[models.Model]
+    hour: type[models.Model]
     keys: tuple
     fields: tuple
 

@@ -89,7 +89,7 @@ def chart_markers(cluster_id: int, since: datetime) -> dict:
     """{"gpu": [(local time text, label)], "fabric": […]} of the cluster's device error
     events since ``since``, for the charts."""
     panel = {"vm.gpu_error": "gpu", "vm.link_down": "fabric"}
-    out = {"gpu": [], "fabric": []}
+    out: dict[str, list] = {"gpu": [], "fabric": []}
     rows = (AuditEvent.objects.filter(cluster_id=cluster_id, action__in=ACTIONS,
                                       at__gte=since - timedelta(minutes=5))
             .order_by("at").values_list("action", "target_name", "code", "params", "at")[:200])

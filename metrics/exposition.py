@@ -91,7 +91,7 @@ def render(members: list, now=None) -> bytes:
     since = now - timedelta(seconds=FRESH_SECONDS)
     labels_of = {vm_id: [cluster, name, str(vm_id)] for vm_id, name, cluster in members}
     vm_ids = list(labels_of)
-    families = []
+    families: list = []
     for series, names in NAMES.items():
         device = series.keys[1:]  # () for the host series, ("gpu",) or ("port",)
         label_names = ["cluster", "vm", "vm_id", *device]

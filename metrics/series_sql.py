@@ -8,6 +8,7 @@ pieces add up to exactly the mean of the raw samples — the current hour is in 
 and a 24h aggregate reads ~1,400 rows per device instead of ~8,600.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -98,7 +99,7 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None):
     return sql, params
 
 
-def fetch_means(series, parts: list, vm_ids: list, names) -> list:
+def fetch_means(series, parts: list, vm_ids: Iterable[int], names) -> list:
     """Rows of ``means_sql`` over the whole of ``parts`` (one bucket): ``0, <keys>, <names>``."""
     if not parts or not vm_ids:
         return []

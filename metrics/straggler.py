@@ -73,7 +73,9 @@ class DeviceView:
     @property
     def slowest_gap(self) -> float | None:
         """The slowest GPU's (or member's) utilisation minus the median, in points."""
-        if self.slowest is not None:
+        if self.median_util is None:
+            return None
+        if self.slowest is not None and self.slowest.util is not None:
             return self.slowest.util - self.median_util
         if self.slowest_member is not None:
             return self.slowest_member[1] - self.median_util
@@ -139,7 +141,7 @@ def last_received(vm_ids: list) -> datetime | None:
     if not vm_ids:
         return None
     if connection.vendor != "postgresql":
-        return HOST.raw.objects.filter(vm_id__in=vm_ids).aggregate(last=Max("ts"))["last"]
+        return HOST.raw._default_manager.filter(vm_id__in=vm_ids).aggregate(last=Max("ts"))["last"]
     table = HOST.raw._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -157,7 +159,7 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
     if not view.gpus:
         return None
     nodes, columns = [], sorted({g.gpu for g in view.gpus})
-    cells = {}
+    cells: dict = {}
     for g in view.gpus:
         if g.node not in cells:
             nodes.append(g.node)

@@ -1,5 +1,7 @@
 """Beat tasks for metrics storage and the simulator's samples (schedule: see README)."""
 
+from typing import Any
+
 from celery import shared_task
 from django.db import OperationalError
 
@@ -8,7 +10,7 @@ from metrics import events, series_sql, simulate, storage
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
 # delivery is harmless, so they are acked late like clusters.tasks.IDEMPOTENT.
-IDEMPOTENT = {
+IDEMPOTENT: dict[str, Any] = {
     "acks_late": True,
     "reject_on_worker_lost": True,
     "autoretry_for": (OperationalError,),

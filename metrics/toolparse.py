@@ -259,7 +259,8 @@ def parse_port_status(text: str) -> dict:
     """The agent's port readout: ``{"ports": {"mlx5_0/1": {"state", "rate", "symbol_error",
     "link_downed"}}}``; counters as integers (``None`` when not a number within range),
     ``state`` as the kernel's word (``ACTIVE``)."""
-    ports, current = {}, None
+    ports: dict = {}
+    current = None
     for line in text.splitlines():
         header = _PORT_HEADER.match(line)
         if header:

@@ -184,10 +184,11 @@ class ApiTokenAdmin(ProjectScopedAdmin):
     list_filter = ["project"]
     search_fields = ["name", "prefix", "user__username"]
     list_select_related = ["user", "project"]
-    fields = readonly_fields = [
+    readonly_fields = (
         "name", "prefix", "user", "project", "state", "created_at", "expires_at",
         "last_used_at", "revoked_at",
-    ]  # fmt: skip
+    )  # fmt: skip
+    fields = readonly_fields
     actions = ["revoke"]
 
     def scope(self, queryset, user):

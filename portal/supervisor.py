@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import IO, Any
 
 from portal.broker import BROKER_ERRORS
 
@@ -60,7 +61,7 @@ class Supervisor:
         *,
         env: dict[str, str] | None = None,
         cwd: str | os.PathLike | None = None,
-        output: Callable[[Child], object] | None = None,
+        output: Callable[[Child], IO[Any] | int | None] | None = None,
         heartbeat_age: Callable[[], float | None] | None = None,
         heartbeat_max_age: float | None = None,
         interval: float = 0.5,
@@ -111,12 +112,15 @@ class Supervisor:
                     child.restart_at = None
                     self._spawn(child)
                 continue
-            code = child.process.poll()
+            process = child.process
+            if process is None:
+                continue  # not started yet
+            code = process.poll()
             if code is not None:
                 self._restart(child, f"exited with status {code}")
             elif child.watch_heartbeat and self._stalled(child):
-                _kill_group(child.process, signal.SIGKILL)
-                child.process.wait()
+                _kill_group(process, signal.SIGKILL)
+                process.wait()
                 self._restart(child, "consumed nothing for too long", crashed=False)
 
     def _stalled(self, child: Child) -> bool:
@@ -148,15 +152,16 @@ class Supervisor:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
-        for child in self.children:
-            _kill_group(child.process, signal.SIGTERM)
+        started = [child.process for child in self.children if child.process is not None]
+        for process in started:
+            _kill_group(process, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for child in self.children:
+        for process in started:
             try:
-                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _kill_group(child.process, signal.SIGKILL)
-                child.process.wait()
+                _kill_group(process, signal.SIGKILL)
+                process.wait()
 
 
 def _kill_group(process: subprocess.Popen, sig: int) -> None:

@@ -30,7 +30,7 @@ class VmCreateForm(forms.Form):
         initial=1,
         help_text=_("2대 이상이면 이름 뒤에 -01, -02 … 가 붙습니다 (최대 64대)."),
     )
-    cluster = forms.ModelChoiceField(
+    cluster: forms.ModelChoiceField = forms.ModelChoiceField(
         label=_("생성 후 클러스터에 연결"),
         queryset=None,
         required=False,
@@ -75,7 +75,7 @@ class VmClusterForm(forms.Form):
 
     ATTACH, DETACH = "attach", "detach"
     action = forms.ChoiceField(label=_("수행할 작업"), choices=())
-    cluster = forms.ModelChoiceField(
+    cluster: forms.ModelChoiceField = forms.ModelChoiceField(
         label=_("연결할 클러스터"), queryset=None, required=False, empty_label=_("클러스터 선택")
     )
 
@@ -85,8 +85,8 @@ class VmClusterForm(forms.Form):
         offered = (
             (self.DETACH, _("클러스터에서 분리")) if member else (self.ATTACH, _("클러스터에 연결"))
         )
-        self.fields["action"].choices = [("", _("작업 선택")), offered]
-        self.fields["cluster"].queryset = clusters
+        self.fields["action"].choices = [("", _("작업 선택")), offered]  # type: ignore[attr-defined]
+        self.fields["cluster"].queryset = clusters  # type: ignore[attr-defined]
 
     def clean(self):
         data = super().clean()

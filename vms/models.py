@@ -34,7 +34,9 @@ class InstanceType(models.Model):
     gpu_memory_gib = models.PositiveIntegerField(_("GPU 메모리(GiB)"), default=80)
     vcpu = models.PositiveSmallIntegerField(_("vCPU 수"))
     memory_gib = models.PositiveIntegerField(_("메모리(GiB)"))
-    zones = models.ManyToManyField(Zone, through="FabricOffering", related_name="instance_types")
+    zones: "models.ManyToManyField[Zone, FabricOffering]" = models.ManyToManyField(
+        Zone, through="FabricOffering", related_name="instance_types"
+    )
 
     class Meta:
         ordering = ["code"]

@@ -163,7 +163,7 @@ def _create(request, project, data) -> str:
         messages.warning(
             request,
             _("%(n)d대는 클러스터에 연결하지 못했습니다: %(message)s")
-            % {"n": failed.count(), "message": failed.first().last_error.message},
+            % {"n": failed.count(), "message": failed.first().last_error.message},  # type: ignore[union-attr]
         )
     if cluster is not None:
         return reverse("clusters:cluster_members", args=[cluster.pk])

@@ -9,6 +9,7 @@ admin or by ``seed_demo``) and allocations in ``SimulatorAllocation``, so every 
 import ipaddress
 import itertools
 import time
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -38,10 +39,10 @@ ROCE_MAX_MEMBERS = ROCE_BLOCK_SIZE - ROCE_FIRST_HOST - 1
 class SimulatorBackend(ComputeBackend):
     emits_metrics = True  # simulated VMs run no agent: metrics.simulate writes their samples
     # {method name: exception instance or callable} raised once at the next call (tests).
-    faults = {}
+    faults: ClassVar[dict[str, Any]] = {}
     # {method name: callable} called once at the next call, before it does anything: what
     # happens elsewhere while a step is in flight (tests decide races by it, not by timing).
-    hooks = {}
+    hooks: ClassVar[dict[str, Any]] = {}
 
     def _step(self, name):
         hook = self.hooks.pop(name, None)

@@ -16,6 +16,7 @@ and every all-reduce it takes part in fall far below the thresholds.
 import json
 import random
 import time
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -36,7 +37,7 @@ DIAG_TESTS = {
         ("Stress", "diagnostic"),
     ],
 }
-DURATIONS = {
+DURATIONS: dict[str, Any] = {
     K.GPU: {1: 14.0, 2: 118.0},
     K.NCCL_LOCAL: 24.0,
     K.IB_SERVER: 47.0,
@@ -228,6 +229,7 @@ def answer_phase(run) -> bool:
         time.sleep(settings.SIMULATOR_STEP_SECONDS)  # the phase's tools at work
     for job in claimed:
         job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
+        assert job.vm_id is not None  # claimed by a member, so it has one
         try:
             jobs.record(job.vm_id, {"job": job.pk, **outputs_for(job, names, roce)})
         except jobs.JobRefused:  # timed out meanwhile (a slow worker): the run goes on

@@ -9,7 +9,7 @@ from clusters.models import Operation
 from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation.verdict import reason_text
 
-BADGE = {
+BADGE: dict[str, str] = {
     Verdict.OK: "running",
     Verdict.WARN: "waiting",
     Verdict.BAD: "error",
@@ -31,7 +31,7 @@ def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
     )
     if run is None:
         return {}
-    return {v.vm_id: v for v in run.verdicts.all()}
+    return {v.vm_id: v for v in run.verdicts.all() if v.vm_id is not None}
 
 
 def verdict_badge(verdict: ValidationVerdict | None):
@@ -125,7 +125,7 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
         .select_related("actor", "validation")
         .order_by("-created_at")[:limit]
     )
-    history = []
+    history: list = []
     members = set(cluster.members.values_list("pk", flat=True))
     for operation in operations:
         run = getattr(operation, "validation", None)

@@ -9,6 +9,7 @@ the figures a verdict is built on are always those of the text stored with it.
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -96,7 +97,8 @@ def without_nul(text: str) -> str:
 
 def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:
     """The job's figures from its outputs, and what failed ('' if nothing did)."""
-    figures, errors = {}, []
+    figures: dict[str, Any] = {}
+    errors: list[str] = []
     for out in outputs:
         try:
             parsed = toolparse.parse(out["tool"], out["stdout"])

@@ -58,7 +58,7 @@ REASONS = {
 def reason_text(reason: dict) -> str:
     """A stored reason in words; one whose params do not fit its message (a row written by
     other code, a figure of the wrong type) reads as its code, never an error."""
-    text = REASONS.get(reason.get("code"))
+    text = REASONS.get(str(reason.get("code")))
     try:
         return str(text) % reason.get("params", {}) if text else str(reason.get("code", ""))
     except (TypeError, ValueError, KeyError, OverflowError):
@@ -191,7 +191,7 @@ def _failed(job, check):
 def own_ports(jobs: list[dict]) -> dict[int, set[str]]:
     """{member: the ports its own agent reported and measured}: the devices of its own
     ``ib_write_bw`` client jobs."""
-    ports = {}
+    ports: dict = {}
     for job in jobs:
         if job["kind"] == Kind.IB_CLIENT and job["status"] not in (
             JobStatus.SKIPPED,
@@ -229,8 +229,9 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
     ``jobs`` (``{"kind", "vm", "peers", "status", "figures", "timeout"}``)."""
     names = {m["id"]: m["name"] for m in members}
     margin = thresholds["margin_percent"]
-    reasons = {m["id"]: [] for m in members}
-    ports, pairs, everyone = _Shared(), _Shared(), []
+    reasons: dict[int, list] = {m["id"]: [] for m in members}
+    ports, pairs = _Shared(), _Shared()
+    everyone: list = []
     labels = dict(Kind.choices)
     owned = own_ports(jobs)
     for job in jobs:
@@ -304,7 +305,7 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
             reasons[member].append(low if blamed else {**low, "level": Verdict.WARN})
     return {
         vm: (
-            max((r["level"] for r in found), key=SEVERITY.get, default=Verdict.OK),
+            max((r["level"] for r in found), key=SEVERITY.__getitem__, default=Verdict.OK),
             sorted(found, key=lambda r: -SEVERITY[r["level"]]),  # the worst reasons first
         )
         for vm, found in reasons.items()

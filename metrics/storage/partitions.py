@@ -105,11 +105,11 @@ def drop_expired(now: datetime) -> int:
                         cursor.execute(f"DROP TABLE IF EXISTS {connection.ops.quote_name(name)}")
                     dropped += 1
         else:
-            series.raw.objects.filter(ts__lt=raw_cutoff).delete()
-        series.minute.objects.filter(
+            series.raw._default_manager.filter(ts__lt=raw_cutoff).delete()
+        series.minute._default_manager.filter(
             bucket__lt=now - timedelta(days=conf.get("METRICS_MINUTE_RETENTION_DAYS"))
         ).delete()
-        series.hour.objects.filter(
+        series.hour._default_manager.filter(
             bucket__lt=now - timedelta(days=conf.get("METRICS_HOUR_RETENTION_DAYS"))
         ).delete()
     return dropped

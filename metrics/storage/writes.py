@@ -221,7 +221,7 @@ def _bulk_create(vm_ids, micros, metrics, backlog, devices):
         )
         for name, (ids, indexes, stamps, values) in devices.items():
             series = DEVICES[name]
-            series.raw.objects.bulk_create(
+            series.raw._default_manager.bulk_create(
                 series.raw(vm_id=vm_id, ts=datetime_of(ts), **{series.keys[1]: index},
                            **dict(zip(series.names, row, strict=True)))
                 for vm_id, index, ts, *row in zip(ids, indexes, stamps, *values, strict=True)

@@ -21,7 +21,7 @@ def list_instance_types(request, zone: str | None = None):
     offerings = FabricOffering.objects.select_related("zone").order_by("zone__code", "fabric")
     if zone:
         offerings = offerings.filter(zone__code=zone)
-    by_type = defaultdict(dict)
+    by_type: defaultdict[int, dict] = defaultdict(dict)
     for offering in offerings:
         entry = by_type[offering.instance_type_id].setdefault(
             offering.zone_id,

@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 from ninja import Query, Router
@@ -85,7 +86,7 @@ def idempotency(request) -> tuple[str, str] | None:
     return key, digest
 
 
-def accepted(request, run: Callable[[tuple[str, str] | None], object]):
+def accepted(request, run: Callable[[tuple[str, str] | None], Any]):
     """Run a change (``run(idempotency)`` calls one ``clusters.operations`` function) and
     answer 202 with its Operation — or, for a key already used, the first Operation."""
     claim = idempotency(request)

@@ -81,7 +81,9 @@ def revoke_token(token_id, *, user) -> ApiToken:
     """Revoke one of ``user``'s own tokens (another's is a 404); it stops working at once."""
     with attempt("token.revoke", actor=user, target_type="api_token") as att:
         token = (
-            ApiToken.objects.select_for_update().filter(user=user, pk=parse_id(token_id)).first()
+            ApiToken.objects.select_for_update()
+            .filter(user=user, pk=parse_id(token_id) or 0)  # 0: no token has it
+            .first()
         )
         if token is None:
             raise NotFound()

@@ -98,7 +98,8 @@ def list_validations(request, cluster_id: int, filters: Query[ValidationFilters]
 def _details(run_ids: list[int], include_raw: bool) -> tuple[dict, dict]:
     """The runs' jobs and verdicts in two queries, by run id (the tools' raw output, the
     bulk of a job's row, only when asked for)."""
-    jobs, verdicts = {}, {}
+    jobs: dict = {}
+    verdicts: dict = {}
     rows = ValidationJob.objects.filter(run_id__in=run_ids).order_by("phase", "pk")
     for job in rows if include_raw else rows.defer("raw"):
         if job.kind != ValidationJob.Kind.IB_SERVER:  # the other end of an ib_write_bw
