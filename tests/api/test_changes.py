@@ -228,3 +228,21 @@ def test_cluster_rename_by_patch_keeps_the_name_rules(api, world, secrets):
     assert viewer.status_code == 403
     cluster.refresh_from_db()
     assert cluster.name == "new-name"
+
+
+def test_a_patch_naming_a_clusters_zone_type_or_fabric_changes_only_its_name(api, world, secrets):
+    cluster = world.cluster("fixed")
+    fixed = (cluster.zone_id, cluster.instance_type_id, cluster.fabric_type)
+    response = api.patch(
+        f"/virtual-clusters/{cluster.pk}",
+        {
+            "name": "renamed",
+            "zone_id": world.zone_b.pk,
+            "instance_type_id": world.l40s.pk,
+            "fabric_type": "ROCE_V2" if cluster.fabric_type != "ROCE_V2" else "INFINIBAND",
+        },
+        token=secrets["admin"],
+    )
+    assert response.status_code in (200, 422), response.content
+    cluster.refresh_from_db()
+    assert (cluster.zone_id, cluster.instance_type_id, cluster.fabric_type) == fixed

@@ -63,3 +63,25 @@ def test_force_reconcile_finishes_a_stuck_start_and_a_stuck_vm(world, root):
     )
     vm.refresh_from_db()
     assert vm.status == VmStatus.STOPPED
+
+
+def test_a_clusters_zone_type_and_fabric_are_fixed_in_the_admin(world, root):
+    cluster = world.cluster("fixed")
+    fixed = (cluster.zone_id, cluster.instance_type_id, cluster.fabric_type)
+    url = reverse("admin:clusters_virtualcluster_change", args=[cluster.pk])
+    page = root.get(url).content.decode()
+    for field in ("zone", "instance_type", "fabric_type"):
+        assert f'name="{field}"' not in page  # shown, not editable
+    response = root.post(
+        url,
+        {
+            "zone": world.zone_b.pk,
+            "instance_type": world.l40s.pk,
+            "fabric_type": "ROCE_V2" if cluster.fabric_type != "ROCE_V2" else "INFINIBAND",
+            "members-TOTAL_FORMS": "0",
+            "members-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code in (302, 403)  # saved without them, or refused whole
+    cluster.refresh_from_db()
+    assert (cluster.zone_id, cluster.instance_type_id, cluster.fabric_type) == fixed

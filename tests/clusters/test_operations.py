@@ -1,7 +1,6 @@
 """The Operation: one action over many VMs, each item decided by the single-VM rule, one
 refusal never undoing or blocking the others (issue 11 item 1)."""
 
-import threading
 
 import pytest
 from django.db import connection
@@ -11,6 +10,7 @@ from clusters import operations, services
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
 from portal import errors
 from portal.models import AuditEvent
+from tests.races import outcome, race
 from vms.models import BillingType, VirtualMachine, VmStatus
 
 S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
@@ -296,36 +296,19 @@ def test_bulk_attach_racing_a_single_attach_of_the_same_vm_has_one_winner(world)
     first, second = world.cluster("first"), world.cluster("second")
     contested = world.vm("contested")
     others = [world.vm(f"x-{i}") for i in range(5)]
-    barrier = threading.Barrier(2)
-    results = {}
 
     def bulk():
-        barrier.wait(5)
-        try:
-            op = operations.attach_many(
-                first.pk, [vm.pk for vm in others] + [contested.pk], actor=world.admin
-            )
-            results["bulk"] = op.items.get(vm=contested).status
-        finally:
-            connection.close()
+        op = operations.attach_many(
+            first.pk, [vm.pk for vm in others] + [contested.pk], actor=world.admin
+        )
+        return op.items.get(vm=contested).status
 
-    def single():
-        barrier.wait(5)
-        try:
-            services.attach_vm(contested.pk, second.pk, actor=world.admin)
-            results["single"] = Item.SUCCEEDED
-        except errors.RuleViolation as refusal:
-            results["single"] = refusal.code
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=bulk), threading.Thread(target=single)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    bulk_result, single_result = race(
+        bulk, lambda: services.attach_vm(contested.pk, second.pk, actor=world.admin)
+    )
+    results = {"bulk": bulk_result, "single": outcome(single_result)}
     contested.refresh_from_db()
-    winners = [name for name, result in results.items() if result == Item.SUCCEEDED]
+    winners = [name for name, result in results.items() if result in (Item.SUCCEEDED, "won")]
     assert len(winners) == 1, results
     assert contested.cluster_id == (first.pk if winners == ["bulk"] else second.pk)
     assert first.members.count() == 5 + (winners == ["bulk"])

@@ -3,39 +3,15 @@
 Real threads, each with its own PostgreSQL connection and transaction.
 """
 
-import threading
-
 import pytest
-from django.db import connection
 
 from clusters import services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal import errors
+from tests.races import race
 from vms.models import VirtualMachine
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def race(*calls):
-    """Run the calls at once; return each one's result or the typed error it raised."""
-    barrier = threading.Barrier(len(calls))
-    results = [None] * len(calls)
-
-    def run(i, fn):
-        try:
-            barrier.wait()
-            results[i] = fn()
-        except errors.RuleViolation as exc:
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return results
 
 
 def test_twenty_attaches_of_one_vm_make_one_membership(world):

@@ -376,11 +376,6 @@ def test_create_starts_empty_in_provisioning_then_unallocated(
     assert AuditEvent.objects.filter(action="cluster.provisioned", cluster_id=cluster.pk).exists()
 
 
-def test_cluster_fields_cannot_change_through_services():
-    # The services take no zone/type/fabric after creation: there is nothing to call.
-    assert not hasattr(services, "update_cluster")
-
-
 @pytest.mark.parametrize(
     "name, message",
     [

@@ -1,10 +1,8 @@
 """교체 (issue 14 item 4) and node_rank: the spare takes the replaced member's rank, every
 step through the single-VM services and their rules, one Operation."""
 
-import threading
 
 import pytest
-from django.db import connection
 from django.utils import translation
 
 from clusters import operations, services
@@ -12,6 +10,7 @@ from clusters.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, OperationItem
 from portal import errors
 from portal.models import AuditEvent
+from tests.races import outcome, race
 from vms import services as vm_services
 from vms.models import BillingType, VirtualMachine, VmStatus
 
@@ -134,34 +133,18 @@ def test_replace_racing_an_attach_of_the_same_spare_has_one_winner(world):
     cluster, elsewhere = world.cluster("first"), world.cluster("second")
     a, b = attached(world, cluster, ["a", "b"])
     spare = world.vm("spare")
-    barrier = threading.Barrier(2)
-    results = {}
 
     def replace():
-        barrier.wait(5)
-        try:
-            operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
-            results["replace"] = "won" if operation.failed == 0 else operation.error_code
-        except errors.RuleViolation as refusal:
-            results["replace"] = refusal.code
-        finally:
-            connection.close()
+        operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
+        return "won" if operation.failed == 0 else operation.error_code
 
-    def attach():
-        barrier.wait(5)
-        try:
-            services.attach_vm(spare.pk, elsewhere.pk, actor=world.admin)
-            results["attach"] = "won"
-        except errors.RuleViolation as refusal:
-            results["attach"] = refusal.code
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=replace), threading.Thread(target=attach)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    replaced, attached_elsewhere = race(
+        replace, lambda: services.attach_vm(spare.pk, elsewhere.pk, actor=world.admin)
+    )
+    results = {
+        "replace": replaced if isinstance(replaced, str) else outcome(replaced),
+        "attach": outcome(attached_elsewhere),
+    }
     spare.refresh_from_db()
     winners = [name for name, result in results.items() if result == "won"]
     assert len(winners) == 1, results
