@@ -3,11 +3,17 @@ follow them. Every service of ``clusters`` and ``vms`` takes its locks here, so 
 transitions can never wait on each other in opposite orders.
 """
 
+from typing import TYPE_CHECKING
+
 from clusters.models import VirtualCluster
 from portal.errors import ClusterChanging, ClusterNotFound, VmNotFound
-from portal.kernel import check_perm, require_id
+from portal.kernel import Actor, check_perm, require_id
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
+
+if TYPE_CHECKING:
+    from clusters.backends.base import FabricAddress
+    from portal.audit import Attempt
 
 VM_STATE_FIELDS = [
     "status",
@@ -31,7 +37,9 @@ CLUSTER_STATE_FIELDS = [
 ]
 
 
-def lock_cluster(cluster_id, actor, permission, att=None) -> VirtualCluster:
+def lock_cluster(
+    cluster_id: object, actor: Actor, permission: str, att: "Attempt | None" = None
+) -> VirtualCluster:
     """The cluster row, locked; ClusterNotFound unless the actor may read it, then
     ``PermissionRequired`` unless the actor holds ``permission`` on it."""
     cluster = (
@@ -47,11 +55,13 @@ def lock_cluster(cluster_id, actor, permission, att=None) -> VirtualCluster:
     return cluster
 
 
-def lock_members(cluster) -> list[VirtualMachine]:
+def lock_members(cluster: VirtualCluster) -> list[VirtualMachine]:
     return list(VirtualMachine.objects.select_for_update().filter(cluster=cluster).order_by("pk"))
 
 
-def lock_vm(vm_id, actor, permission, att=None) -> VirtualMachine:
+def lock_vm(
+    vm_id: object, actor: Actor, permission: str, att: "Attempt | None" = None
+) -> VirtualMachine:
     vm = VirtualMachine.objects.select_for_update().filter(pk=require_id(vm_id, VmNotFound)).first()
     if vm is None or vm.status == VmStatus.DELETED:
         raise VmNotFound()
@@ -63,7 +73,9 @@ def lock_vm(vm_id, actor, permission, att=None) -> VirtualMachine:
     return vm
 
 
-def lock_vm_with_cluster(vm_id, actor, permission, att=None):
+def lock_vm_with_cluster(
+    vm_id: object, actor: Actor, permission: str, att: "Attempt | None" = None
+) -> tuple[VirtualCluster | None, VirtualMachine]:
     """Lock a VM and, first, the cluster it belongs to (fixed order: cluster before VM).
 
     If the membership changed between the peek and the lock, refuse rather than lock
@@ -85,23 +97,23 @@ def lock_vm_with_cluster(vm_id, actor, permission, att=None):
     return cluster, vm
 
 
-def clear_fabric(vm) -> None:
+def clear_fabric(vm: VirtualMachine) -> None:
     vm.fabric_guid = ""
     vm.fabric_lid = None
     vm.fabric_ip = None
     vm.fabric_gid_index = None
 
 
-def apply_fabric(vm, address) -> None:
+def apply_fabric(vm: VirtualMachine, address: "FabricAddress") -> None:
     vm.fabric_guid = address.guid
     vm.fabric_lid = address.lid
     vm.fabric_ip = address.ip
     vm.fabric_gid_index = address.gid_index
 
 
-def save_vm(vm) -> None:
+def save_vm(vm: VirtualMachine) -> None:
     vm.save(update_fields=VM_STATE_FIELDS)
 
 
-def save_cluster(cluster) -> None:
+def save_cluster(cluster: VirtualCluster) -> None:
     cluster.save(update_fields=CLUSTER_STATE_FIELDS)

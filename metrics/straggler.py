@@ -168,28 +168,51 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
     x = [f"GPU {index}" for index in columns]
     traces, buttons = [], []
     for position, (metric, (label, unit, scale, z_range)) in enumerate(labels.items()):
-        z = [[_rounded(getattr(cells[node].get(index), metric, None)) for index in columns]
-             for node in nodes]
+        z = [
+            [_rounded(getattr(cells[node].get(index), metric, None)) for index in columns]
+            for node in nodes
+        ]
         trace = {
-            "type": "heatmap", "x": x, "y": nodes, "z": z, "name": label,
-            "visible": position == 0, "colorscale": scale,
+            "type": "heatmap",
+            "x": x,
+            "y": nodes,
+            "z": z,
+            "name": label,
+            "visible": position == 0,
+            "colorscale": scale,
             "colorbar": {"title": {"text": unit}, "thickness": 10},
             "hovertemplate": f"%{{y}} %{{x}}: %{{z}} {unit}<extra></extra>",
-            "xgap": 1, "ygap": 1,
+            "xgap": 1,
+            "ygap": 1,
         }
         if z_range:
             trace["zmin"], trace["zmax"] = z_range
         traces.append(trace)
-        buttons.append({"label": label, "method": "restyle",
-                        "args": [{"visible": [i == position for i in range(len(labels))]}]})
+        buttons.append(
+            {
+                "label": label,
+                "method": "restyle",
+                "args": [{"visible": [i == position for i in range(len(labels))]}],
+            }
+        )
     layout = {
         "height": min(max(120 + 18 * len(nodes), 220), 900),
         "margin": {"l": 8, "r": 8, "t": 44, "b": 32},
         "xaxis": {"type": "category"},
         "yaxis": {"autorange": "reversed", "type": "category", "automargin": True},
-        "updatemenus": [{"type": "buttons", "direction": "right", "buttons": buttons,
-                         "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
-                         "pad": {"b": 4}, "showactive": True}],
+        "updatemenus": [
+            {
+                "type": "buttons",
+                "direction": "right",
+                "buttons": buttons,
+                "x": 0,
+                "xanchor": "left",
+                "y": 1.02,
+                "yanchor": "bottom",
+                "pad": {"b": 4},
+                "showactive": True,
+            }
+        ],
     }
     return {"data": traces, "layout": layout}
 

@@ -1,8 +1,10 @@
 """The audit trail: every attempted action, refused ones included, and a log line for each."""
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 
@@ -28,14 +30,14 @@ class Attempt:
     code: str = ""
     params: dict = field(default_factory=dict)
 
-    def about(self, obj):
+    def about(self, obj: Any) -> Any:
         self.target_id = obj.pk
         self.target_name = str(getattr(obj, "name", obj))[:100]
         self.project_id = obj.project_id
         self.cluster_id = obj.pk if self.target_type == "cluster" else obj.cluster_id
         return obj
 
-    def notice(self, code, **params):
+    def notice(self, code: str, **params: Any) -> None:
         """What the event will say, as a notice code of ``portal.messages`` and its params."""
         self.code, self.params = code, params
 
@@ -106,7 +108,9 @@ def record_many(events: list[AuditEvent]) -> None:
 
 
 @contextmanager
-def attempt(action, *, actor, target_type, target_id=None):
+def attempt(
+    action: str, *, actor: object, target_type: str, target_id: int | None = None
+) -> Iterator[Attempt]:
     """Run a state change in one transaction and audit it.
 
     Success is recorded inside the transaction (it commits with the change); a refusal

@@ -7,6 +7,7 @@ the reader's language when it is shown. Each message text lives in exactly one c
 Views catch ``RuleViolation`` (and only it) and show ``message``; anything else is a bug.
 """
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.utils.translation import gettext_lazy as _
@@ -25,17 +26,17 @@ class RuleViolation(Exception):
     default_message: ClassVar[Any] = _("요청을 처리할 수 없습니다.")
     registry: ClassVar[dict[str, type["RuleViolation"]]] = {}
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # The first class to name a code owns it (a subclass may inherit its parent's).
         RuleViolation.registry.setdefault(cls.code, cls)
 
-    def __init__(self, message=None, **params):
+    def __init__(self, message: Any = None, **params: Any) -> None:
         self.params = params
         self._override = message
         super().__init__(self.code)
 
-    def msg_format(self):
+    def msg_format(self) -> Any:
         """The untranslated (lazy) text of this error; ``params`` go into its placeholders."""
         return self.default_message
 
@@ -47,15 +48,15 @@ class RuleViolation(Exception):
         text = str(self.msg_format())
         return text % self.params if self.params else text
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def stored(self) -> dict:
+    def stored(self) -> dict[str, Any]:
         """What a model keeps of this error: its code and params, never its words."""
         return {"code": self.code, "params": self.params}
 
     @classmethod
-    def from_stored(cls, code: str, params: dict | None = None) -> "RuleViolation":
+    def from_stored(cls, code: str, params: dict[str, Any] | None = None) -> "RuleViolation":
         """The error a stored code names (an unknown code gives the generic refusal)."""
         error_class = cls.registry.get(code, RuleViolation)
         error = error_class.__new__(error_class)
@@ -71,12 +72,12 @@ class PermissionRequired(RuleViolation):
     status = 403
     default_message = _("%(permission)s 권한이 필요합니다.")
 
-    def __init__(self, permission):
+    def __init__(self, permission: object) -> None:
         super().__init__(permission=str(permission))
 
     @property
     def permission(self) -> str:
-        return self.params["permission"]
+        return str(self.params["permission"])
 
 
 class NotFound(RuleViolation):
@@ -103,9 +104,9 @@ class InvalidInput(RuleViolation):
 
     code = "invalid_input"
     status = 422
-    field: ClassVar[str | None] = None
+    field: str | None = None
 
-    def __init__(self, message=None, field=None, **params):
+    def __init__(self, message: Any = None, field: str | None = None, **params: Any) -> None:
         super().__init__(message, **params)
         if field is not None:
             self.field = field
@@ -266,11 +267,11 @@ def code_of_text(text: str) -> str:
     return by_text.get(text.strip(), RuleViolation.code)
 
 
-def last_error_to_code(app_label: str, model_name: str):
+def last_error_to_code(app_label: str, model_name: str) -> Callable[[Any, Any], None]:
     """A migration step: rows stored before codes kept ``last_error`` as Korean text; name it
     by its code instead (``error_code``)."""
 
-    def forwards(apps, schema_editor):
+    def forwards(apps: Any, schema_editor: Any) -> None:
         rows = apps.get_model(app_label, model_name).objects.exclude(last_error="")
         for row in rows:
             row.error_code = code_of_text(row.last_error)

@@ -7,7 +7,9 @@ apps depend on ``portal`` and never on each other's internals for them.
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.db import transaction
 from django.utils import timezone
@@ -23,7 +25,13 @@ from portal.errors import (
     RuleViolation,
 )
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
 log = logging.getLogger(__name__)
+
+# Who asks for a change: a user, or None for the system (tasks, the reconciler).
+Actor: TypeAlias = "User | AnonymousUser | None"
 
 NAME_MAX = 63
 NAME_RE = re.compile(r"^[0-9A-Za-z가-힣-]+$")
@@ -31,7 +39,7 @@ NAME_RE = re.compile(r"^[0-9A-Za-z가-힣-]+$")
 ID_MAX = 2**62
 
 
-def check_perm(actor, permission, obj) -> None:
+def check_perm(actor: Actor, permission: str, obj: Any) -> None:
     """Raise ``PermissionRequired`` unless ``actor`` holds ``permission`` on ``obj``.
 
     ``actor=None`` is the system (tasks, the reconciler): it may do anything.
@@ -46,8 +54,8 @@ class Step:
     ``targets``; a ``system`` step is taken by a worker, never asked for by a user."""
 
     action: str
-    sources: frozenset
-    targets: frozenset
+    sources: frozenset[str]
+    targets: frozenset[str]
     system: bool = False
 
 
@@ -61,9 +69,10 @@ class Lifecycle:
     - ``stable``: the rest; ``terminal``: stable statuses with no way out.
     """
 
-    def __init__(self, statuses, *steps: Step):
+    def __init__(self, statuses: Iterable[str], *steps: Step) -> None:
+        statuses = list(statuses)
         self.steps = {step.action: step for step in steps}
-        self.allowed: dict[str, frozenset] = {
+        self.allowed: dict[str, frozenset[str]] = {
             status: frozenset(
                 target for step in steps if status in step.sources for target in step.targets
             )
@@ -75,16 +84,18 @@ class Lifecycle:
         self.stable = frozenset(statuses) - self.transitional
         self.terminal = frozenset(status for status in self.stable if not self.allowed[status])
 
-    def sources(self, action: str) -> frozenset:
+    def sources(self, action: str) -> frozenset[str]:
         return self.steps[action].sources
 
 
-def step(action, sources, targets, *, system=False) -> Step:
-    targets = {targets} if isinstance(targets, str) else targets
-    return Step(action, frozenset(sources), frozenset(targets), system)
+def step(
+    action: str, sources: Iterable[str], targets: str | Iterable[str], *, system: bool = False
+) -> Step:
+    to = {targets} if isinstance(targets, str) else targets
+    return Step(action, frozenset(sources), frozenset(to), system)
 
 
-def permission_refusal(actor, permission, obj) -> PermissionRequired | None:
+def permission_refusal(actor: Actor, permission: str, obj: Any) -> PermissionRequired | None:
     """``check_perm`` as a preflight: the refusal it would raise, or None."""
     if actor is not None and not actor.has_perm(permission, obj):
         return PermissionRequired(permission)
@@ -97,7 +108,7 @@ def raise_if(refusal: RuleViolation | None) -> None:
         raise refusal
 
 
-def set_status(obj, new_status: str, lifecycle: Lifecycle) -> None:
+def set_status(obj: Any, new_status: str, lifecycle: Lifecycle) -> None:
     """Move ``obj`` to ``new_status`` if its transition table allows it (a bug otherwise)."""
     if new_status not in lifecycle.allowed[obj.status]:
         raise InvalidTransition()
@@ -105,7 +116,7 @@ def set_status(obj, new_status: str, lifecycle: Lifecycle) -> None:
     obj.status_changed_at = timezone.now()
 
 
-def parse_id(value) -> int | None:
+def parse_id(value: object) -> int | None:
     """A positive id from a form, URL or JSON body, or None (unicode digits, signs, spaces
     around, floats, booleans and values beyond bigint are all None)."""
     if isinstance(value, bool):
@@ -117,7 +128,7 @@ def parse_id(value) -> int | None:
     return number if 0 < number <= ID_MAX else None
 
 
-def require_id(value, error=NotFound) -> int:
+def require_id(value: object, error: type[RuleViolation] = NotFound) -> int:
     """``parse_id`` for a row the caller must find: anything else is ``error`` (a 404)."""
     number = parse_id(value)
     if number is None:
@@ -125,7 +136,7 @@ def require_id(value, error=NotFound) -> int:
     return number
 
 
-def validate_name(raw) -> str:
+def validate_name(raw: str | None) -> str:
     """Trim and check a resource name: 1-63 letters, digits, hyphens or Korean."""
     name = (raw or "").strip()
     if not name:
@@ -137,7 +148,7 @@ def validate_name(raw) -> str:
     return name
 
 
-def queue_after_commit(task, *args) -> None:
+def queue_after_commit(task: Any, *args: Any) -> None:
     """Send ``task`` once the transaction commits.
 
     The change is made whatever the broker says: if it cannot take the message (down,

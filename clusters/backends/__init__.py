@@ -1,9 +1,13 @@
 """The compute backend (SPEC §8): one interface, chosen by ``settings.COMPUTE_BACKEND``."""
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+if TYPE_CHECKING:
+    from clusters.backends.base import ComputeBackend
 
 
 @cache
@@ -11,5 +15,6 @@ def _backend_class(path):
     return import_string(path)
 
 
-def get_backend():
-    return _backend_class(settings.COMPUTE_BACKEND)()
+def get_backend() -> "ComputeBackend":
+    backend: ComputeBackend = _backend_class(settings.COMPUTE_BACKEND)()
+    return backend
