@@ -62,14 +62,16 @@ from portal.errors import (
     ZoneRequired,
 )
 from portal.kernel import (
+    Actor,
     check_perm,
-    parse_id,
+    id_for_lookup,
     permission_refusal,
     queue_after_commit,
     raise_if,
     set_status,
     validate_name,
 )
+from portal.models import Project
 from portal.permissions import Perm
 from vms.models import (
     BillingType,
@@ -84,11 +86,11 @@ from vms.models import (
 S = ClusterStatus
 
 
-def queue_advance(cluster) -> None:
+def queue_advance(cluster: VirtualCluster) -> None:
     queue_after_commit(tasks.advance_cluster, cluster.pk, cluster.generation)
 
 
-def queue_release(cluster) -> None:
+def queue_release(cluster: VirtualCluster) -> None:
     queue_after_commit(tasks.release_cluster, cluster.pk)
 
 
@@ -96,7 +98,7 @@ def queue_release(cluster) -> None:
 # The rules, each once
 
 
-def start_refusal(cluster, members: MemberStates) -> RuleViolation | None:
+def start_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 start and §5.4: from 미할당/종료됨, with at least 2 members."""
     if cluster.status not in STARTABLE:
         return InvalidTransition()
@@ -105,7 +107,7 @@ def start_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     return None
 
 
-def stop_refusal(cluster, members: MemberStates) -> RuleViolation | None:
+def stop_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 stop and §5.5: not while a member runs or is in transition."""
     if cluster.status not in STOPPABLE:
         return InvalidTransition()
@@ -114,7 +116,7 @@ def stop_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     return None
 
 
-def delete_refusal(cluster, members: MemberStates) -> RuleViolation | None:
+def delete_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 delete: from 미할당/종료됨, all members stopped."""
     if cluster.status not in DELETABLE:
         return InvalidTransition()
@@ -123,7 +125,7 @@ def delete_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     return None
 
 
-def vm_attach_refusal(vm) -> RuleViolation | None:
+def vm_attach_refusal(vm: VirtualMachine) -> RuleViolation | None:
     """What refuses ``vm`` for any cluster (SPEC §5.1-2): spot or DR, or not stopped."""
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
         return SpotOrDrVm()
@@ -132,7 +134,7 @@ def vm_attach_refusal(vm) -> RuleViolation | None:
     return None
 
 
-def attach_refusal(vm, cluster) -> RuleViolation | None:
+def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation | None:
     """SPEC §5.1-3: same project; the VM in no cluster; membership open; an on-demand or
     reserved VM, stopped, of the cluster's zone and instance type."""
     if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
@@ -149,7 +151,9 @@ def attach_refusal(vm, cluster) -> RuleViolation | None:
     return None
 
 
-def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
+def detach_refusal(
+    vm: VirtualMachine, cluster: VirtualCluster | None, members: MemberStates
+) -> RuleViolation | None:
     """SPEC §5.3: a stopped member, membership open, and a running cluster keeps 2."""
     if cluster is None:
         return NotMember()
@@ -166,27 +170,37 @@ def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
 # Preflights: the refusal an action would raise now (or None), changing nothing
 
 
-def preflight_start(actor, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_start(
+    actor: Actor, cluster: VirtualCluster, members: MemberStates
+) -> RuleViolation | None:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or start_refusal(
         cluster, members
     )
 
 
-def preflight_stop(actor, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_stop(
+    actor: Actor, cluster: VirtualCluster, members: MemberStates
+) -> RuleViolation | None:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or stop_refusal(cluster, members)
 
 
-def preflight_delete(actor, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_delete(
+    actor: Actor, cluster: VirtualCluster, members: MemberStates
+) -> RuleViolation | None:
     return permission_refusal(actor, Perm.CLUSTER_DELETE, cluster) or delete_refusal(
         cluster, members
     )
 
 
-def preflight_attach(actor, vm, cluster) -> RuleViolation | None:
+def preflight_attach(
+    actor: Actor, vm: VirtualMachine, cluster: VirtualCluster
+) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or attach_refusal(vm, cluster)
 
 
-def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_detach(
+    actor: Actor, vm: VirtualMachine, cluster: VirtualCluster | None, members: MemberStates
+) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or detach_refusal(vm, cluster, members)
 
 
@@ -194,7 +208,7 @@ def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation
 # User actions
 
 
-def offered_fabrics(zone_id, instance_type_id) -> list[str]:
+def offered_fabrics(zone_id: int, instance_type_id: int) -> list[str]:
     return list(
         FabricOffering.objects.filter(zone_id=zone_id, instance_type_id=instance_type_id)
         .order_by("fabric")
@@ -204,7 +218,13 @@ def offered_fabrics(zone_id, instance_type_id) -> list[str]:
 
 
 def create_cluster(
-    *, actor, project, name, zone_id, instance_type_id, fabric_type
+    *,
+    actor: Actor,
+    project: Project,
+    name: str | None,
+    zone_id: object,
+    instance_type_id: object,
+    fabric_type: str | None,
 ) -> VirtualCluster:
     """Create an empty cluster in 준비중; a task moves it to 미할당.
 
@@ -217,10 +237,10 @@ def create_cluster(
         check_perm(actor, Perm.CLUSTER_CREATE, project)
         name = validate_name(name)
         att.target_name = name
-        zone = Zone.objects.filter(pk=parse_id(zone_id)).first()
+        zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
         if zone is None:
             raise ZoneRequired()
-        instance_type = InstanceType.objects.filter(pk=parse_id(instance_type_id)).first()
+        instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
         if instance_type is None:
             raise InstanceTypeRequired()
         if fabric_type not in FabricType.values:
@@ -250,7 +270,7 @@ def create_cluster(
     return cluster
 
 
-def start_cluster(cluster_id, *, actor) -> VirtualCluster:
+def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members."""
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
@@ -266,7 +286,7 @@ def start_cluster(cluster_id, *, actor) -> VirtualCluster:
     return cluster
 
 
-def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
+def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     """실행중/할당됨/대기중 → 종료됨, releasing the fabric. Refused while a member runs."""
     with attempt("cluster.stop", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
@@ -282,7 +302,7 @@ def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
     return cluster
 
 
-def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
+def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_DELETE, att)
@@ -298,7 +318,7 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
     return cluster
 
 
-def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
+def attach_vm(vm_id: object, cluster_id: object, *, actor: Actor) -> VirtualMachine:
     """Make a stopped on-demand/reserved VM of the cluster's zone and type a member.
 
     Rules (SPEC §5.1-3, ``attach_refusal``): VM UPDATE and cluster READ. Attaching to a
@@ -318,7 +338,7 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def join(vm, cluster, rank: int | None = None) -> None:
+def join(vm: VirtualMachine, cluster: VirtualCluster, rank: int | None = None) -> None:
     """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks).
 
     The VM takes ``rank`` (a 교체 spare: the replaced member's) or the lowest node rank no
@@ -331,14 +351,14 @@ def join(vm, cluster, rank: int | None = None) -> None:
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
 
 
-def leave(vm) -> None:
+def leave(vm: VirtualMachine) -> None:
     """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks)."""
     vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
 
 
-def detach_vm(vm_id, *, actor) -> VirtualMachine:
+def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     """Take a stopped VM out of its cluster; a running cluster keeps at least 2 members."""
     with attempt("vm.detach", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
@@ -351,7 +371,7 @@ def detach_vm(vm_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
+def rename_cluster(cluster_id: object, *, actor: Actor, name: str | None) -> VirtualCluster:
     """A new name, by the name rule, unique among the project's live clusters (CLUSTER UPDATE).
     Zone, type and fabric never change (SPEC §5.7): only the name is editable."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:

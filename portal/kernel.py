@@ -26,12 +26,12 @@ from portal.errors import (
 )
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AnonymousUser, User
+    from django.contrib.auth.models import User
 
 log = logging.getLogger(__name__)
 
 # Who asks for a change: a user, or None for the system (tasks, the reconciler).
-Actor: TypeAlias = "User | AnonymousUser | None"
+Actor: TypeAlias = "User | None"
 
 NAME_MAX = 63
 NAME_RE = re.compile(r"^[0-9A-Za-z가-힣-]+$")
@@ -126,6 +126,11 @@ def parse_id(value: object) -> int | None:
         return None
     number = int(text)
     return number if 0 < number <= ID_MAX else None
+
+
+def id_for_lookup(value: object) -> int:
+    """``parse_id`` for a filter: 0, which no row has, when ``value`` names no row."""
+    return parse_id(value) or 0
 
 
 def require_id(value: object, error: type[RuleViolation] = NotFound) -> int:

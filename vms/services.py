@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from clusters.backends import get_backend
 from clusters.holds import hold_refusal
 from clusters.locking import lock_vm_with_cluster, save_vm
-from clusters.models import ClusterStatus
+from clusters.models import ClusterStatus, VirtualCluster
 from portal.audit import attempt
 from portal.errors import (
     BillingTypeRequired,
@@ -25,14 +25,16 @@ from portal.errors import (
     ZoneRequired,
 )
 from portal.kernel import (
+    Actor,
     check_perm,
-    parse_id,
+    id_for_lookup,
     permission_refusal,
     queue_after_commit,
     raise_if,
     set_status,
     validate_name,
 )
+from portal.models import Project
 from portal.permissions import Perm
 from vms import tasks
 from vms.models import (
@@ -50,7 +52,7 @@ from vms.models import (
 V = VmStatus
 
 
-def _queue_advance(vm) -> None:
+def _queue_advance(vm: VirtualMachine) -> None:
     queue_after_commit(tasks.advance_vm, vm.pk)
 
 
@@ -58,7 +60,7 @@ def _queue_advance(vm) -> None:
 # The rules, each once, and their preflights
 
 
-def start_refusal(vm, cluster) -> RuleViolation | None:
+def start_refusal(vm: VirtualMachine, cluster: VirtualCluster | None) -> RuleViolation | None:
     """A stopped VM starts; a member only while its cluster is 실행중 (SPEC §5.6)."""
     if vm.status not in VM_STARTABLE:
         return InvalidTransition()
@@ -67,13 +69,13 @@ def start_refusal(vm, cluster) -> RuleViolation | None:
     return None
 
 
-def stop_refusal(vm) -> RuleViolation | None:
+def stop_refusal(vm: VirtualMachine) -> RuleViolation | None:
     if vm.status not in VM_STOPPABLE:
         return InvalidTransition()
     return None
 
 
-def delete_refusal(vm) -> RuleViolation | None:
+def delete_refusal(vm: VirtualMachine) -> RuleViolation | None:
     """A member is detached first; only a stopped VM is deleted."""
     if vm.cluster_id is not None:
         return VmIsMember()
@@ -82,16 +84,18 @@ def delete_refusal(vm) -> RuleViolation | None:
     return None
 
 
-def preflight_start(actor, vm, cluster) -> RuleViolation | None:
+def preflight_start(
+    actor: Actor, vm: VirtualMachine, cluster: VirtualCluster | None
+) -> RuleViolation | None:
     """``cluster`` is the VM's cluster as read (or None)."""
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or start_refusal(vm, cluster)
 
 
-def preflight_stop(actor, vm) -> RuleViolation | None:
+def preflight_stop(actor: Actor, vm: VirtualMachine) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or stop_refusal(vm)
 
 
-def preflight_delete(actor, vm) -> RuleViolation | None:
+def preflight_delete(actor: Actor, vm: VirtualMachine) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_DELETE, vm) or delete_refusal(vm)
 
 
@@ -100,7 +104,14 @@ def preflight_delete(actor, vm) -> RuleViolation | None:
 
 
 def create_vm(
-    *, actor, project, name, zone_id, instance_type_id, billing_type, disaster_recovery=False
+    *,
+    actor: Actor,
+    project: Project,
+    name: str | None,
+    zone_id: object,
+    instance_type_id: object,
+    billing_type: str | None,
+    disaster_recovery: bool = False,
 ) -> VirtualMachine:
     """Create a stopped VM (중지됨) with a private IP from the backend."""
     with attempt("vm.create", actor=actor, target_type="vm") as att:
@@ -108,10 +119,10 @@ def create_vm(
         att.target_name = str(name or "")[:100]
         check_perm(actor, Perm.VM_CREATE, project)
         name = validate_name(name)
-        zone = Zone.objects.filter(pk=parse_id(zone_id)).first()
+        zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
         if zone is None:
             raise ZoneRequired()
-        instance_type = InstanceType.objects.filter(pk=parse_id(instance_type_id)).first()
+        instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
         if (
             instance_type is None
             or not FabricOffering.objects.filter(zone=zone, instance_type=instance_type).exists()
@@ -141,7 +152,7 @@ def create_vm(
     return vm
 
 
-def rename_vm(vm_id, *, actor, name) -> VirtualMachine:
+def rename_vm(vm_id: object, *, actor: Actor, name: str | None) -> VirtualMachine:
     with attempt("vm.update", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
         name = validate_name(name)
@@ -160,7 +171,7 @@ def rename_vm(vm_id, *, actor, name) -> VirtualMachine:
     return vm
 
 
-def start_vm(vm_id, *, actor) -> VirtualMachine:
+def start_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     """중지됨 → 시작중 (→ 실행중 by a task). A member starts only in a running cluster."""
     with attempt("vm.start", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
@@ -172,7 +183,7 @@ def start_vm(vm_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def stop_vm(vm_id, *, actor) -> VirtualMachine:
+def stop_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     """실행중/오류 → 중지중 (→ 중지됨 by a task)."""
     with attempt("vm.stop", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
@@ -183,7 +194,7 @@ def stop_vm(vm_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def delete_vm(vm_id, *, actor) -> VirtualMachine:
+def delete_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     with attempt("vm.delete", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
         raise_if(delete_refusal(vm) or hold_refusal(vm))

@@ -1,23 +1,28 @@
 """What every kind of operation shares: targets, the record, its items, its end."""
 
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.models import (
     Operation,
     OperationItem,
+    VirtualCluster,
 )
-from portal.audit import attempt
+from portal.audit import Attempt, attempt
 from portal.errors import (
     IdempotencyConflict,
+    RuleViolation,
     TargetsRequired,
     TooManyTargets,
     VmNotFound,
 )
-from portal.kernel import parse_id, permission_refusal
+from portal.kernel import Actor, parse_id, permission_refusal
 from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 K, ItemStatus = Operation.Kind, OperationItem.Status
 MAX_TARGETS = 1024
@@ -25,7 +30,7 @@ MAX_CREATE = 64
 CHUNK = 32  # items per worker task: 256 members fan out over 8 tasks
 WATCH_EVERY = 1.0
 # What each fanned-out kind runs per item, and the VM status that means it succeeded.
-ITEM_ACTIONS = {
+ITEM_ACTIONS: dict[str, tuple[Callable[..., VirtualMachine], str]] = {
     K.START_MEMBERS: (vm_services.start_vm, VmStatus.RUNNING),
     K.START_VM: (vm_services.start_vm, VmStatus.RUNNING),
     K.STOP_MEMBERS: (vm_services.stop_vm, VmStatus.STOPPED),
@@ -34,12 +39,13 @@ ITEM_ACTIONS = {
 }
 
 
-def _target_ids(vm_ids) -> list[int]:
+def _target_ids(vm_ids: Iterable[object] | None) -> list[int]:
     """The VM ids of a request, in order, each once; refused whole if any is not an id."""
     if vm_ids is None or isinstance(vm_ids, str | bytes | dict):
         raise TargetsRequired()
-    ids = [parse_id(value) for value in vm_ids]
-    if not ids or None in ids:
+    parsed = [parse_id(value) for value in vm_ids]
+    ids = [value for value in parsed if value is not None]
+    if not ids or len(ids) < len(parsed):
         raise TargetsRequired()
     ids = list(dict.fromkeys(ids))
     if len(ids) > MAX_TARGETS:
@@ -47,7 +53,14 @@ def _target_ids(vm_ids) -> list[int]:
     return ids
 
 
-def _new_operation(kind, *, actor, project_id, cluster=None, idempotency=None) -> Operation:
+def _new_operation(
+    kind: str,
+    *,
+    actor: Actor,
+    project_id: int,
+    cluster: VirtualCluster | None = None,
+    idempotency: tuple[str, str] | None = None,
+) -> Operation:
     key, request_hash = idempotency or ("", "")
     operation = Operation(
         kind=kind,
@@ -65,7 +78,14 @@ def _new_operation(kind, *, actor, project_id, cluster=None, idempotency=None) -
     return operation
 
 
-def _item(operation, position, vm, error=None, *, name="") -> OperationItem:
+def _item(
+    operation: Operation,
+    position: int,
+    vm: VirtualMachine | None,
+    error: RuleViolation | None = None,
+    *,
+    name: str = "",
+) -> OperationItem:
     item = OperationItem(
         operation=operation,
         position=position,
@@ -78,12 +98,12 @@ def _item(operation, position, vm, error=None, *, name="") -> OperationItem:
     return item
 
 
-def _succeed(item) -> OperationItem:
+def _succeed(item: OperationItem) -> OperationItem:
     item.status, item.finished_at = ItemStatus.SUCCEEDED, timezone.now()
     return item
 
 
-def _vm_refusal(actor, vm, permission):
+def _vm_refusal(actor: Actor, vm: VirtualMachine | None, permission: str) -> RuleViolation | None:
     """Who may not touch ``vm`` is refused as the single action would be: not found, then
     the permission."""
     if vm is None or vm.status == VmStatus.DELETED:
@@ -93,11 +113,13 @@ def _vm_refusal(actor, vm, permission):
     return permission_refusal(actor, permission, vm)
 
 
-def _finish(operation, error=None) -> None:
+def _finish(operation: Operation, error: RuleViolation | None = None) -> None:
     operation.finished_at = timezone.now()
     operation.set_error(error)
     operation.save(update_fields=["finished_at", "error_code", "error_params"])
 
 
-def _cluster_attempt(action, actor, cluster_id):
+def _cluster_attempt(
+    action: str, actor: Actor, cluster_id: object
+) -> AbstractContextManager[Attempt]:
     return attempt(action, actor=actor, target_type="cluster", target_id=parse_id(cluster_id))

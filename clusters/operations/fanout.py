@@ -2,7 +2,9 @@
 action, ``watch`` marks items as their VMs settle and finishes the operation (stopping the
 cluster last for ``stop_cluster_with_members``), ``watch_stale`` picks up lost watchers."""
 
+from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.conf import settings
@@ -45,12 +47,12 @@ from portal.errors import (
     TransitionTimedOut,
     VmNotFound,
 )
-from portal.kernel import permission_refusal
+from portal.kernel import Actor, id_for_lookup, permission_refusal
 from portal.permissions import Perm
 from vms.models import VM_STARTABLE, VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 
-def _fan_out(operation) -> None:
+def _fan_out(operation: Operation) -> None:
     """Queue the items' work in chunks once the operation commits; the last chunk queues
     the watcher after the work it started (so it looks after, not before, those steps)."""
     positions = list(operation.items.order_by("position").values_list("position", flat=True))
@@ -59,12 +61,18 @@ def _fan_out(operation) -> None:
     for start in range(0, len(positions), CHUNK):
         chunk = positions[start : start + CHUNK]
         last = start + CHUNK >= len(positions)
-        transaction.on_commit(
-            lambda chunk=chunk, last=last: publish(run_items, operation.pk, chunk, last)
-        )
+        transaction.on_commit(partial(publish, run_items, operation.pk, chunk, last))
 
 
-def _member_operation(kind, cluster_id, vm_ids, *, actor, wanted, idempotency):
+def _member_operation(
+    kind: str,
+    cluster_id: object,
+    vm_ids: Sequence[object] | None,
+    *,
+    actor: Actor,
+    wanted: object,
+    idempotency: tuple[str, str] | None,
+) -> Operation:
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
@@ -99,7 +107,13 @@ def _member_operation(kind, cluster_id, vm_ids, *, actor, wanted, idempotency):
     return operation
 
 
-def start_members(cluster_id, *, actor, vm_ids=None, idempotency=None) -> Operation:
+def start_members(
+    cluster_id: object,
+    *,
+    actor: Actor,
+    vm_ids: Sequence[object] | None = None,
+    idempotency: tuple[str, str] | None = None,
+) -> Operation:
     """멤버 모두 시작 (or the selected ones): each member through ``start_vm``."""
     return _member_operation(
         K.START_MEMBERS,
@@ -111,7 +125,13 @@ def start_members(cluster_id, *, actor, vm_ids=None, idempotency=None) -> Operat
     )
 
 
-def stop_members(cluster_id, *, actor, vm_ids=None, idempotency=None) -> Operation:
+def stop_members(
+    cluster_id: object,
+    *,
+    actor: Actor,
+    vm_ids: Sequence[object] | None = None,
+    idempotency: tuple[str, str] | None = None,
+) -> Operation:
     """멤버 모두 중지 (or the selected ones): each member through ``stop_vm``."""
     return _member_operation(
         K.STOP_MEMBERS,
@@ -123,7 +143,9 @@ def stop_members(cluster_id, *, actor, vm_ids=None, idempotency=None) -> Operati
     )
 
 
-def stop_cluster_with_members(cluster_id, *, actor, idempotency=None) -> Operation:
+def stop_cluster_with_members(
+    cluster_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+) -> Operation:
     """클러스터 중지 with 멤버 가상머신도 함께 중지: stop the running members, then (when all
     are 중지됨) the cluster through ``stop_cluster``, whose rule still decides."""
     with _cluster_attempt("operation.stop_cluster", actor, cluster_id) as att:
@@ -151,7 +173,7 @@ def stop_cluster_with_members(cluster_id, *, actor, idempotency=None) -> Operati
     return operation
 
 
-def _actor_of(operation):
+def _actor_of(operation: Operation) -> Actor:
     """The user an operation acts as; a deleted user acts as nobody (never as the system)."""
     if operation.actor_id is None:
         return None
@@ -159,7 +181,7 @@ def _actor_of(operation):
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def run_items(operation_id, positions, then_watch=True):
+def run_items(operation_id: int, positions: list[int], then_watch: bool = True) -> None:
     """Run the single-VM action of each item at ``positions`` (each audited by its service).
 
     Idempotent: an item already started or finished is skipped.
@@ -192,7 +214,7 @@ def run_items(operation_id, positions, then_watch=True):
         transaction.on_commit(lambda: publish(watch, operation_id))
 
 
-def _settle_items(operation, goal) -> None:
+def _settle_items(operation: Operation, goal: str) -> None:
     """Mark started items whose VM has settled: at ``goal`` 성공, elsewhere 실패 with the
     VM's own error (or the transition's)."""
     started = operation.items.filter(status=ItemStatus.PENDING, started_at__isnull=False)
@@ -212,7 +234,7 @@ def _settle_items(operation, goal) -> None:
 SETTLED_HERE = frozenset(ITEM_ACTIONS) | {K.START_CLUSTER, K.CREATE_CLUSTER}
 
 
-def _settle(operation) -> bool:
+def _settle(operation: Operation) -> bool:
     """Bring ``operation`` forward from what its targets show now; True once it is done."""
     if operation.kind in ITEM_ACTIONS:
         _settle_items(operation, ITEM_ACTIONS[operation.kind][1])
@@ -229,7 +251,7 @@ def _settle(operation) -> bool:
                     error = refusal
         _finish(operation, error)
         return True
-    cluster = VirtualCluster.objects.filter(pk=operation.cluster_id).first()
+    cluster = VirtualCluster.objects.filter(pk=id_for_lookup(operation.cluster_id)).first()
     if cluster is not None and cluster.status in TRANSITIONAL:
         return False
     _finish(operation, cluster.last_error if cluster is not None else None)
@@ -237,7 +259,7 @@ def _settle(operation) -> bool:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def watch(operation_id, round=0):  # noqa: A002 - Celery keyword
+def watch(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
     """Settle an operation's items as their VMs settle; look again shortly until done. After
     the transition timeout the reconciler (``watch_stale``) takes over."""
     operation = Operation.objects.filter(pk=operation_id).first()
@@ -253,7 +275,7 @@ def watch(operation_id, round=0):  # noqa: A002 - Celery keyword
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def watch_stale():
+def watch_stale() -> None:
     """The beat's look at open operations whose watcher is gone (a dead worker, a lost
     message): settle them; items still waiting past twice the transition timeout fail."""
     cutoff = timezone.now() - timedelta(seconds=2 * settings.TRANSITION_TIMEOUT_SECONDS)

@@ -1,14 +1,17 @@
 """Attach, detach and create-many: done in the request, one transaction, rows locked in
 the fixed order, an item and an audit event per VM."""
 
+from collections.abc import Callable, Iterable
+
 from clusters import services
 from clusters.backends import get_backend
 from clusters.holds import hold_refusal
-from clusters.locking import lock_cluster
+from clusters.locking import lock_cluster, lock_members
 from clusters.models import (
     ClusterStatus,
     Operation,
     OperationItem,
+    VirtualCluster,
 )
 from clusters.operations.common import (
     MAX_CREATE,
@@ -30,14 +33,16 @@ from portal.errors import (
     VmNameTaken,
     VmNotFound,
 )
-from portal.kernel import parse_id, validate_name
-from portal.models import AuditEvent
+from portal.kernel import Actor, parse_id, validate_name
+from portal.models import AuditEvent, Project
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine
 
 
-def _attach_each(operation, cluster, vm_ids, actor) -> None:
+def _attach_each(
+    operation: Operation, cluster: VirtualCluster, vm_ids: list[int], actor: Actor
+) -> None:
     """Attach each VM by the attach rule and write; an item and an audit event per VM."""
     vms = {
         vm.pk: vm
@@ -50,18 +55,18 @@ def _attach_each(operation, cluster, vm_ids, actor) -> None:
         att = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=vm_id)
         refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
         visible = not isinstance(refusal, VmNotFound)
-        if visible:
+        if visible and vm is not None:  # (a missing VM is refused as not found)
             att.about(vm)
             if vm.project_id == cluster.project_id:
                 att.message, att.cluster_id = cluster.name, cluster.pk
-        if refusal is None:
+        if refusal is None and vm is not None:
             refusal = services.attach_refusal(vm, cluster) or hold_refusal(vm)
         if refusal is None and cluster.status == ClusterStatus.RUNNING:
             try:  # a running cluster's fabric grows with it: reserve the node now
                 get_backend().allocate(cluster, members + 1)
             except (CapacityUnavailable, BackendError) as exc:
                 refusal = exc
-        if refusal is None:
+        if refusal is None and vm is not None:
             services.join(vm, cluster)
             members += 1
         item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
@@ -72,7 +77,15 @@ def _attach_each(operation, cluster, vm_ids, actor) -> None:
     record_many(events)
 
 
-def _membership_operation(kind, cluster_id, vm_ids, *, actor, idempotency, each) -> Operation:
+def _membership_operation(
+    kind: str,
+    cluster_id: object,
+    vm_ids: Iterable[object] | None,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, str] | None,
+    each: Callable[..., None],
+) -> Operation:
     """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
     readable), the operation, ``each(operation, cluster, ids)``, its end and its audit."""
     ids = _target_ids(vm_ids)
@@ -91,16 +104,24 @@ def _membership_operation(kind, cluster_id, vm_ids, *, actor, idempotency, each)
     return operation
 
 
-def attach_many(cluster_id, vm_ids, *, actor, idempotency=None) -> Operation:
+def attach_many(
+    cluster_id: object,
+    vm_ids: Iterable[object] | None,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, str] | None = None,
+) -> Operation:
     """Attach many VMs to a cluster (가상머신 연결): one item per VM, done on return."""
     return _membership_operation(
         K.ATTACH, cluster_id, vm_ids, actor=actor, idempotency=idempotency, each=_attach_each
     )
 
 
-def _detach_each(operation, cluster, ids, actor) -> None:
+def _detach_each(
+    operation: Operation, cluster: VirtualCluster, ids: list[int], actor: Actor
+) -> None:
     """Detach each member by the detach rule, counting the members left as it goes."""
-    members = {vm.pk: vm for vm in services.lock_members(cluster)}
+    members = {vm.pk: vm for vm in lock_members(cluster)}
     others = {
         vm.pk: vm for vm in VirtualMachine.objects.filter(pk__in=ids).exclude(cluster=cluster)
     }
@@ -115,10 +136,10 @@ def _detach_each(operation, cluster, ids, actor) -> None:
             evt.about(vm)
         if refusal is None and vm_id not in members:
             refusal = NotMember()
-        if refusal is None:
+        if refusal is None and vm is not None:
             evt.message, evt.cluster_id = cluster.name, cluster.pk
             refusal = services.detach_refusal(vm, cluster, services.MemberStates(count=count))
-        if refusal is None:
+        if refusal is None and vm is not None:
             services.leave(vm)
             count -= 1
         item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
@@ -129,7 +150,13 @@ def _detach_each(operation, cluster, ids, actor) -> None:
     record_many(events)
 
 
-def detach_many(cluster_id, vm_ids, *, actor, idempotency=None) -> Operation:
+def detach_many(
+    cluster_id: object,
+    vm_ids: Iterable[object] | None,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, str] | None = None,
+) -> Operation:
     """Detach many members (분리): one item per VM, done on return."""
     return _membership_operation(
         K.DETACH, cluster_id, vm_ids, actor=actor, idempotency=idempotency, each=_detach_each
@@ -138,16 +165,16 @@ def detach_many(cluster_id, vm_ids, *, actor, idempotency=None) -> Operation:
 
 def create_vms(
     *,
-    actor,
-    project,
-    name,
-    count,
-    zone_id,
-    instance_type_id,
-    billing_type,
-    disaster_recovery=False,
-    cluster_id=None,
-    idempotency=None,
+    actor: Actor,
+    project: Project,
+    name: str | None,
+    count: object,
+    zone_id: object,
+    instance_type_id: object,
+    billing_type: str | None,
+    disaster_recovery: bool = False,
+    cluster_id: object | None = None,
+    idempotency: tuple[str, str] | None = None,
 ) -> Operation:
     """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, then
     attach each to ``cluster_id`` if given (an item per VM: created, and attached)."""

@@ -1,14 +1,18 @@
 """What the pages and the API read about operations and attach candidates."""
 
+from django.db.models import QuerySet
+
 from clusters import services
-from clusters.models import Operation
+from clusters.models import Operation, VirtualCluster
 from portal.errors import RuleViolation
-from portal.kernel import permission_refusal
+from portal.kernel import Actor, permission_refusal
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 
-def attach_candidates(user, cluster) -> list[tuple[VirtualMachine, RuleViolation | None]]:
+def attach_candidates(
+    user: Actor, cluster: VirtualCluster
+) -> list[tuple[VirtualMachine, RuleViolation | None]]:
     """The project's live VMs the user may read, each with the refusal an attach to
     ``cluster`` would give them now (None: eligible), eligible first, then by name."""
     vms = (
@@ -36,9 +40,10 @@ VM_KINDS = (
 )
 
 
-def visible_operations(user):
+def visible_operations(user: Actor) -> QuerySet[Operation]:
     """Operations in the user's projects, newest first: every kind where they may read
     clusters, the VM kinds where they may read VMs."""
     by_cluster = Operation.objects.restrict(user, Perm.CLUSTER_READ)
     by_vm = Operation.objects.restrict(user, Perm.VM_READ).filter(kind__in=VM_KINDS)
-    return (by_cluster | by_vm).order_by("-created_at", "-id")
+    visible: QuerySet[Operation] = (by_cluster | by_vm).order_by("-created_at", "-id")
+    return visible

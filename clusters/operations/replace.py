@@ -22,7 +22,7 @@ from django.utils import timezone
 from clusters import services
 from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members, lock_vm
-from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem
+from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.operations.common import (
     WATCH_EVERY,
     ItemStatus,
@@ -37,15 +37,20 @@ from clusters.operations.common import (
 from clusters.operations.fanout import _actor_of
 from portal.audit import Attempt, build_event, record_many
 from portal.broker import publish
-from portal.errors import ClusterChanging, InvalidTransition, NotMember, RuleViolation
-from portal.kernel import parse_id, raise_if
+from portal.errors import ClusterChanging, InvalidTransition, NotMember, RuleViolation, VmNotFound
+from portal.kernel import Actor, id_for_lookup, raise_if
 from portal.models import AuditEvent
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 
-def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
+def replace_refusal(
+    actor: Actor,
+    cluster: VirtualCluster,
+    member: VirtualMachine | None,
+    spare: VirtualMachine | None,
+) -> RuleViolation | None:
     """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: either VM unseen or
     not the actor's to change, the member not in the cluster or on its way somewhere, the
     spare not attachable (``attach_refusal``, SPEC §5.1-3: the member itself is refused
@@ -53,8 +58,8 @@ def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
     refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
         actor, spare, Perm.VM_UPDATE
     )
-    if refusal is not None:
-        return refusal
+    if refusal is not None or member is None or spare is None:
+        return refusal or VmNotFound()  # (a missing VM is refused above, as not found)
     if member.cluster_id != cluster.pk:
         return NotMember()
     if cluster.status not in MEMBERSHIP_OPEN:
@@ -64,17 +69,29 @@ def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
     return services.attach_refusal(spare, cluster)
 
 
-def replace_member(cluster_id, member_vm_id, spare_vm_id, *, actor, idempotency=None) -> Operation:
+def replace_member(
+    cluster_id: object,
+    member_vm_id: object,
+    spare_vm_id: object,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, str] | None = None,
+) -> Operation:
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
     when ``replace_refusal`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is)."""
     with _cluster_attempt("operation.replace", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
-        member = VirtualMachine.objects.filter(pk=parse_id(member_vm_id)).first()
+        member = VirtualMachine.objects.filter(pk=id_for_lookup(member_vm_id)).first()
         # Locked: a start, delete or attach of the spare waits for this replace, then sees
         # the hold (``clusters.holds``).
-        spare = VirtualMachine.objects.select_for_update().filter(pk=parse_id(spare_vm_id)).first()
-        raise_if(replace_refusal(actor, cluster, member, spare) or hold_refusal(spare))
+        spare = (
+            VirtualMachine.objects.select_for_update().filter(pk=id_for_lookup(spare_vm_id)).first()
+        )
+        refusal = replace_refusal(actor, cluster, member, spare)
+        if refusal is not None or member is None or spare is None:
+            raise refusal or VmNotFound()
+        raise_if(hold_refusal(spare))
         operation = _new_operation(
             K.REPLACE,
             actor=actor,
@@ -94,13 +111,13 @@ def replace_member(cluster_id, member_vm_id, spare_vm_id, *, actor, idempotency=
     return operation
 
 
-def _watch_after_commit(operation) -> None:
+def _watch_after_commit(operation: Operation) -> None:
     """Look at the operation again once the VM step just queued has been committed (and,
     with eager tasks, done): ``advance_replace`` after the step's own task."""
     transaction.on_commit(lambda: publish(advance_replace, operation.pk))
 
 
-def _fail(operation, items, error) -> None:
+def _fail(operation: Operation, items: list[OperationItem], error: RuleViolation | None) -> None:
     for item in items:
         if item.status == ItemStatus.PENDING:
             item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
@@ -109,13 +126,15 @@ def _fail(operation, items, error) -> None:
     _finish(operation, error)
 
 
-def _swap(operation, member_item, spare_item, actor) -> None:
+def _swap(
+    operation: Operation, member_item: OperationItem, spare_item: OperationItem, actor: Actor
+) -> None:
     """Attach the spare at the member's rank, then detach the member, an audit event each.
     Both rules are asked before either write, the detach's on the members as they will be
     with the spare (so a running cluster of two can swap); a refusal changes nothing."""
     cluster = lock_cluster(operation.cluster_id, actor, Perm.CLUSTER_READ)
     members = {vm.pk: vm for vm in lock_members(cluster)}
-    member = members.get(member_item.vm_id)
+    member = members.get(member_item.vm_id) if member_item.vm_id is not None else None
     attach = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=spare_item.vm_id)
     detach = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=member_item.vm_id)
     try:
@@ -151,7 +170,9 @@ def _swap(operation, member_item, spare_item, actor) -> None:
         _finish(operation)
 
 
-def _put_back(member, member_item, cluster, actor) -> None:
+def _put_back(
+    member: VirtualMachine | None, member_item: OperationItem, cluster: VirtualCluster, actor: Actor
+) -> None:
     """Start again the member this replace stopped (``started_at`` is set only then), so a
     refused swap leaves the running cluster as it was; a start refused now is audited by
     ``start_vm`` and leaves the member stopped."""
@@ -165,7 +186,7 @@ def _put_back(member, member_item, cluster, actor) -> None:
         pass
 
 
-def _step(operation, actor) -> bool:
+def _step(operation: Operation, actor: Actor) -> bool:
     """Move a replace on from what its items and VMs show now (the caller holds the lock);
     False when it is waiting for a VM to settle."""
     member_item, spare_item = operation.items.select_related("vm").order_by("position")
@@ -194,7 +215,7 @@ def _step(operation, actor) -> bool:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def advance_replace(operation_id, round=0):  # noqa: A002 - Celery keyword
+def advance_replace(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
     """Walk a replace until its spare item is settled. A step that queued a VM's start
     queued the next look too; while a VM is still on its way, look again shortly."""
     with transaction.atomic():

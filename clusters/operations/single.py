@@ -1,10 +1,14 @@
 """Single actions recorded as an Operation (the API answers every change with one)."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
 from clusters.models import (
+    Operation,
     OperationItem,
     VirtualCluster,
 )
@@ -21,13 +25,24 @@ from portal.errors import (
     RuleViolation,
     VmNotFound,
 )
-from portal.kernel import parse_id
+from portal.kernel import Actor, id_for_lookup
+from portal.models import Project
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
 
 
-def _single(kind, fn, *, actor, project_id, cluster=None, vm=None, idempotency=None, watch_it):
+def _single(
+    kind: str,
+    fn: Callable[[], object],
+    *,
+    actor: Actor,
+    project_id: int,
+    cluster: VirtualCluster | None = None,
+    vm: VirtualMachine | None = None,
+    idempotency: tuple[str, str] | None = None,
+    watch_it: bool,
+) -> tuple[Operation, Any]:
     """Claim the operation (and its idempotency key) first, in its own transaction, then run
     the action through its service (which audits it); a refusal removes the claim."""
     operation = _new_operation(
@@ -55,21 +70,29 @@ def _single(kind, fn, *, actor, project_id, cluster=None, vm=None, idempotency=N
     return operation, result
 
 
-def _readable_cluster(cluster_id, actor) -> VirtualCluster:
-    cluster = VirtualCluster.objects.filter(pk=parse_id(cluster_id)).first()
+def _readable_cluster(cluster_id: object, actor: Actor) -> VirtualCluster:
+    cluster: VirtualCluster | None = VirtualCluster.objects.filter(
+        pk=id_for_lookup(cluster_id)
+    ).first()
     if cluster is None or (actor is not None and not actor.has_perm(Perm.CLUSTER_READ, cluster)):
         raise ClusterNotFound()
     return cluster
 
 
-def _readable_vm(vm_id, actor) -> VirtualMachine:
-    vm = VirtualMachine.objects.filter(pk=parse_id(vm_id)).exclude(status=VmStatus.DELETED).first()
+def _readable_vm(vm_id: object, actor: Actor) -> VirtualMachine:
+    vm: VirtualMachine | None = (
+        VirtualMachine.objects.filter(pk=id_for_lookup(vm_id))
+        .exclude(status=VmStatus.DELETED)
+        .first()
+    )
     if vm is None or (actor is not None and not actor.has_perm(Perm.VM_READ, vm)):
         raise VmNotFound()
     return vm
 
 
-def create_cluster_op(*, actor, project, idempotency=None, **fields):
+def create_cluster_op(
+    *, actor: Actor, project: Project, idempotency: tuple[str, str] | None = None, **fields: Any
+) -> tuple[Operation, VirtualCluster]:
     """``services.create_cluster`` as an Operation, done when the cluster is 미할당."""
     operation = _new_operation(
         K.CREATE_CLUSTER, actor=actor, project_id=project.pk, idempotency=idempotency
@@ -85,7 +108,15 @@ def create_cluster_op(*, actor, project, idempotency=None, **fields):
     return operation, cluster
 
 
-def _cluster_op(kind, service, cluster_id, *, actor, idempotency, watch_it):
+def _cluster_op(
+    kind: str,
+    service: Callable[..., object],
+    cluster_id: object,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, str] | None,
+    watch_it: bool,
+) -> tuple[Operation, Any]:
     cluster = _readable_cluster(cluster_id, actor)
     return _single(
         kind,
@@ -98,7 +129,9 @@ def _cluster_op(kind, service, cluster_id, *, actor, idempotency, watch_it):
     )
 
 
-def start_cluster_op(cluster_id, *, actor, idempotency=None):
+def start_cluster_op(
+    cluster_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+) -> tuple[Operation, Any]:
     """Done when the cluster is 실행중, or back where it was with the reason as its error."""
     return _cluster_op(
         K.START_CLUSTER,
@@ -110,7 +143,13 @@ def start_cluster_op(cluster_id, *, actor, idempotency=None):
     )
 
 
-def stop_cluster_op(cluster_id, *, actor, stop_members=False, idempotency=None):
+def stop_cluster_op(
+    cluster_id: object,
+    *,
+    actor: Actor,
+    stop_members: bool = False,
+    idempotency: tuple[str, str] | None = None,
+) -> tuple[Operation, Any]:
     """The plain stop (done at once), or with ``stop_members`` the members first."""
     if stop_members:
         operation = stop_cluster_with_members(cluster_id, actor=actor, idempotency=idempotency)
@@ -125,7 +164,9 @@ def stop_cluster_op(cluster_id, *, actor, stop_members=False, idempotency=None):
     )
 
 
-def delete_cluster_op(cluster_id, *, actor, idempotency=None):
+def delete_cluster_op(
+    cluster_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+) -> tuple[Operation, Any]:
     return _cluster_op(
         K.DELETE_CLUSTER,
         services.delete_cluster,
@@ -136,7 +177,15 @@ def delete_cluster_op(cluster_id, *, actor, idempotency=None):
     )
 
 
-def _vm_op(kind, fn, vm_id, *, actor, idempotency, watch_it):
+def _vm_op(
+    kind: str,
+    fn: Callable[..., object],
+    vm_id: object,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, str] | None,
+    watch_it: bool,
+) -> tuple[Operation, Any]:
     vm = _readable_vm(vm_id, actor)
     return _single(
         kind,
@@ -150,20 +199,26 @@ def _vm_op(kind, fn, vm_id, *, actor, idempotency, watch_it):
     )
 
 
-def start_vm_op(vm_id, *, actor, idempotency=None):
+def start_vm_op(
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+) -> tuple[Operation, Any]:
     """Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패)."""
     return _vm_op(
         K.START_VM, vm_services.start_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=True
     )
 
 
-def stop_vm_op(vm_id, *, actor, idempotency=None):
+def stop_vm_op(
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+) -> tuple[Operation, Any]:
     return _vm_op(
         K.STOP_VM, vm_services.stop_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=True
     )
 
 
-def delete_vm_op(vm_id, *, actor, idempotency=None):
+def delete_vm_op(
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+) -> tuple[Operation, Any]:
     return _vm_op(
         K.DELETE_VM,
         vm_services.delete_vm,

@@ -5,6 +5,8 @@ and ends the run when no agent posts anything more. With the simulator backend (
 its VMs) ``clusters.backends.validation_sim`` answers for the running members.
 """
 
+from collections.abc import Iterable
+
 from celery import shared_task
 from django.db import transaction
 
@@ -20,20 +22,22 @@ from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for
 from portal.broker import publish
-from portal.kernel import raise_if
+from portal.kernel import Actor, raise_if
 from portal.permissions import Perm
-from vms.models import VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 LEVELS = (1, 2)
 WATCH_EVERY = 5.0
 
 
-def rank_order(vms) -> list:
+def rank_order(vms: Iterable[VirtualMachine]) -> list[VirtualMachine]:
     """Members in node_rank order (unranked last, by id): the ring and rank 0 of the run."""
     return sorted(vms, key=lambda vm: (vm.node_rank is None, vm.node_rank or 0, vm.pk))
 
 
-def start_validation(cluster_id, *, actor, level=1, idempotency=None) -> Operation:
+def start_validation(
+    cluster_id: object, *, actor: Actor, level: int = 1, idempotency: tuple[str, str] | None = None
+) -> Operation:
     """클러스터 검증: ``validate_refusal`` decides on the locked rows; the run's thresholds
     are those of the cluster's instance type and fabric now (kept with the run)."""
     if str(level) not in {str(value) for value in LEVELS}:
@@ -70,11 +74,11 @@ def longest_run_seconds(level: int) -> float:
     per_phase = [TIMEOUTS[ValidationJob.Kind.GPU][level]] + [
         value for kind, value in TIMEOUTS.items() if kind != ValidationJob.Kind.GPU
     ]
-    return sum(per_phase) + 7 * (jobs.FETCH_WAIT_SECONDS + jobs.GRACE_SECONDS)
+    return float(sum(per_phase) + 7 * (jobs.FETCH_WAIT_SECONDS + jobs.GRACE_SECONDS))
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def watch_validation(operation_id, round=0):  # noqa: A002 - Celery keyword
+def watch_validation(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
     """Settle a run (time-outs, phases, the end); look again every few seconds until done."""
     run = ValidationRun.objects.filter(pk=operation_id).first()
     if run is None or jobs.settle(run.pk):

@@ -8,6 +8,8 @@ two at once, then the all-node all-reduce on rank 0. A phase is handed out once 
 before has finished (``clusters.validation.jobs.settle``).
 """
 
+from typing import Any
+
 from clusters.validation.models import ValidationJob
 from vms.models import FabricType
 
@@ -18,7 +20,7 @@ IB_MESSAGE_BYTES = 1 << 20
 IB_SECONDS = 5
 NCCL_ARGS = ["-b", "512M", "-e", "8G", "-f", "2"]  # large messages: the thresholds' range
 # How long the agent may run each tool (it kills it then and reports the timeout).
-TIMEOUTS = {
+TIMEOUTS: dict[str, Any] = {
     K.GPU: {1: 120, 2: 600},
     K.NCCL_LOCAL: 300,
     K.IB_SERVER: 180,
