@@ -14,7 +14,7 @@ from django.utils import translation
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from portal.api.errors import RequestInvalid
-from portal.errors import PermissionRequired, RuleViolation
+from portal.errors import NulCharacter, PermissionRequired, RuleViolation
 
 PROBLEM_TYPE = "application/problem+json"
 # The console's form fields that the API's bodies name by id.
@@ -49,7 +49,8 @@ def problem_body(exc: RuleViolation) -> dict:
     }
     field = getattr(exc, "field", None)
     if field:
-        body["field"] = BODY_FIELDS.get(field, field)
+        # A NUL is found in the request as sent: its field already has the API's name.
+        body["field"] = field if isinstance(exc, NulCharacter) else BODY_FIELDS.get(field, field)
     if isinstance(exc, PermissionRequired):
         body["permission"] = exc.permission
     return body

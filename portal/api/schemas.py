@@ -7,6 +7,7 @@ language when the response is built; codes never change with the language.
 from datetime import datetime
 
 from ninja import Field, Schema
+from pydantic import ConfigDict
 
 
 class ErrorOut(Schema):
@@ -135,26 +136,33 @@ class LaunchOut(Schema):
     ranks: list[LaunchRank]
 
 
-class ClusterCreateIn(Schema):
+class StrictIn(Schema):
+    """A request body, typed strictly: an id or a count is a JSON integer (``true`` or
+    ``"1"`` is refused, never read as 1), a flag is ``true``/``false`` (never ``"yes"``)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class ClusterCreateIn(StrictIn):
     name: str = Field(max_length=200)
     zone_id: int
     instance_type_id: int
     fabric_type: str
 
 
-class RenameIn(Schema):
+class RenameIn(StrictIn):
     name: str = Field(max_length=200)
 
 
-class StopIn(Schema):
+class StopIn(StrictIn):
     stop_members: bool = False
 
 
-class AttachIn(Schema):
+class AttachIn(StrictIn):
     vm_ids: list[int] = Field(min_length=1, max_length=500)
 
 
-class VmCreateIn(Schema):
+class VmCreateIn(StrictIn):
     name: str = Field(max_length=200)
     zone_id: int
     instance_type_id: int
@@ -164,11 +172,11 @@ class VmCreateIn(Schema):
     cluster_id: int | None = None
 
 
-class ValidateIn(Schema):
+class ValidateIn(StrictIn):
     level: int = 1  # dcgmi diag -r 1 (quick) or 2 (about 2 minutes); the service decides
 
 
-class ReplaceIn(Schema):
+class ReplaceIn(StrictIn):
     spare_vm_id: int
 
 
