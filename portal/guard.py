@@ -169,12 +169,9 @@ class ApiGuardMiddleware:
         refusal = api_refusal(request)
         if refusal is not None:
             return _problem(request, refusal)
+        # An exception a view outside ninja raised has been made a response by Django by
+        # now (Http404 a 404, anything else a logged 500): here it becomes a problem.
         return as_problem(request, self.get_response(request))
-
-    def process_exception(self, request, exception):
-        if not request.path.startswith(API_PREFIX):
-            return None
-        return unexpected(request, exception)
 
 
 # ---------------------------------------------------------------------------------------------
