@@ -21,6 +21,7 @@ from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 
+from portal.api.common import json_response
 from portal.api.errors import (
     BodyTooLarge,
     HttpRefusal,
@@ -28,6 +29,7 @@ from portal.api.errors import (
     MethodNotAllowed,
     ServerError,
 )
+from portal.api.problems import PROBLEM_TYPE, activate_api_language, problem_body
 from portal.errors import NotFound, NulCharacter, NulFilterIgnored, RuleViolation
 from portal.middleware import current_request_id, render_refusal
 
@@ -35,7 +37,6 @@ NUL = "\x00"
 API_PREFIX = "/api/"
 REST_PREFIX = "/api/v1/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-PROBLEM_TYPE = "application/problem+json"
 log = logging.getLogger(__name__)
 
 
@@ -82,10 +83,10 @@ def nul_as_form_error(view):
 
 
 def _problem(request, refusal: RuleViolation):
-    from portal.api.main import api
-    from portal.api.problems import problem_response
-
-    return problem_response(request, refusal, api)
+    activate_api_language(request)
+    response = json_response(problem_body(refusal), status=refusal.status)
+    response["Content-Type"] = PROBLEM_TYPE
+    return response
 
 
 def _body_refusal(request) -> RuleViolation | None:
