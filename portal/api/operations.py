@@ -21,7 +21,7 @@ from clusters.operations import visible_operations
 from portal.api import pagination
 from portal.api.common import actor, json_response, labels, path_id, stored_error_json
 from portal.api.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
-from portal.api.schemas import OperationOut, OperationPage
+from portal.api.schemas import OperationOut, OperationPage, QueryInt
 from portal.errors import NotFound
 from portal.kernel import parse_id
 from portal.permissions import Perm
@@ -34,7 +34,7 @@ KEY_MAX = 100  # Operation.idempotency_key
 
 class OperationFilters(pagination.PageRequest):
     order_by: str = "-created_at"
-    cluster: int | None = None
+    cluster: QueryInt | None = None
 
 
 def operation_json(operation: Operation, kind_labels: dict[str, str], user) -> dict:

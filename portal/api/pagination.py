@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet
 from ninja import Schema
 
 from portal.api.errors import PageTokenInvalid, RequestInvalid
+from portal.api.schemas import QueryInt
 from portal.kernel import parse_id
 
 MAX_PAGE_SIZE = 500
@@ -25,7 +26,7 @@ SALT = "portal.api.page"
 class PageRequest(Schema):
     """What every list takes: how many rows, from where (each list adds ``order_by``)."""
 
-    page_size: int = DEFAULT_PAGE_SIZE
+    page_size: QueryInt = DEFAULT_PAGE_SIZE
     page_token: str | None = None
 
 

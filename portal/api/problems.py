@@ -49,8 +49,9 @@ def problem_body(exc: RuleViolation) -> dict:
     }
     field = getattr(exc, "field", None)
     if field:
-        # A NUL is found in the request as sent: its field already has the API's name.
-        body["field"] = field if isinstance(exc, NulCharacter) else BODY_FIELDS.get(field, field)
+        # What the schema or the guard refuses is named as sent: already the API's name.
+        as_sent = isinstance(exc, (NulCharacter, RequestInvalid))
+        body["field"] = field if as_sent else BODY_FIELDS.get(field, field)
     if isinstance(exc, PermissionRequired):
         body["permission"] = exc.permission
     return body

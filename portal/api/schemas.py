@@ -5,9 +5,30 @@ language when the response is built; codes never change with the language.
 """
 
 from datetime import datetime
+from typing import Annotated
 
 from ninja import Field, Schema
-from pydantic import ConfigDict
+from pydantic import BeforeValidator, ConfigDict
+
+
+def _query_int(value):
+    """A query string's integer is decimal digits only (not ``1.0``, ``+1``, ``1_000``)."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("decimal digits")
+    return value
+
+
+def _query_bool(value):
+    """A query string's flag is ``true`` or ``false`` (not ``yes``, ``on``, ``1``)."""
+    if isinstance(value, str):
+        if value not in ("true", "false"):
+            raise ValueError("true or false")
+        return value == "true"
+    return value
+
+
+QueryInt = Annotated[int, BeforeValidator(_query_int)]
+QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
 
 
 class ErrorOut(Schema):

@@ -208,3 +208,24 @@ def test_an_unexpected_exception_is_a_500_problem_without_traceback(
     body = problem(response, 500, "server_error")
     assert response["X-Request-ID"] in body["detail"]
     assert b"internal detail" not in response.content and b"Traceback" not in response.content
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/virtual-clusters?page_size=1.0", "page_size"),
+        ("/virtual-clusters?page_size=+5", "page_size"),
+        ("/virtual-clusters?page_size=1_0", "page_size"),
+        ("/virtual-machines?cluster=true", "cluster"),
+        ("/virtual-machines?cluster=%201", "cluster"),
+        ("/operations?cluster=1.0", "cluster"),
+        ("/virtual-clusters/{cluster}/validations?include_raw=yes", "include_raw"),
+        ("/virtual-clusters/{cluster}/validations?include_raw=1", "include_raw"),
+    ],
+)
+def test_loose_query_values_are_refused(api, world, secrets, path, field):
+    cluster = world.cluster("strict")
+    response = api.get(path.format(cluster=cluster.pk), token=secrets["admin"])
+    assert problem(response, 422, "request_invalid")["field"] == field
+    exact = path.split("?")[0].format(cluster=cluster.pk)
+    assert api.get(f"{exact}?page_size=5", token=secrets["admin"]).status_code == 200
