@@ -65,8 +65,10 @@ def _fan_out(operation) -> None:
 
 
 def _member_operation(kind, cluster_id, vm_ids, *, actor, wanted, idempotency):
+    """Start or stop members: who may not update the project's VMs is refused whole, before
+    any item is made (one refusal, not one per member)."""
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
             raise ClusterNotRunning()  # SPEC §5.6, for the whole request
         members = cluster.members.order_by("name", "pk")
