@@ -158,6 +158,7 @@ AUTHENTICATION_BACKENDS = [
     # in (the console's login, the admin's) goes through it (portal.throttle).
     "portal.throttle.ThrottledModelBackend",
     "portal.auth.ProjectRoleBackend",
+    "portal.auth.ProjectStaffBackend",
 ]
 # Login throttling: failures allowed per window, per username and per client address.
 LOGIN_THROTTLE_PER_USER = int(os.environ.get("LOGIN_THROTTLE_PER_USER", "5"))
