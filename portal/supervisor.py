@@ -5,16 +5,27 @@ log line. A worker that is alive but no longer consumes (its heartbeat, ``portal
 older than ``WORKER_HEARTBEAT_MAX_AGE_SECONDS`` while it has been up at least that long) is
 killed and started again: a prefork pool whose children were SIGKILLed can wedge that way.
 In production systemd (``Restart=always``) and a probe on ``/healthz`` do the same job.
+
+Children end with the supervising process, however it ends (SIGKILL included): each is
+started with ``PR_SET_PDEATHSIG`` = SIGKILL (Linux), and a prefork worker's pool processes
+have the same from Celery. The kernel sends the signal when the *thread* that forked the
+child ends, so the watcher thread (which forks restarts) lives until ``stop`` has ended the
+children.
 """
+
+import ctypes
+import ctypes.util
 
 import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from portal.broker import BROKER_ERRORS
 
@@ -26,6 +37,17 @@ log = logging.getLogger(__name__)
 STEADY_SECONDS = 10.0
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def die_with(parent: int) -> None:
+    """In a forked child before exec: be SIGKILLed when the parent (thread) ends; end now if
+    the parent ``parent`` is already gone (it died between the fork and this call)."""
+    if LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+        os._exit(127)
 
 
 @dataclass
@@ -73,6 +95,8 @@ class Supervisor:
         self.heartbeat_max_age = heartbeat_max_age
         self.interval = interval
         self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._checking = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def child(self, name: str) -> Child:
@@ -94,12 +118,16 @@ class Supervisor:
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout is not None else None,
             start_new_session=True,
+            preexec_fn=partial(die_with, os.getpid()) if sys.platform == "linux" else None,
         )
         child.started_at = time.monotonic()
 
     def _watch(self) -> None:
         while not self._stopping.wait(self.interval):
-            self.check()
+            with self._checking:
+                if not self._stopping.is_set():
+                    self.check()
+        self._stopped.wait()  # the children this thread forked die with it: not before stop
 
     def check(self) -> None:
         """One round: restart what exited, and a worker whose heartbeat went stale."""
@@ -113,6 +141,7 @@ class Supervisor:
                 continue
             code = child.process.poll()
             if code is not None:
+                _kill_group(child.process, signal.SIGKILL)  # what it left behind, if anything
                 self._restart(child, f"exited with status {code}")
             elif child.watch_heartbeat and self._stalled(child):
                 _kill_group(child.process, signal.SIGKILL)
@@ -146,8 +175,13 @@ class Supervisor:
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM every child's group, wait up to ``timeout``, SIGKILL what is left."""
         self._stopping.set()
+        with self._checking:  # no restart is half done
+            self._stop_children(timeout)
+        self._stopped.set()
         if self._thread is not None:
             self._thread.join()
+
+    def _stop_children(self, timeout: float) -> None:
         for child in self.children:
             _kill_group(child.process, signal.SIGTERM)
         deadline = time.monotonic() + timeout
