@@ -43,7 +43,9 @@ STACK_ENV = {
 
 
 class Stack:
-    def __init__(self, broker_url, workdir, concurrency=2, **env):
+    def __init__(
+        self, broker_url, workdir, concurrency=2, heartbeat_max_age=HEARTBEAT_MAX_AGE, **env
+    ):
         self.broker_url = broker_url
         self.workdir = Path(workdir)
         self.var_dir = self.workdir / "var"
@@ -62,11 +64,15 @@ class Stack:
         ]
         self.supervisor = Supervisor(
             [Child("worker", worker.command(), watch_heartbeat=True), Child("beat", beat)],
-            env=celery_env(broker_url, self.var_dir, **{**STACK_ENV, **env}),
+            env=celery_env(
+                broker_url,
+                self.var_dir,
+                **{**STACK_ENV, "WORKER_HEARTBEAT_MAX_AGE_SECONDS": heartbeat_max_age, **env},
+            ),
             cwd=BASE_DIR,
             output=self._log_file,
             heartbeat_age=heartbeat.age,
-            heartbeat_max_age=HEARTBEAT_MAX_AGE,
+            heartbeat_max_age=heartbeat_max_age,
             interval=0.2,
         )
 
