@@ -194,8 +194,10 @@ class RoleBindingAdmin(ProjectScopedAdmin):
 
 def own(request, binding) -> bool:
     """A staff user's own role binding: theirs to look at, a platform admin's to change."""
-    return binding is not None and binding.user_id == request.user.pk and not (
-        request.user.is_superuser
+    return (
+        binding is not None
+        and binding.user_id == request.user.pk
+        and not (request.user.is_superuser)
     )
 
 
@@ -276,9 +278,12 @@ class PortalGroupAdmin(GroupAdmin, ConsoleAdmin):
     """Groups carry model permissions for every project: a platform admin's."""
 
 
-
 # What only a platform admin sees or grants on an account: each of them reaches every project.
 PLATFORM_FIELDS = frozenset({"is_superuser", "is_staff", "groups", "user_permissions"})
+
+
+def without_platform_fields(names):
+    return [name for name in names if name not in PLATFORM_FIELDS]
 
 
 @admin.register(User)
@@ -303,19 +308,17 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
         if request.user.is_superuser:
             return fieldsets
         return [
-            (name, {**options, "fields": [f for f in options["fields"] if f not in PLATFORM_FIELDS]})
+            (name, {**options, "fields": without_platform_fields(options["fields"])})
             for name, options in fieldsets
         ]
 
     def get_list_display(self, request):
         shown = super().get_list_display(request)
-        return shown if request.user.is_superuser else [f for f in shown if f not in PLATFORM_FIELDS]
+        return shown if request.user.is_superuser else without_platform_fields(shown)
 
     def get_list_filter(self, request):
         filters = super().get_list_filter(request)
-        if request.user.is_superuser:
-            return filters
-        return [f for f in filters if f not in PLATFORM_FIELDS]
+        return filters if request.user.is_superuser else without_platform_fields(filters)
 
     def _within_reach(self, request, user) -> bool:
         if request.user.is_superuser or user is None:

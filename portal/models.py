@@ -249,3 +249,6 @@ class ThrottleWindow(models.Model):
     key = models.CharField(max_length=200, primary_key=True)
     count = models.PositiveIntegerField()
     expires_at = models.FloatField(db_index=True)
+
+    def __str__(self):
+        return f"{self.key}: {self.count}"

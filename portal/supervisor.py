@@ -15,7 +15,6 @@ children.
 
 import ctypes
 import ctypes.util
-
 import logging
 import os
 import signal

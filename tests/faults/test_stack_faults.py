@@ -22,7 +22,6 @@ from portal import heartbeat
 from tests.faults.harness import wait_until
 from tests.faults.stack import (
     BOUND,
-    HEARTBEAT_MAX_AGE,
     running_stack,
     start_a_vm_through_the_worker,
     start_in_a_web_process_that_dies_after_commit,

@@ -14,12 +14,11 @@ import time
 from datetime import timedelta
 
 import pytest
-
 from django.utils import timezone
 
 from clusters import progress as cluster_progress
-from clusters.backends.simulator import StepGate
 from clusters import services as cluster_services
+from clusters.backends.simulator import StepGate
 from clusters.models import (
     STABLE,
     ClusterStatus,

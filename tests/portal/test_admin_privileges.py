@@ -147,7 +147,11 @@ def test_project_staff_use_the_admin_without_model_permissions(world):
         expected = 403 if model is Group else 200  # groups: a platform admin's business
         assert client.get(url(model, "changelist")).status_code == expected, model
     binding = RoleBinding.objects.get(user=world.users["viewer"])
-    change = {"user": binding.user_id, "project": world.demo.pk, "role": builtin_role("operator").pk}
+    change = {
+        "user": binding.user_id,
+        "project": world.demo.pk,
+        "role": builtin_role("operator").pk,
+    }
     assert client.post(url(RoleBinding, "change", binding.pk), change).status_code == 302
     binding.refresh_from_db()
     assert binding.role.name == "operator"

@@ -58,7 +58,9 @@ def check_port(addrport: str) -> None:
     try:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except (ValueError, OSError):
-        raise CommandError(_("주소가 올바르지 않습니다: %(addrport)s") % {"addrport": addrport})
+        raise CommandError(
+            _("주소가 올바르지 않습니다: %(addrport)s") % {"addrport": addrport}
+        ) from None
     family, kind, proto, _name, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as runserver does
