@@ -84,6 +84,7 @@ class Supervisor:
         output: Callable[[Child], object] | None = None,
         heartbeat_age: Callable[[], float | None] | None = None,
         heartbeat_max_age: float | None = None,
+        startup_grace: float = 0.0,
         interval: float = 0.5,
     ):
         self.children = children
@@ -92,6 +93,9 @@ class Supervisor:
         self.output = output
         self.heartbeat_age = heartbeat_age
         self.heartbeat_max_age = heartbeat_max_age
+        # How long a (re)started worker has to consume its first task, if longer than the
+        # max age: on a loaded machine a worker's boot may take longer than a stall may.
+        self.startup_grace = startup_grace
         self.interval = interval
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -148,14 +152,21 @@ class Supervisor:
                 self._restart(child, "consumed nothing for too long", crashed=False)
 
     def _stalled(self, child: Child) -> bool:
+        """No heartbeat for ``heartbeat_max_age`` while the worker has been up that long; a
+        worker that has consumed nothing since its (re)start gets ``startup_grace`` if that
+        is longer (its boot, not a stall)."""
         if self.heartbeat_age is None or self.heartbeat_max_age is None:
             return False
-        if time.monotonic() - child.started_at < self.heartbeat_max_age:
+        up = time.monotonic() - child.started_at
+        if up < self.heartbeat_max_age:
             return False  # give a fresh worker the time to consume its first task
         try:
             age = self.heartbeat_age()
         except BROKER_ERRORS:
             return False  # the broker is down: the worker reconnects by itself, wait for it
+        consumed_since_start = age is not None and age < up
+        if not consumed_since_start and up < self.startup_grace:
+            return False
         return age is None or age > self.heartbeat_max_age
 
     def _restart(self, child: Child, why: str, *, crashed: bool = True) -> None:

@@ -32,6 +32,9 @@ RECONCILE_EVERY = 2.0
 STEP_SECONDS = 0.2
 HEARTBEAT_EVERY = 0.5
 HEARTBEAT_MAX_AGE = 2.5
+# A worker's boot on a loaded 2-core machine can take longer than HEARTBEAT_MAX_AGE: it is
+# not a stall (the supervisor would kill every fresh worker before its first task).
+STARTUP_GRACE = 60.0
 BOUND = TRANSITION_TIMEOUT + 2 * RECONCILE_EVERY  # issue 9 item 1
 STACK_ENV = {
     "TRANSITION_TIMEOUT_SECONDS": TRANSITION_TIMEOUT,
@@ -73,6 +76,7 @@ class Stack:
             output=self._log_file,
             heartbeat_age=heartbeat.age,
             heartbeat_max_age=heartbeat_max_age,
+            startup_grace=STARTUP_GRACE,
             interval=0.2,
         )
 
