@@ -18,7 +18,7 @@ import pytest
 
 from tests.faults.harness import BASE_DIR, free_port, wait_until
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
 
 
 def marked(mark: str) -> list[tuple[int, str]]:
