@@ -57,7 +57,19 @@ class Hosts:
 
 
 @pytest.fixture
-def hosts(world, tmp_path, settings):
+def commits(django_capture_on_commit_callbacks, monkeypatch):
+    """Queued tasks run (eagerly) when each service's transaction would have committed."""
+    import portal.kernel
+
+    def run_now(func):
+        with django_capture_on_commit_callbacks(execute=True):
+            func()
+
+    monkeypatch.setattr(portal.kernel.transaction, "on_commit", run_now)
+
+
+@pytest.fixture
+def hosts(world, tmp_path, settings, commits):
     settings.COMPUTE_BACKEND = "clusters.backends.libvirt.LibvirtBackend"
     h = Hosts(world, tmp_path)
     yield h

@@ -10,23 +10,10 @@ from clusters.backends.libvirt import LibvirtBackend, domain
 from clusters.hosts.models import FabricPartition, HostDevice, Placement
 from clusters.models import ClusterStatus
 from portal.errors import CapacityUnavailable
-from tests.clusters.libvirt_world import hosts  # noqa: F401
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _commits(django_capture_on_commit_callbacks, monkeypatch):
-    """Queued tasks run (eagerly) when each service's transaction would have committed."""
-    import portal.kernel
-
-    def run_now(func):
-        with django_capture_on_commit_callbacks(execute=True):
-            func()
-
-    monkeypatch.setattr(portal.kernel.transaction, "on_commit", run_now)
 
 
 def running_cluster(world, hosts, n, fabric=FabricType.INFINIBAND, name="train", itype=None):
@@ -100,8 +87,8 @@ def test_infiniband_domain_xml(world, hosts):
     assert vm.status == VmStatus.RUNNING and vm.fabric_guid and vm.fabric_lid
     dom, root = dom_xml(hosts, vm)
     assert dom.isActive() and root.findtext("uuid") == domain.domain_uuid(vm.pk)
-    meta = root.find("metadata/{%s}vm" % domain.NAMESPACE)
-    assert meta.findtext("{%s}cluster" % domain.NAMESPACE) == str(cluster.pk)
+    meta = root.find(f"metadata/{{{domain.NAMESPACE}}}vm")
+    assert meta.findtext(f"{{{domain.NAMESPACE}}}cluster") == str(cluster.pk)
     hostdevs = root.findall("devices/hostdev[@mode='subsystem'][@type='pci'][@managed='yes']")
     placed = Placement.objects.get(vm=vm)
     expected = {d.address for d in placed.devices.all()}
@@ -170,7 +157,7 @@ def test_every_method_twice(world, hosts):
 
 
 def test_delete_leaves_nothing(world, hosts):
-    (host, *_rest) = hosts.topology()
+    hosts.topology()
     cluster, members = running_cluster(world, hosts, 2, itype=world.h100)
     for vm in members:
         vm_services.start_vm(vm.pk, actor=world.admin)
