@@ -105,10 +105,9 @@ class LibvirtBackend(ComputeBackend):
             chosen = self._place(
                 hosts, cluster.instance_type, cluster.zone, cluster.fabric_type, want, prefer, True
             )
-            for vm, slot in zip(need, chosen, strict=False):
-                placement.bind(slot, vm=vm, cluster=cluster, existing=homes.get(vm.pk))
-            for slot in chosen[len(need) :]:
-                placement.bind(slot, cluster=cluster)
+            pairs = [(slot, vm, homes.get(vm.pk)) for vm, slot in zip(need, chosen, strict=False)]
+            pairs += [(slot, None, None) for slot in chosen[len(need) :]]
+            placement.bind_many(pairs, cluster)
             self._partition(cluster)
 
     def _partition(self, cluster) -> FabricPartition:

@@ -13,6 +13,8 @@ Callers hold the lock order of ``clusters.locking`` and then the zone's host row
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.db.models import Case, IntegerField, Value, When
+
 from clusters.hosts.models import GpuHost, HostDevice, Placement
 from portal.errors import CapacityUnavailable
 
@@ -40,38 +42,34 @@ def hosts_of(zone_id, fabric=None):
     return list(hosts.filter(fabric=fabric) if fabric is not None else hosts)
 
 
-def _devices(hosts, gpu_model, free_only):
-    rows = HostDevice.objects.filter(host__in=hosts, missing=False)
-    if free_only:
-        rows = rows.filter(placement__isnull=True)
-    return rows.values_list("pk", "host_id", "kind", "model", "numa_node").order_by("pk")
-
-
 def slots(hosts, instance_type, needs_vf, free_only=True) -> dict[int, list[Slot]]:
-    """Room per host for members of ``instance_type``."""
+    """Room per host for members of ``instance_type`` (one query over the hosts' devices)."""
     model = instance_type.gpu_model.lower()
     gpus = defaultdict(lambda: defaultdict(list))
     vfs = defaultdict(lambda: defaultdict(list))
-    widest = defaultdict(int)
-    for pk, host_id, kind, device_model, node in _devices(hosts, model, free_only):
-        if kind == D.GPU and model in device_model.lower():
+    widest = defaultdict(int)  # a node's width counts its taken GPUs too
+    rows = HostDevice.objects.filter(host__in=hosts, missing=False).order_by("pk")
+    for pk, host_id, kind, device_model, node, taken in rows.values_list(
+        "pk", "host_id", "kind", "model", "numa_node", "placement_id"
+    ):
+        is_gpu = kind == D.GPU and model in device_model.lower()
+        if is_gpu:
+            widest[(host_id, node)] += 1
+        if taken is not None and free_only:
+            continue
+        if is_gpu:
             gpus[host_id][node].append(pk)
         elif kind == D.VF:
             vfs[host_id][node].append(pk)
-    if free_only:  # a node's width counts its taken GPUs too
-        for _pk, host_id, _kind, _model, node in _devices(hosts, model, False).filter(kind=D.GPU):
-            widest[(host_id, node)] += 1
-    found = {}
-    for host in hosts:
-        found[host.pk] = _host_slots(
-            host.pk, gpus[host.pk], vfs[host.pk], instance_type, needs_vf, widest, free_only
-        )
-    return found
+    return {
+        host.pk: _host_slots(host.pk, gpus[host.pk], vfs[host.pk], instance_type, needs_vf, widest)
+        for host in hosts
+    }
 
 
-def _host_slots(host_id, gpus, vfs, instance_type, needs_vf, widest, free_only):
+def _host_slots(host_id, gpus, vfs, instance_type, needs_vf, widest):
     need = instance_type.gpu_count
-    width = max((widest[(host_id, n)] if free_only else len(g) for n, g in gpus.items()), default=0)
+    width = max((w for (h, _n), w in widest.items() if h == host_id), default=0)
     out = []
     if need <= width:
         for node in sorted(gpus):
@@ -150,9 +148,35 @@ def bind(slot, *, vm=None, cluster=None, existing=None) -> Placement:
     return placement
 
 
+def bind_many(pairs, cluster) -> None:
+    """``bind`` for many ``(slot, vm or None, existing placement or None)`` in a few queries."""
+    fresh = []
+    for slot, vm, existing in pairs:
+        if existing is not None:
+            bind(slot, cluster=cluster, existing=existing)
+        else:
+            row = Placement(host_id=slot.host_id, vm=vm, cluster=cluster, numa_node=slot.numa_node)
+            fresh.append((slot, row))
+    Placement.objects.bulk_create([row for _slot, row in fresh])
+    owner = {
+        device: row.pk
+        for slot, row in fresh
+        for device in [*slot.gpu_ids, *([slot.vf_id] if slot.vf_id else [])]
+    }
+    if owner:
+        HostDevice.objects.filter(pk__in=owner).update(
+            placement=Case(
+                *[When(pk=d, then=Value(p)) for d, p in owner.items()],
+                output_field=IntegerField(),
+            )
+        )
+
+
 def unbind(placements) -> None:
     """Free the devices of ``placements`` (a queryset); rows without a VM go, the others
     stay as their VMs' home."""
+    if not placements.exists():
+        return
     HostDevice.objects.filter(placement__in=placements).update(placement=None)
     HostDevice.objects.filter(missing=True, placement__isnull=True).delete()
     placements.filter(vm__isnull=True).delete()
