@@ -240,8 +240,9 @@ class LibvirtBackend(ComputeBackend):
         )
         return placement.bind(slot, vm=vm, cluster=cluster, existing=own)
 
-    def _define(self, vm, placed, partition, address):
-        """Disk, seed and domain on the placement's host (moved there if elsewhere)."""
+    def _define(self, vm, placed, partition, address, prepare=True):
+        """Disk, seed and domain on the placement's host (moved there if elsewhere);
+        without ``prepare``, only the domain's definition is rewritten."""
         host = placed.host
         if placed.domain_host_id and placed.domain_host_id != host.pk:
             volumes.remove_domain(placed.domain_host, vm.pk)
@@ -250,8 +251,9 @@ class LibvirtBackend(ComputeBackend):
         if not pool.isActive():
             pool.create()
         boot = guest.guest_boot(vm)
-        volumes.ensure_disk(pool, vm, boot)
-        volumes.write_seed(host, pool, vm, address, partition)
+        if prepare:
+            volumes.ensure_disk(pool, vm, boot)
+            volumes.write_seed(host, pool, vm, address, partition)
         devices = list(HostDevice.objects.filter(placement=placed).order_by("kind", "address"))
         gpus = [d for d in devices if d.kind == HostDevice.Kind.GPU]
         vfs = [d for d in devices if d.kind == HostDevice.Kind.VF]
@@ -307,7 +309,7 @@ class LibvirtBackend(ComputeBackend):
         if placed.domain_host is not None:
             dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
             if dom is not None and not dom.isActive() and placed.domain_host_id == placed.host_id:
-                self._define(vm, placed, None, None)  # its config loses the fabric devices
+                self._define(vm, placed, None, None, prepare=False)  # no fabric devices
         if placed.cluster_id == cluster.pk:
             placement.unbind(Placement.objects.filter(pk=placed.pk))
 
