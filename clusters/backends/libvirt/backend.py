@@ -13,6 +13,7 @@ import time
 import libvirt
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from clusters.backends.base import (
     Capacity,
@@ -88,24 +89,31 @@ class LibvirtBackend(ComputeBackend):
         with transaction.atomic():
             VirtualCluster.objects.select_for_update().filter(pk=cluster.pk).exists()
             hosts = placement.lock_hosts(cluster.zone_id, cluster.fabric_type)
-            members = list(VirtualMachine.objects.filter(cluster=cluster).order_by("pk"))
-            ids = {vm.pk for vm in members}
-            held = Placement.objects.filter(cluster=cluster, held=True)
-            placement.unbind(held.exclude(vm__isnull=True).exclude(vm__in=ids))  # detached
-            placed = set(held.exclude(vm__isnull=True).values_list("vm_id", flat=True))
-            need = [vm for vm in members if vm.pk not in placed]
-            spare = list(held.filter(vm__isnull=True).order_by("-pk"))
+            members = list(
+                VirtualMachine.objects.filter(cluster=cluster)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+            ids = set(members)
+            rows = list(Placement.objects.filter(Q(cluster=cluster) | Q(vm__in=ids)))
+            held = [p for p in rows if p.cluster_id == cluster.pk and p.held]
+            placed = {p.vm_id for p in held if p.vm_id in ids}
+            need = [pk for pk in members if pk not in placed]
+            spare = sorted((p for p in held if p.vm_id is None), key=lambda p: -p.pk)
             extra = max(nodes - len(members), 0)  # members about to join a running cluster
-            if len(spare) > extra:
-                placement.unbind(Placement.objects.filter(pk__in=[p.pk for p in spare[extra:]]))
+            # Detached members' places and spare reservations beyond ``extra`` go.
+            drop = [p.pk for p in held if p.vm_id is not None and p.vm_id not in ids]
+            drop += [p.pk for p in spare[extra:]]
+            if drop:
+                placement.unbind(Placement.objects.filter(pk__in=drop))
             want = len(need) + max(extra - len(spare), 0)
-            prefer = set(held.values_list("host_id", flat=True))
-            homes = {p.vm_id: p for p in Placement.objects.filter(vm__in=need)}
+            homes = {p.vm_id: p for p in rows if p.vm_id in ids and p.vm_id not in placed}
+            prefer = {p.host_id for p in held if p.pk not in drop}
             prefer |= {p.host_id for p in homes.values()}
             chosen = self._place(
                 hosts, cluster.instance_type, cluster.zone, cluster.fabric_type, want, prefer, True
             )
-            pairs = [(slot, vm, homes.get(vm.pk)) for vm, slot in zip(need, chosen, strict=False)]
+            pairs = [(slot, pk, homes.get(pk)) for pk, slot in zip(need, chosen, strict=False)]
             pairs += [(slot, None, None) for slot in chosen[len(need) :]]
             placement.bind_many(pairs, cluster)
             self._partition(cluster)
