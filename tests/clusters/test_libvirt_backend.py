@@ -45,6 +45,15 @@ def test_inventory_and_capacity(world, hosts):
     running_cluster(world, hosts, 3)
     cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
     assert (cap.total_nodes, cap.free_nodes) == (8, 5)
+    # 동기화 again changes nothing; a draining host takes no new members.
+    from clusters.backends.libvirt.inventory import sync_all
+    from clusters.hosts.models import GpuHost
+
+    assert sync_all() == {"h0": "16", "h1": "16", "h2": "16", "h3": "16"}
+    assert HostDevice.objects.count() == 64
+    GpuHost.objects.filter(name="h3").update(state=GpuHost.State.DRAINING)
+    cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
+    assert (cap.total_nodes, cap.free_nodes) == (6, 3)
 
 
 def test_capacity_error_names_what_is_short(world, hosts):

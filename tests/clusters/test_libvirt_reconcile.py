@@ -183,3 +183,15 @@ def _hosts():
     from clusters.hosts.models import GpuHost
 
     return GpuHost.objects.all()
+
+
+def test_simulator_observes_what_the_portal_says(world):
+    from clusters.backends.simulator import SimulatorBackend
+
+    running = world.vm("up", status=VmStatus.RUNNING)
+    world.vm("down")
+    seen = SimulatorBackend().observe()
+    assert set(seen.vms) == {running.pk} and seen.vms[running.pk].running and not seen.strays
+    assert progress.reconcile() == []  # nothing drifts in the simulator
+    SimulatorBackend().delete_vm(running)  # holds nothing: no-op
+    SimulatorBackend().leave_cluster(running, world.cluster())
