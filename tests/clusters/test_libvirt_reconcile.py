@@ -195,3 +195,23 @@ def test_simulator_observes_what_the_portal_says(world):
     assert progress.reconcile() == []  # nothing drifts in the simulator
     SimulatorBackend().delete_vm(running)  # holds nothing: no-op
     SimulatorBackend().leave_cluster(running, world.cluster())
+
+
+def test_a_host_with_a_bad_uri_is_refused_in_its_language(world, client, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="pw-12345678")
+    client.force_login(root)
+    form = {
+        "name": "h9", "zone": world.zone_a.pk, "uri": "http://example.com", "domain_type": "",
+        "state": "ENABLED", "fabric": "INFINIBAND", "storage_pool": "vc-pool",
+        "emulated_gpus": 0, "emulated_vfs": 0, "emulated_numa_nodes": 1,
+        "devices-TOTAL_FORMS": 0, "devices-INITIAL_FORMS": 0,
+    }  # fmt: skip
+    response = client.post("/admin/clusters/gpuhost/add/", form, HTTP_ACCEPT_LANGUAGE="ko")
+    assert response.status_code == 200
+    assert "libvirt URI는 qemu://, qemu+ssh://, qemu+tls://, test:// 중 하나로" in (
+        response.content.decode()
+    )
+    assert not _hosts().exists()
+    form["uri"] = "qemu+ssh://gpu9/system"
+    response = client.post("/admin/clusters/gpuhost/add/", form)
+    assert response.status_code == 302 and _hosts().get().uri == "qemu+ssh://gpu9/system"
