@@ -103,7 +103,10 @@ def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world,
     cluster_services.detach_vm(late.pk, actor=world.admin)
     assert len(ET.fromstring(dom.XMLDesc(0)).findall("devices/hostdev")) == 4  # no VF
     placed.refresh_from_db()
-    assert not placed.held and placed.cluster_id is None
+    assert not placed.held and placed.cluster_id is None and not placed.devices.exists()
+    # The running cluster keeps the node for its next member (a 교체 spare takes it).
+    (kept,) = Placement.objects.filter(cluster=cluster, vm__isnull=True)
+    assert kept.devices.count() == 5 and kept.host_id == placed.host_id
 
 
 class Ufm(BaseHTTPRequestHandler):
@@ -215,3 +218,26 @@ def test_a_host_with_a_bad_uri_is_refused_in_its_language(world, client, django_
     form["uri"] = "qemu+ssh://gpu9/system"
     response = client.post("/admin/clusters/gpuhost/add/", form)
     assert response.status_code == 302 and _hosts().get().uri == "qemu+ssh://gpu9/system"
+
+
+def test_replace_puts_the_spare_on_the_members_node(
+    world, hosts, commits, monkeypatch, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    from clusters.operations.replace import replace_member
+
+    hosts.add("h0")  # room for exactly two members of the type
+    cluster, (member, other) = running_cluster(world, hosts, 2)
+    vm_services.start_vm(member.pk, actor=world.admin)
+    before = set(Placement.objects.get(vm=member).devices.values_list("pk", flat=True))
+    spare = world.vm("spare", instance_type=hosts.h100x4)
+    monkeypatch.setattr(transaction, "on_commit", commits)  # the steps follow real commits
+    with django_capture_on_commit_callbacks(execute=True):
+        replace_member(cluster.pk, member.pk, spare.pk, actor=world.admin)
+    spare.refresh_from_db()
+    member.refresh_from_db()
+    assert spare.status == VmStatus.RUNNING and spare.cluster_id == cluster.pk
+    assert member.status == VmStatus.STOPPED and member.cluster_id is None
+    assert set(Placement.objects.get(vm=spare).devices.values_list("pk", flat=True)) == before
+    assert not Placement.objects.filter(cluster=cluster, vm__isnull=True).exists()

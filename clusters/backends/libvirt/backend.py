@@ -318,8 +318,11 @@ class LibvirtBackend(ComputeBackend):
             dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
             if dom is not None and not dom.isActive() and placed.domain_host_id == placed.host_id:
                 self._define(vm, placed, None, None, prepare=False)  # no fabric devices
-        if placed.cluster_id == cluster.pk:
-            placement.unbind(Placement.objects.filter(pk=placed.pk))
+        if placed.cluster_id == cluster.pk and placed.held:
+            if cluster.status == ClusterStatus.RUNNING:
+                placement.keep_for_cluster(placed)
+            else:
+                placement.unbind(Placement.objects.filter(pk=placed.pk))
 
     def delete_vm(self, vm):
         placed = Placement.objects.select_related("domain_host", "host").filter(vm=vm).first()

@@ -173,6 +173,18 @@ def bind_many(pairs, cluster) -> None:
         )
 
 
+def keep_for_cluster(placed) -> Placement:
+    """A member leaving a running cluster gives its devices to a reservation of the
+    cluster (as an attach reserved one): a 교체 spare, or the next member, takes it at start;
+    the next allocation of the cluster drops reservations it does not need."""
+    spare = Placement.objects.create(
+        host_id=placed.host_id, cluster_id=placed.cluster_id, numa_node=placed.numa_node
+    )
+    HostDevice.objects.filter(placement=placed).update(placement=spare)
+    Placement.objects.filter(pk=placed.pk).update(held=False, cluster=None)
+    return spare
+
+
 def unbind(placements) -> None:
     """Free the devices of ``placements`` (a queryset); rows without a VM go, the others
     stay as their VMs' home."""
