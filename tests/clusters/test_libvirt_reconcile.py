@@ -241,3 +241,19 @@ def test_replace_puts_the_spare_on_the_members_node(
     assert member.status == VmStatus.STOPPED and member.cluster_id is None
     assert set(Placement.objects.get(vm=spare).devices.values_list("pk", flat=True)) == before
     assert not Placement.objects.filter(cluster=cluster, vm__isnull=True).exists()
+
+
+def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
+    from clusters.hosts.models import GpuHost
+
+    hosts.add("h0")
+    GpuHost.objects.create(
+        name="down", zone=world.zone_a, uri=f"test://{tmp_path}/missing.xml",
+        fabric=FabricType.INFINIBAND,
+    )  # fmt: skip
+    cluster, members = running_cluster(world, hosts, 2)
+    vm_services.start_vm(members[0].pk, actor=world.admin)
+    assert progress.reconcile() == []  # observed what it could
+    vm_services.stop_vm(members[0].pk, actor=world.admin)
+    cluster_services.stop_cluster(cluster.pk, actor=world.admin)
+    assert not FabricPartition.objects.exists() and not Placement.objects.filter(held=True)

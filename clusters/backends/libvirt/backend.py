@@ -210,9 +210,9 @@ class LibvirtBackend(ComputeBackend):
             dom = self._define(vm, placed, partition, address)
             if not dom.isActive():
                 dom.create()
-        except libvirt.libvirtError as exc:
+        except (libvirt.libvirtError, BackendError, OSError) as exc:
             log.warning("start of %s failed: %s", domain.domain_name(vm.pk), exc)
-            if cluster is None:
+            if cluster is None:  # a standalone VM holds nothing unless it runs
                 placement.unbind(Placement.objects.filter(pk=placed.pk))
             raise BackendError() from exc
         return address

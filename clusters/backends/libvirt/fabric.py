@@ -103,9 +103,15 @@ class FabricManager:
             net.create()
 
     def remove(self, cluster_id, hosts, pkey_hex="") -> None:
-        """Remove the cluster's network from every host, and its PKey from UFM."""
+        """Remove the cluster's network from every host, and its PKey from UFM. A host that
+        cannot be reached now keeps its copy: the reconciler finds it later as leaked."""
+        import libvirt
+
         for host in hosts:
-            self.remove_network(host, network_name(cluster_id))
+            try:
+                self.remove_network(host, network_name(cluster_id))
+            except (BackendError, libvirt.libvirtError):
+                log.warning("fabric network of cluster %s left on host %s", cluster_id, host)
         ufm = UfmClient.from_settings()
         if ufm is not None and pkey_hex:
             ufm.delete_pkey(pkey_hex)
