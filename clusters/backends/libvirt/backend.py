@@ -337,12 +337,15 @@ class LibvirtBackend(ComputeBackend):
     # -- observation --------------------------------------------------------------------
 
     def observe(self):
-        seen, names = {}, []
+        """Every ``vc-vm-<id>`` domain on the hosts it can reach. A VM is seen missing only
+        when its host answered: one on an unreachable host is not reported at all."""
+        seen, names, unreachable = {}, [], set()
         for host in GpuHost.objects.order_by("pk"):
             try:
                 domains = connect(host).listAllDomains(0)
             except (BackendError, libvirt.libvirtError):
                 log.warning("domains of host %s unreadable", host.name)
+                unreachable.add(host.pk)
                 continue
             for dom in domains:
                 vm_id = domain.vm_id_of(dom.name())
@@ -360,10 +363,10 @@ class LibvirtBackend(ComputeBackend):
                 names.append((vm_id, dom.name()))
         live = set(VirtualMachine.objects.filter(pk__in=seen).values_list("pk", flat=True))
         strays = sorted(name for vm_id, name in names if vm_id not in live)
-        placed = VirtualMachine.objects.filter(placement__domain_host__isnull=False)
-        for vm_id in placed.exclude(pk__in=seen).values_list("pk", flat=True):
-            seen[vm_id] = Observed(False, "domain_missing")
-        running = VirtualMachine.objects.filter(status=VmStatus.RUNNING).exclude(pk__in=seen)
-        for vm_id in running.values_list("pk", flat=True):
+        unknown = Q(placement__domain_host__in=unreachable) | Q(placement__host__in=unreachable)
+        missing = VirtualMachine.objects.filter(
+            Q(placement__domain_host__isnull=False) | Q(status=VmStatus.RUNNING)
+        )
+        for vm_id in missing.exclude(pk__in=seen).exclude(unknown).values_list("pk", flat=True):
             seen[vm_id] = Observed(False, "domain_missing")
         return Observation(vms=seen, strays=strays)
