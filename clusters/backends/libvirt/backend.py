@@ -12,7 +12,7 @@ import time
 
 import libvirt
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from clusters.backends.base import (
@@ -118,31 +118,37 @@ class LibvirtBackend(ComputeBackend):
             placement.bind_many(pairs, cluster)
             self._partition(cluster)
 
-    def _partition(self, cluster) -> FabricPartition:
-        """The cluster's partition, or a new one on the lowest free block. Another zone's
-        allocation (not serialised by these host locks) may take the block first: the insert
-        then fails on the unique block and the next one is tried."""
-        existing = FabricPartition.objects.filter(cluster_id=cluster.pk).first()
-        if existing is not None:
-            return existing
+    def _partition(self, cluster) -> None:
+        """The cluster's partition: the lowest free block, taken in one statement unless the
+        cluster holds one already (ON CONFLICT). An allocation in another zone (not
+        serialised by these host locks) may take the same block first: nothing is inserted
+        then, and the next free block is tried."""
         roce = cluster.fabric_type == FabricType.ROCE_V2
-        while True:
-            taken = set(FabricPartition.objects.values_list("block", flat=True))
-            block = next((b for b in range(fabric.BLOCKS) if b not in taken), None)
-            if block is None:
+        table = FabricPartition._meta.db_table
+        sql = (
+            f"INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
+            " SELECT %s, %s, b, %s::integer + b, %s::integer + b, false, now()"
+            " FROM generate_series(0, %s) AS b"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b)"
+            " ORDER BY b LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
+        )
+        params = [
+            cluster.pk,
+            cluster.fabric_type,
+            None if roce else fabric.PKEY_BASE,
+            fabric.VLAN_BASE if roce else None,
+            fabric.BLOCKS - 1,
+        ]
+        for _attempt in range(16):
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                if cursor.fetchone() is not None:
+                    return
+            if FabricPartition.objects.filter(cluster_id=cluster.pk).exists():
+                return
+            if FabricPartition.objects.count() >= fabric.BLOCKS:
                 raise CapacityUnavailable()
-            try:
-                with transaction.atomic():
-                    return FabricPartition.objects.create(
-                        cluster_id=cluster.pk,
-                        fabric=cluster.fabric_type,
-                        block=block,
-                        vlan=fabric.VLAN_BASE + block if roce else None,
-                        pkey=None if roce else fabric.PKEY_BASE + block,
-                    )
-            except IntegrityError:
-                if not FabricPartition.objects.filter(block=block).exists():
-                    raise
+        raise BackendError()
 
     # -- the fabric ---------------------------------------------------------------------
 
