@@ -265,3 +265,18 @@ def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
     vm_services.stop_vm(members[0].pk, actor=world.admin)
     cluster_services.stop_cluster(cluster.pk, actor=world.admin)
     assert not FabricPartition.objects.exists() and not Placement.objects.filter(held=True)
+
+
+def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
+    from clusters.backends.libvirt import connection
+    from clusters.hosts.models import GpuHost
+    from portal.errors import BackendError
+
+    host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tcp://127.0.0.1:1/system")
+    caplog.set_level("WARNING", logger="clusters.backends.libvirt.connection")
+    for _ in range(3):
+        with pytest.raises(BackendError):
+            connection.connect(host)
+    dialled = [r for r in caplog.records if r.name == "clusters.backends.libvirt.connection"]
+    assert len(dialled) == 1
+    connection.forget(host.uri)
