@@ -5,31 +5,13 @@ from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
 from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
+from portal.admin import ConsoleAdmin
 from portal.errors import BackendError
 
 
-def _platform_admin(request) -> bool:
-    return request.user.is_active and request.user.is_superuser
+class ReadOnly:
+    """Inventory, placements and partitions are written by the backend, never by hand."""
 
-
-class SuperuserOnly:
-    def has_module_permission(self, request):
-        return _platform_admin(request)
-
-    def has_view_permission(self, request, obj=None):
-        return _platform_admin(request)
-
-    def has_add_permission(self, request, obj=None):
-        return _platform_admin(request)
-
-    def has_change_permission(self, request, obj=None):
-        return _platform_admin(request)
-
-    def has_delete_permission(self, request, obj=None):
-        return _platform_admin(request)
-
-
-class ReadOnly(SuperuserOnly):
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -48,7 +30,8 @@ class DeviceInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(GpuHost)
-class GpuHostAdmin(SuperuserOnly, admin.ModelAdmin):
+class GpuHostAdmin(ConsoleAdmin):
+    platform_only = True
     list_display = ["name", "zone", "fabric", "state", "block", "leaf", "rack", "uri", "synced_at"]
     list_filter = ["zone", "fabric", "state", "block"]
     search_fields = ["name", "uri", "leaf", "rack"]
@@ -74,13 +57,15 @@ class GpuHostAdmin(SuperuserOnly, admin.ModelAdmin):
 
 
 @admin.register(Placement)
-class PlacementAdmin(ReadOnly, admin.ModelAdmin):
+class PlacementAdmin(ReadOnly, ConsoleAdmin):
+    platform_only = True
     list_display = ["vm", "host", "cluster", "numa_node", "held", "domain_host"]
     list_filter = ["held", "host"]
 
 
 @admin.register(FabricPartition)
-class FabricPartitionAdmin(ReadOnly, admin.ModelAdmin):
+class FabricPartitionAdmin(ReadOnly, ConsoleAdmin):
+    platform_only = True
     list_display = ["cluster", "fabric", "partition_key", "vlan", "block", "configured"]
 
     @admin.display(description=_("파티션 키(PKey)"))
