@@ -194,9 +194,13 @@ class OperationAdmin(StatusByServicesAdmin):
         "finished_at",
         "last_error",
         "idempotency_key",
+        "idempotency_scope",
     ]
     exclude = ["request_hash", "error_code", "error_params"]
     inlines = [OperationItemInline]
 
     def scope(self, queryset, user):
         return queryset.restrict(user, Perm.CLUSTER_READ)
+
+# GPU hosts, their inventory, placements and partitions (superusers only).
+from clusters.hosts import admin as _hosts_admin  # noqa: E402, F401

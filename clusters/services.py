@@ -12,6 +12,7 @@ rows as read, for pages that disable a button and say why. The background walk (
 """
 
 import itertools
+import logging
 
 from django.db import IntegrityError, transaction
 
@@ -45,6 +46,7 @@ from clusters.models import (
 from portal.audit import attempt
 from portal.errors import (
     AlreadyMember,
+    BackendError,
     ClusterChanging,
     ClusterNotFound,
     FabricNotOffered,
@@ -82,6 +84,8 @@ from vms.models import (
     VmStatus,
     Zone,
 )
+
+log = logging.getLogger(__name__)
 
 S = ClusterStatus
 
@@ -352,10 +356,18 @@ def join(vm: VirtualMachine, cluster: VirtualCluster, rank: int | None = None) -
 
 
 def leave(vm: VirtualMachine) -> None:
-    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks)."""
+    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks).
+    The backend takes back the member's fabric devices; if it cannot now, its next start
+    (defined from the VM's current membership) and the next allocation do."""
+    cluster = vm.cluster
+    assert cluster is not None  # only a member leaves
     vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
+    try:
+        get_backend().leave_cluster(vm, cluster)
+    except BackendError:
+        log.warning("backend kept %s's devices of cluster %s for now", vm.pk, cluster.pk)
 
 
 def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:

@@ -22,7 +22,7 @@ class RuleViolation(Exception):
     """
 
     code: ClassVar[str] = "rule_violation"
-    status: ClassVar[int] = 409
+    status: int = 409  # a class's own; an instance may carry another (HttpRefusal)
     default_message: ClassVar[Any] = _("요청을 처리할 수 없습니다.")
     registry: ClassVar[dict[str, type["RuleViolation"]]] = {}
 
@@ -110,6 +110,23 @@ class InvalidInput(RuleViolation):
         super().__init__(message, **params)
         if field is not None:
             self.field = field
+
+
+class NulCharacter(InvalidInput):
+    """A NUL character (U+0000) in any input: no field may hold one (PostgreSQL cannot
+    store it), so the request is refused before any view reads it."""
+
+    code = "nul_character"
+    status = 400
+    default_message = _("%(name)s 값에 쓸 수 없는 문자(NUL)가 있습니다.")
+
+
+class NulFilterIgnored(InvalidInput):
+    """The console's lists ignore a bad filter value and say so (``NulCharacter``)."""
+
+    code = "nul_filter_ignored"
+    status = 400
+    default_message = _("주소의 %(name)s 값에 쓸 수 없는 문자(NUL)가 있어 무시했습니다.")
 
 
 class NameRequired(InvalidInput):
@@ -226,8 +243,18 @@ class NameTaken(RuleViolation):
 
 
 class CapacityUnavailable(RuleViolation):
+    """Without params, the plain message; a backend that knows what is short passes
+    ``zone``, ``instance_type``, ``fabric``, ``requested`` and ``available``."""
+
     code = "capacity_unavailable"
     default_message = _("가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요")
+    short_message = _(
+        "%(zone)s의 %(instance_type)s (%(fabric)s) 노드가 부족합니다: %(requested)d대 필요, "
+        "%(available)d대 가능. 잠시 후 다시 시도하세요"
+    )
+
+    def msg_format(self) -> Any:
+        return self.short_message if "requested" in self.params else self.default_message
 
 
 class BackendError(RuleViolation):

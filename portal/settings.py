@@ -106,6 +106,9 @@ if not PRODUCTION and importable("tests.bench"):
 
 MIDDLEWARE = [
     "portal.middleware.RequestIdMiddleware",
+    # Under /api/: NUL, body size and type refused before anything reads the body; every
+    # error answered as problem+json (portal.guard).
+    "portal.guard.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -118,6 +121,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentProjectMiddleware",
+    "portal.guard.ConsoleNulMiddleware",
     "portal.middleware.RuleViolationMiddleware",
 ]
 
@@ -158,6 +162,7 @@ AUTHENTICATION_BACKENDS = [
     # in (the console's login, the admin's) goes through it (portal.throttle).
     "portal.throttle.ThrottledModelBackend",
     "portal.auth.ProjectRoleBackend",
+    "portal.auth.ProjectStaffBackend",
 ]
 # Login throttling: failures allowed per window, per username and per client address.
 LOGIN_THROTTLE_PER_USER = int(os.environ.get("LOGIN_THROTTLE_PER_USER", "5"))
@@ -306,6 +311,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": WORKER_HEARTBEAT_SECONDS},
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
+    "gpu-host-sync": {
+        "task": "clusters.tasks.sync_gpu_hosts",
+        "schedule": float(os.environ.get("LIBVIRT_SYNC_EVERY_SECONDS", "600")),
+    },
     "metrics-storage": {"task": "metrics.tasks.maintain_storage", "schedule": 3600.0},
     "metrics-simulator": {
         "task": "metrics.tasks.emit_simulated_samples",
@@ -317,6 +326,9 @@ CELERY_BEAT_SCHEDULE = {
 # The compute backend (SPEC §8) and its simulator's pace.
 COMPUTE_BACKEND = os.environ.get("COMPUTE_BACKEND", "clusters.backends.simulator.SimulatorBackend")
 SIMULATOR_STEP_SECONDS = float(os.environ.get("SIMULATOR_STEP_SECONDS", "2"))
+# Tests' hook into the simulator across processes (clusters.backends.simulator.StepGate): a
+# folder where each step records that it started, and waits while the folder holds `closed`.
+SIMULATOR_STEP_GATE = os.environ.get("SIMULATOR_STEP_GATE", "")
 # A transitional status older than this is repaired by the reconciler.
 TRANSITION_TIMEOUT_SECONDS = float(os.environ.get("TRANSITION_TIMEOUT_SECONDS", "120"))
 
@@ -344,3 +356,24 @@ LOGGING = {
         "kombu.connection": {"level": "ERROR"},
     },
 }
+
+# The libvirt backend (COMPUTE_BACKEND=clusters.backends.libvirt.LibvirtBackend): kvm on GPU
+# hosts, qemu (TCG) on machines without usable KVM; a host may override it.
+LIBVIRT_DOMAIN_TYPE = os.environ.get("LIBVIRT_DOMAIN_TYPE", "kvm")
+if LIBVIRT_DOMAIN_TYPE not in ("kvm", "qemu"):
+    raise ImproperlyConfigured("LIBVIRT_DOMAIN_TYPE must be kvm or qemu")
+# Names this portal's domains' UUIDs (uuid5 over it and the VM id): one per installation.
+LIBVIRT_PORTAL_ID = os.environ.get("LIBVIRT_PORTAL_ID", "vc-portal")
+# The portal as a guest reaches it (the user-mode NIC makes the host 10.0.2.2).
+LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
+LIBVIRT_BASE_VOLUME = os.environ.get("LIBVIRT_BASE_VOLUME", "")
+LIBVIRT_DISK_GIB = int(os.environ.get("LIBVIRT_DISK_GIB", "4"))
+# Guests on hosts with emulated slots get this much instead of the instance type's size.
+LIBVIRT_EMULATED_MEMORY_MIB = int(os.environ.get("LIBVIRT_EMULATED_MEMORY_MIB", "384"))
+LIBVIRT_EMULATED_VCPUS = int(os.environ.get("LIBVIRT_EMULATED_VCPUS", "1"))
+# A guest that ignores the ACPI shutdown this long is powered off.
+LIBVIRT_SHUTDOWN_SECONDS = float(os.environ.get("LIBVIRT_SHUTDOWN_SECONDS", "20"))
+# NVIDIA UFM (InfiniBand PKeys); empty: no subnet manager is programmed.
+UFM_URL = os.environ.get("UFM_URL", "")
+UFM_USER = os.environ.get("UFM_USER", "")
+UFM_PASSWORD = os.environ.get("UFM_PASSWORD", "")

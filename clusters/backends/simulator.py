@@ -3,22 +3,32 @@
 Capacity lives in ``SimulatorCapacity`` rows (nodes per zone × type × fabric, set in the
 admin or by ``seed_demo``) and allocations in ``SimulatorAllocation``, so every process
 (web, workers, reconciler) sees the same ledger. Each step takes
-``settings.SIMULATOR_STEP_SECONDS``. Tests inject faults through ``SimulatorBackend.faults``.
+``settings.SIMULATOR_STEP_SECONDS``. Tests inject faults through ``SimulatorBackend.faults``
+and, across processes (a worker, beat), hold steps at a ``StepGate``.
 """
 
 import ipaddress
 import itertools
+import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from clusters.backends.base import Capacity, ComputeBackend, FabricAddress
+from clusters.backends.base import (
+    Capacity,
+    ComputeBackend,
+    FabricAddress,
+    Observation,
+    Observed,
+    private_ip,
+)
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
-from vms.models import FabricType
+from vms.models import FabricType, VirtualMachine, VmStatus
 
 DEFAULT_NODES = 64
 
@@ -36,6 +46,43 @@ ROCE_FIRST_HOST = 10
 ROCE_MAX_MEMBERS = ROCE_BLOCK_SIZE - ROCE_FIRST_HOST - 1
 
 
+class StepGate:
+    """A folder (``settings.SIMULATOR_STEP_GATE``) through which a test sees and holds the
+    simulator's steps in any process: each step, as it starts, writes
+    ``started-<step>-<pid>-<n>``, then waits while the folder holds ``closed`` (every step)
+    or ``closed-<step>`` (at most ``HOLD_SECONDS``, so a forgotten gate cannot wedge a
+    process for good). A test then acts "mid-step" by state (a marker is there, the step is
+    held) instead of by a sleep."""
+
+    HOLD_SECONDS = 600
+    _count = itertools.count()
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def close(self, step: str = "") -> None:
+        """Hold every step (or only ``step``) from now on."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / (f"closed-{step}" if step else "closed")).touch()
+
+    def open(self) -> None:
+        for path in self.folder.glob("closed*"):
+            path.unlink(missing_ok=True)
+
+    def started(self, step: str = "") -> list[str]:
+        """The markers of the steps started so far (of ``step`` only, if given)."""
+        prefix = f"started-{step}-" if step else "started-"
+        return sorted(path.name for path in self.folder.glob(f"{prefix}*"))
+
+    def pass_through(self, step: str) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / f"started-{step}-{os.getpid()}-{next(self._count)}").touch()
+        deadline = time.monotonic() + self.HOLD_SECONDS
+        holds = (self.folder / "closed", self.folder / f"closed-{step}")
+        while any(hold.exists() for hold in holds) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
 class SimulatorBackend(ComputeBackend):
     emits_metrics = True  # simulated VMs run no agent: metrics.simulate writes their samples
     # {method name: exception instance or callable} raised once at the next call (tests).
@@ -51,6 +98,8 @@ class SimulatorBackend(ComputeBackend):
         fault = self.faults.pop(name, None)
         if fault is not None:
             raise fault() if callable(fault) else fault
+        if settings.SIMULATOR_STEP_GATE:
+            StepGate(settings.SIMULATOR_STEP_GATE).pass_through(name)
         if settings.SIMULATOR_STEP_SECONDS:
             time.sleep(settings.SIMULATOR_STEP_SECONDS)
 
@@ -72,8 +121,10 @@ class SimulatorBackend(ComputeBackend):
         return Capacity(total_nodes=row.total_nodes, free_nodes=max(row.total_nodes - used, 0))
 
     def create_vm(self, vm):
-        # Deterministic per VM: 10.<zone>.<hi>.<lo>, never .0/.1/.255.
-        return f"10.{vm.zone_id % 256}.{(vm.pk // 250) % 256}.{vm.pk % 250 + 2}"
+        return private_ip(vm)
+
+    def delete_vm(self, vm):
+        """A simulated VM holds nothing outside its row."""
 
     def register_cluster(self, cluster):
         self._step("register_cluster")
@@ -160,6 +211,9 @@ class SimulatorBackend(ComputeBackend):
             return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=index + 1)
         return FabricAddress(ip=str(first_roce_host + index), gid_index=3)
 
+    def leave_cluster(self, vm, cluster):
+        """The cluster's allocation counts nodes, not VMs: nothing is bound to ``vm``."""
+
     def release(self, cluster):
         SimulatorAllocation.objects.filter(cluster_id=cluster.pk).delete()
 
@@ -185,3 +239,8 @@ class SimulatorBackend(ComputeBackend):
 
     def stop_vm(self, vm):
         self._step("stop_vm")
+
+    def observe(self):
+        """Simulated VMs run exactly as the portal says: running ones are seen running."""
+        running = VirtualMachine.objects.filter(status=VmStatus.RUNNING)
+        return Observation(vms={pk: Observed(True) for pk in running.values_list("pk", flat=True)})

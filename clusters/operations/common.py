@@ -59,15 +59,17 @@ def _new_operation(
     actor: Actor,
     project_id: int,
     cluster: VirtualCluster | None = None,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
-    key, request_hash = idempotency or ("", "")
+    """``idempotency``: (key, request hash[, scope]) — the scope is the method and route."""
+    key, request_hash, *scope = idempotency or ("", "")
     operation = Operation(
         kind=kind,
         project_id=project_id,
         cluster=cluster,
         actor=actor if getattr(actor, "pk", None) else None,
         idempotency_key=key,
+        idempotency_scope=scope[0] if scope else "",
         request_hash=request_hash,
     )
     try:

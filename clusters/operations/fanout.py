@@ -71,10 +71,12 @@ def _member_operation(
     *,
     actor: Actor,
     wanted: object,
-    idempotency: tuple[str, str] | None,
+    idempotency: tuple[str, ...] | None,
 ) -> Operation:
+    """Start or stop members: who may not update the project's VMs is refused whole, before
+    any item is made (one refusal, not one per member)."""
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
             raise ClusterNotRunning()  # SPEC §5.6, for the whole request
         members = cluster.members.order_by("name", "pk")
@@ -112,7 +114,7 @@ def start_members(
     *,
     actor: Actor,
     vm_ids: Sequence[object] | None = None,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """멤버 모두 시작 (or the selected ones): each member through ``start_vm``."""
     return _member_operation(
@@ -130,7 +132,7 @@ def stop_members(
     *,
     actor: Actor,
     vm_ids: Sequence[object] | None = None,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """멤버 모두 중지 (or the selected ones): each member through ``stop_vm``."""
     return _member_operation(
@@ -144,7 +146,7 @@ def stop_members(
 
 
 def stop_cluster_with_members(
-    cluster_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+    cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
 ) -> Operation:
     """클러스터 중지 with 멤버 가상머신도 함께 중지: stop the running members, then (when all
     are 중지됨) the cluster through ``stop_cluster``, whose rule still decides."""

@@ -83,14 +83,16 @@ def _membership_operation(
     vm_ids: Iterable[object] | None,
     *,
     actor: Actor,
-    idempotency: tuple[str, str] | None,
+    idempotency: tuple[str, ...] | None,
     each: Callable[..., None],
 ) -> Operation:
     """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
-    readable), the operation, ``each(operation, cluster, ids)``, its end and its audit."""
+    readable), the operation, ``each(operation, cluster, ids)``, its end and its audit.
+    Who may not update the project's VMs is refused whole here, before any item is made
+    (one refusal, one audit row: every item would say the same)."""
     ids = _target_ids(vm_ids)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         operation = _new_operation(
             kind,
             actor=actor,
@@ -109,7 +111,7 @@ def attach_many(
     vm_ids: Iterable[object] | None,
     *,
     actor: Actor,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """Attach many VMs to a cluster (가상머신 연결): one item per VM, done on return."""
     return _membership_operation(
@@ -155,7 +157,7 @@ def detach_many(
     vm_ids: Iterable[object] | None,
     *,
     actor: Actor,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """Detach many members (분리): one item per VM, done on return."""
     return _membership_operation(
@@ -174,7 +176,7 @@ def create_vms(
     billing_type: str | None,
     disaster_recovery: bool = False,
     cluster_id: object | None = None,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, then
     attach each to ``cluster_id`` if given (an item per VM: created, and attached)."""
@@ -189,7 +191,8 @@ def create_vms(
         att.project_id, att.target_name = project.pk, base
         cluster = None
         if cluster_id not in (None, ""):
-            cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
+            # Each new VM is attached: who may not update VMs is refused before any is made.
+            cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE)
             att.cluster_id = cluster.pk
         if VirtualMachine.objects.alive().filter(project=project, name__in=names).exists():
             raise VmNameTaken()

@@ -75,7 +75,7 @@ def replace_member(
     spare_vm_id: object,
     *,
     actor: Actor,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
     when ``replace_refusal`` says so; otherwise the member is stopped if it runs and the

@@ -40,7 +40,7 @@ def _single(
     project_id: int,
     cluster: VirtualCluster | None = None,
     vm: VirtualMachine | None = None,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
     watch_it: bool,
 ) -> tuple[Operation, Any]:
     """Claim the operation (and its idempotency key) first, in its own transaction, then run
@@ -91,7 +91,7 @@ def _readable_vm(vm_id: object, actor: Actor) -> VirtualMachine:
 
 
 def create_cluster_op(
-    *, actor: Actor, project: Project, idempotency: tuple[str, str] | None = None, **fields: Any
+    *, actor: Actor, project: Project, idempotency: tuple[str, ...] | None = None, **fields: Any
 ) -> tuple[Operation, VirtualCluster]:
     """``services.create_cluster`` as an Operation, done when the cluster is 미할당."""
     operation = _new_operation(
@@ -114,7 +114,7 @@ def _cluster_op(
     cluster_id: object,
     *,
     actor: Actor,
-    idempotency: tuple[str, str] | None,
+    idempotency: tuple[str, ...] | None,
     watch_it: bool,
 ) -> tuple[Operation, Any]:
     cluster = _readable_cluster(cluster_id, actor)
@@ -130,7 +130,7 @@ def _cluster_op(
 
 
 def start_cluster_op(
-    cluster_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+    cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
 ) -> tuple[Operation, Any]:
     """Done when the cluster is 실행중, or back where it was with the reason as its error."""
     return _cluster_op(
@@ -148,7 +148,7 @@ def stop_cluster_op(
     *,
     actor: Actor,
     stop_members: bool = False,
-    idempotency: tuple[str, str] | None = None,
+    idempotency: tuple[str, ...] | None = None,
 ) -> tuple[Operation, Any]:
     """The plain stop (done at once), or with ``stop_members`` the members first."""
     if stop_members:
@@ -165,7 +165,7 @@ def stop_cluster_op(
 
 
 def delete_cluster_op(
-    cluster_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+    cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
 ) -> tuple[Operation, Any]:
     return _cluster_op(
         K.DELETE_CLUSTER,
@@ -183,7 +183,7 @@ def _vm_op(
     vm_id: object,
     *,
     actor: Actor,
-    idempotency: tuple[str, str] | None,
+    idempotency: tuple[str, ...] | None,
     watch_it: bool,
 ) -> tuple[Operation, Any]:
     vm = _readable_vm(vm_id, actor)
@@ -200,7 +200,7 @@ def _vm_op(
 
 
 def start_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
 ) -> tuple[Operation, Any]:
     """Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패)."""
     return _vm_op(
@@ -209,7 +209,7 @@ def start_vm_op(
 
 
 def stop_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
 ) -> tuple[Operation, Any]:
     return _vm_op(
         K.STOP_VM, vm_services.stop_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=True
@@ -217,7 +217,7 @@ def stop_vm_op(
 
 
 def delete_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, str] | None = None
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
 ) -> tuple[Operation, Any]:
     return _vm_op(
         K.DELETE_VM,

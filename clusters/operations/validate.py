@@ -36,7 +36,7 @@ def rank_order(vms: Iterable[VirtualMachine]) -> list[VirtualMachine]:
 
 
 def start_validation(
-    cluster_id: object, *, actor: Actor, level: int = 1, idempotency: tuple[str, str] | None = None
+    cluster_id: object, *, actor: Actor, level: int = 1, idempotency: tuple[str, ...] | None = None
 ) -> Operation:
     """클러스터 검증: ``validate_refusal`` decides on the locked rows; the run's thresholds
     are those of the cluster's instance type and fabric now (kept with the run)."""
