@@ -40,9 +40,7 @@ from clusters.models import (
     ClusterStatus,
     VirtualCluster,
 )
-from clusters.models import (
-    MemberStates as MemberStates,  # re-exported: the views name it from here
-)
+from clusters.models import MemberStates as MemberStates  # the views import it from here
 from portal.audit import attempt
 from portal.errors import (
     AlreadyMember,
@@ -65,6 +63,7 @@ from portal.errors import (
 )
 from portal.kernel import (
     Actor,
+    Refusal,
     check_perm,
     id_for_lookup,
     permission_refusal,
@@ -174,31 +173,23 @@ def detach_refusal(
 # Preflights: the refusal an action would raise now (or None), changing nothing
 
 
-def preflight_start(
-    actor: Actor, cluster: VirtualCluster, members: MemberStates
-) -> RuleViolation | None:
+def preflight_start(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or start_refusal(
         cluster, members
     )
 
 
-def preflight_stop(
-    actor: Actor, cluster: VirtualCluster, members: MemberStates
-) -> RuleViolation | None:
+def preflight_stop(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or stop_refusal(cluster, members)
 
 
-def preflight_delete(
-    actor: Actor, cluster: VirtualCluster, members: MemberStates
-) -> RuleViolation | None:
+def preflight_delete(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_DELETE, cluster) or delete_refusal(
         cluster, members
     )
 
 
-def preflight_attach(
-    actor: Actor, vm: VirtualMachine, cluster: VirtualCluster
-) -> RuleViolation | None:
+def preflight_attach(actor: Actor, vm: VirtualMachine, cluster: VirtualCluster) -> Refusal:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or attach_refusal(vm, cluster)
 
 

@@ -102,7 +102,11 @@ def permission_refusal(actor: Actor, permission: str, obj: Any) -> PermissionReq
     return None
 
 
-def raise_if(refusal: RuleViolation | None) -> None:
+# What a rule function (``*_refusal``, ``preflight_*``) returns: the refusal, or None.
+Refusal: TypeAlias = RuleViolation | None
+
+
+def raise_if(refusal: Refusal) -> None:
     """Raise the refusal a rule function returned, if any."""
     if refusal is not None:
         raise refusal
