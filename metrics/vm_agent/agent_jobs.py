@@ -3,14 +3,14 @@
 It polls the portal for this VM's jobs with the agent's token (``POST …/api/metrics/jobs/next``;
 the portal never connects to a VM), runs the real tools with timeouts (``subprocess``, an
 argument list, never a shell) and posts their raw output with the figures parsed from it
-(``metrics.toolparse``) to ``…/jobs/result``. Jobs handed out together run together
+(``toolparse``) to ``…/jobs/result``. Jobs handed out together run together
 (an ``ib_write_bw`` server and client of one ring step must overlap), each on its own
 thread. A tool that is missing or runs past its time is reported as such (exit 127 / 124);
 the portal judges that, the agent never guesses a figure.
 
-Standard library only, beside ``agent.py``: copy ``agent.py``, ``agent_jobs.py`` and
-``toolparse.py`` together. The NCCL tests binary is ``$NCCL_TESTS_BIN`` (default
-``all_reduce_perf``); multi-node all-reduces use ``mpirun`` with passwordless SSH between
+Standard library only, part of the agent's distribution (``metrics/vm_agent``). The NCCL
+tests binary is ``$NCCL_TESTS_BIN`` (default ``all_reduce_perf``); multi-node all-reduces use
+``mpirun`` with passwordless SSH between
 the members, as any MPI job on the cluster does.
 """
 
@@ -24,10 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-try:
-    from metrics import toolparse
-except ImportError:  # copied onto the VM beside agent.py
-    import toolparse
+from . import toolparse
 
 log = logging.getLogger("metrics.agent.jobs")
 POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch

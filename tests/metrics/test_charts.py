@@ -239,7 +239,7 @@ def test_no_data_says_so_and_explains_the_agent(login, cluster):
     url = reverse("metrics:cluster_charts", args=[cluster.pk])
     html = login("viewer").get(url).content.decode()
     assert "아직 수신된 메트릭이 없습니다" in html
-    assert "python -m metrics.agent --url http://testserver/api/metrics/ingest" in html
+    assert "vc-metrics-agent --url http://testserver/api/metrics/ingest" in html
     assert "application/json" not in html
 
 

@@ -15,8 +15,8 @@ from clusters import operations, services
 from clusters.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, ValidationJob
 from clusters.validation.models import Verdict
-from metrics import agent_jobs
 from metrics import services as metrics_services
+from metrics.vm_agent import agent_jobs
 from vms.models import VirtualMachine, VmStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
