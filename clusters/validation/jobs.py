@@ -17,6 +17,7 @@ from clusters.models import OperationItem
 from clusters.validation import verdict
 from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from metrics.vm_agent import toolparse
+from metrics.vm_agent.agent_jobs import NOT_FOUND
 from portal.audit import Attempt, build_event, record_many
 from portal.models import AuditEvent
 
@@ -92,6 +93,10 @@ def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:
     """The job's figures from its outputs, and what failed ('' if nothing did)."""
     figures, errors = {}, []
     for out in outputs:
+        if out["exit_code"] == NOT_FOUND:  # the tool is not installed on the member
+            if out["tool"] not in figures.setdefault("missing", []):
+                figures["missing"].append(out["tool"])
+            continue
         try:
             parsed = toolparse.parse(out["tool"], out["stdout"])
         except toolparse.ParseError as exc:

@@ -17,6 +17,7 @@ the members, as any MPI job on the cluster does.
 import json
 import logging
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -56,6 +57,11 @@ def run_tool(tool, argv, timeout, env=None, **extra) -> dict:
         stdout, code = f"[agent] {argv[0]}: {exc}\n", NOT_FOUND
     log.info("%s exited %d after %.1f s", argv[0], code, time.monotonic() - started)
     return {"tool": tool, "stdout": stdout, "exit_code": code, **extra}
+
+
+def not_installed(tool, binary) -> dict:
+    """The output of a job whose tool is not on this VM (a guest without GPU software)."""
+    return {"tool": tool, "stdout": f"[agent] {binary}: not installed\n", "exit_code": NOT_FOUND}
 
 
 def local_devices(root) -> list[str]:
@@ -190,6 +196,12 @@ class JobRunner:
                 run_tool("nvidia-smi", ["nvidia-smi", "-L"], min(30, left())),
                 run_tool("dcgmi", ["dcgmi", "diag", "-r", str(params["level"]), "--json"], left()),
             ]
+        if kind.startswith("nccl") and shutil.which(self.nccl_bin) is None:
+            return [not_installed("all_reduce_perf", self.nccl_bin)]
+        if kind in ("nccl_pair", "nccl_all") and shutil.which("mpirun") is None:
+            return [not_installed("all_reduce_perf", "mpirun")]
+        if kind.startswith("ib") and shutil.which("ib_write_bw") is None:
+            return [not_installed("ib_write_bw", "ib_write_bw")]
         if kind == "nccl_local":
             argv = [self.nccl_bin, *params["args"], "-g", str(params["gpus"])]
             return [run_tool("all_reduce_perf", argv, left(), env=params.get("env"))]
