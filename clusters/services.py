@@ -12,6 +12,7 @@ rows as read, for pages that disable a button and say why. The background walk (
 """
 
 import itertools
+import logging
 
 from django.db import IntegrityError, transaction
 
@@ -42,6 +43,7 @@ from clusters.models import (
 from portal.audit import attempt
 from portal.errors import (
     AlreadyMember,
+    BackendError,
     ClusterChanging,
     ClusterNotFound,
     FabricNotOffered,
@@ -77,6 +79,8 @@ from vms.models import (
     VmStatus,
     Zone,
 )
+
+log = logging.getLogger(__name__)
 
 S = ClusterStatus
 
@@ -329,10 +333,17 @@ def join(vm, cluster, rank: int | None = None) -> None:
 
 
 def leave(vm) -> None:
-    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks)."""
+    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks).
+    The backend takes back the member's fabric devices; if it cannot now, its next start
+    (defined from the VM's current membership) and the next allocation do."""
+    cluster = vm.cluster
     vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
+    try:
+        get_backend().leave_cluster(vm, cluster)
+    except BackendError:
+        log.warning("backend kept %s's devices of cluster %s for now", vm.pk, cluster.pk)
 
 
 def detach_vm(vm_id, *, actor) -> VirtualMachine:

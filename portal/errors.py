@@ -225,8 +225,18 @@ class NameTaken(RuleViolation):
 
 
 class CapacityUnavailable(RuleViolation):
+    """Without params, the plain message; a backend that knows what is short passes
+    ``zone``, ``instance_type``, ``fabric``, ``requested`` and ``available``."""
+
     code = "capacity_unavailable"
     default_message = _("가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요")
+    short_message = _(
+        "%(zone)s의 %(instance_type)s (%(fabric)s) 노드가 부족합니다: %(requested)d대 필요, "
+        "%(available)d대 가능. 잠시 후 다시 시도하세요"
+    )
+
+    def msg_format(self):
+        return self.short_message if "requested" in self.params else self.default_message
 
 
 class BackendError(RuleViolation):

@@ -52,8 +52,7 @@ def vm_list(request):
     filters = VmFilterForm(
         request.GET,
         clusters=clusters,
-        can_read_clusters=project is not None
-        and request.user.has_perm(Perm.CLUSTER_READ, project),
+        can_read_clusters=project is not None and request.user.has_perm(Perm.CLUSTER_READ, project),
     )
     if project is not None:
         vms = vms.alive()

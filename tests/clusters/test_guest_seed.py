@@ -8,6 +8,7 @@ import json
 import pycdlib
 import pytest
 
+from clusters.backends.base import FabricAddress
 from clusters.backends.libvirt import guest, guest_image
 from portal.errors import GuestImageMissing
 
@@ -19,7 +20,7 @@ class Vm:
 
 def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
     vm = Vm(42, "GPU-노드-01")
-    files = guest.seed_files(vm, fabric_address="10.77.0.12/24",
+    files = guest.seed_files(vm, fabric_address=FabricAddress(ip="172.16.8.12"),
                              portal_url="http://10.0.2.2:8000/", metrics_token="vcm_secret")
     assert set(files) == {"meta-data", "user-data", "network-config"}
     meta = json.loads(files["meta-data"])
@@ -32,12 +33,11 @@ def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
     assert "METRICS_AGENT_TOKEN=vcm_secret\n" in env["content"]
     assert any("vc-metrics-agent" in " ".join(cmd) for cmd in user["runcmd"])
     network = json.loads(files["network-config"])
-    management, fabric = guest.nic_macs(vm)
     assert network == {"version": 2, "ethernets": {
-        "mgmt": {"match": {"macaddress": management}, "dhcp4": True},
-        "fabric": {"match": {"macaddress": fabric}, "dhcp4": False,
-                   "addresses": ["10.77.0.12/24"]}}}
-    assert management != fabric and guest.nic_macs(Vm(43, "x"))[0] != management
+        "mgmt": {"match": {"name": "e*"}, "dhcp4": True},
+        "fabric": {"match": {"macaddress": guest.fabric_mac(vm)}, "dhcp4": False,
+                   "addresses": ["172.16.8.12/21"]}}}
+    assert guest.fabric_mac(Vm(43, "x")) != guest.fabric_mac(vm)
     no_fabric = guest.seed_files(vm, fabric_address=None, portal_url="http://h",
                                  metrics_token="t")
     assert "fabric" not in json.loads(no_fabric["network-config"])["ethernets"]
@@ -67,6 +67,7 @@ def test_the_seed_iso_is_labelled_cidata_with_the_files_by_their_names(tmp_path)
         iso.close()
 
 
+@pytest.mark.django_db
 def test_without_a_built_image_starting_says_to_build_it(settings, tmp_path):
     settings.GUEST_IMAGE_DIR = str(tmp_path)
     assert guest_image.current() is None

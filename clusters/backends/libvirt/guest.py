@@ -4,9 +4,9 @@ reads it the same way as the small image's own ``vc-nocloud`` does:
 
 - ``meta-data``: ``instance-id`` (stable per VM) and ``local-hostname`` (the VM's name made a
   valid hostname);
-- ``network-config`` (version 2): the management NIC by DHCP (QEMU user networking: the host's
-  portal is 10.0.2.2), the fabric NIC with its static address, each matched by its MAC
-  (``nic_macs``);
+- ``network-config`` (version 2): the fabric NIC (matched by its MAC, ``fabric_mac``) with its
+  static address in the cluster's block, every other ethernet NIC by DHCP (the management
+  NIC: QEMU user networking, where the host's portal is 10.0.2.2);
 - ``user-data`` (``#cloud-config``; JSON is YAML): writes ``/etc/vc-metrics.env`` (portal URL
   and this VM's own metrics token, root-only) and a systemd unit, then installs the agent with
   pip where it is missing and starts it under systemd where there is one (the small image's
@@ -14,7 +14,6 @@ reads it the same way as the small image's own ``vc-nocloud`` does:
 
 The seed is an ISO 9660 volume labelled ``cidata`` (``write_seed_iso``, pycdlib: pure Python)."""
 
-import hashlib
 import io
 import json
 import re
@@ -25,7 +24,7 @@ from django.conf import settings
 
 from portal.errors import GuestImageMissing
 
-from . import guest_image
+from . import fabric, guest_image
 
 INGEST_PATH = "/api/metrics/ingest"
 ENV_FILE = "/etc/vc-metrics.env"
@@ -53,19 +52,32 @@ START = ("if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
 
 @dataclass(frozen=True)
 class GuestBoot:
-    kernel: str
-    initrd: str
+    kernel: str | None  # None: boot the disk
+    initrd: str | None
     cmdline: str
-    base_volume: str
+    base_volume: str | None  # a volume of the host's pool; None: an empty disk
 
 
 def guest_boot(vm) -> GuestBoot:
-    """Direct kernel boot of the built image (``manage.py build_guest_image``)."""
+    """Direct kernel boot of the built image (``manage.py build_guest_image``), its base
+    volume named as ``guest_install`` puts it in the host's pool. ``LIBVIRT_BASE_VOLUME``
+    instead boots that volume's own kernel (a cloud image with cloud-init)."""
+    if getattr(settings, "LIBVIRT_BASE_VOLUME", ""):
+        return GuestBoot(None, None, "", settings.LIBVIRT_BASE_VOLUME)
+    if _on_test_driver(vm):
+        return GuestBoot(None, None, "", None)  # libvirt's test driver boots nothing
     image = guest_image.current()
     if image is None:
         raise GuestImageMissing()
     return GuestBoot(str(image.kernel), str(image.initrd), image.cmdline,
-                     str(image.base_volume))
+                     image.base_volume_name)
+
+
+def _on_test_driver(vm) -> bool:
+    from clusters.hosts.models import Placement
+
+    uri = Placement.objects.filter(vm_id=vm.pk).values_list("host__uri", flat=True).first()
+    return bool(uri and uri.startswith("test:"))
 
 
 def hostname(vm) -> str:
@@ -74,11 +86,9 @@ def hostname(vm) -> str:
     return name or f"vm-{vm.pk}"
 
 
-def nic_macs(vm) -> tuple[str, str]:
-    """(management MAC, fabric MAC) of ``vm``: stable, so the seed can name its NICs."""
-    digest = hashlib.sha256(f"vc-vm-{vm.pk}".encode()).digest()
-    tail = ":".join(f"{byte:02x}" for byte in digest[:3])
-    return f"52:54:00:{tail}", f"52:54:01:{tail}"
+def fabric_mac(vm) -> str:
+    """The fabric NIC's MAC: fixed per VM, so the seed can match it."""
+    return f"52:54:00:fa:{(vm.pk >> 8) & 0xFF:02x}:{vm.pk & 0xFF:02x}"
 
 
 def ingest_url(portal_url: str) -> str:
@@ -88,13 +98,14 @@ def ingest_url(portal_url: str) -> str:
 
 def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, bytes]:
     """The NoCloud seed of ``vm``: meta-data, user-data and network-config.
-    ``fabric_address`` is the fabric NIC's ``address/prefix`` (None: no fabric NIC)."""
-    management, fabric = nic_macs(vm)
+    ``fabric_address`` (a ``FabricAddress``) gives the fabric NIC's IP, in the cluster's
+    block; None or no IP: no fabric NIC is configured. The fabric entry, matched by MAC, is
+    the more specific one: the management entry's ``e*`` leaves that NIC to it."""
     meta = {"instance-id": f"vc-vm-{vm.pk}", "local-hostname": hostname(vm)}
-    ethernets = {"mgmt": {"match": {"macaddress": management}, "dhcp4": True}}
-    if fabric_address:
-        ethernets["fabric"] = {"match": {"macaddress": fabric}, "dhcp4": False,
-                               "addresses": [str(fabric_address)]}
+    ethernets = {"mgmt": {"match": {"name": "e*"}, "dhcp4": True}}
+    if fabric_address is not None and getattr(fabric_address, "ip", None):
+        ethernets["fabric"] = {"match": {"macaddress": fabric_mac(vm)}, "dhcp4": False,
+                               "addresses": [f"{fabric_address.ip}/{fabric.BLOCK_PREFIX}"]}
     network = {"version": 2, "ethernets": ethernets}
     interval = getattr(settings, "GUEST_AGENT_INTERVAL", 10)
     environment = (f"METRICS_AGENT_URL={ingest_url(portal_url)}\n"

@@ -53,12 +53,14 @@ PLACED = {
     "rcK": ("etc/vc/rcK", 0o755),
     "udhcpc.script": ("etc/vc/udhcpc.script", 0o755),
     "power-button": ("etc/acpi/PWRF/00000080", 0o755),
+    "shutdown": ("sbin/shutdown", 0o755),
     "vc-nocloud": ("usr/local/sbin/vc-nocloud", 0o755),
     "vc-agent-run": ("usr/local/sbin/vc-agent-run", 0o755),
 }
 # busybox is init and the power-off; its other applets fill what minbase lacks (ip, udhcpc,
 # acpid, findfs, killall, ping), never replacing a Debian program.
 BUSYBOX_OWNS = ("sbin/init", "sbin/poweroff", "sbin/reboot", "sbin/halt")
+BASE_VOLUME = "vc-base-{key}.qcow2"  # the image's base volume in a host's storage pool
 
 
 class ImageError(Exception):
@@ -72,6 +74,11 @@ class Image:
     initrd: Path
     base_volume: Path
     cmdline: str
+
+    @property
+    def base_volume_name(self) -> str:
+        """Its name in a host's storage pool (``guest_install``)."""
+        return BASE_VOLUME.format(key=self.directory.name.removeprefix("image-"))
 
 
 def root() -> Path:

@@ -1,0 +1,75 @@
+"""GPU hosts in the admin: platform admins (superusers) only. Project staff neither see nor
+change hosts, their inventory, placements or fabric partitions."""
+
+from django.contrib import admin, messages
+from django.utils.translation import gettext_lazy as _
+
+from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
+from portal.errors import BackendError
+
+
+class SuperuserOnly:
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    has_add_permission = has_module_permission
+    has_change_permission = has_view_permission
+    has_delete_permission = has_view_permission
+
+
+class ReadOnly(SuperuserOnly):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class DeviceInline(ReadOnly, admin.TabularInline):
+    model = HostDevice
+    fields = ["kind", "address", "model", "numa_node", "parent", "emulated", "missing", "placement"]
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(GpuHost)
+class GpuHostAdmin(SuperuserOnly, admin.ModelAdmin):
+    list_display = ["name", "zone", "fabric", "state", "block", "leaf", "rack", "uri", "synced_at"]
+    list_filter = ["zone", "fabric", "state", "block"]
+    search_fields = ["name", "uri", "leaf", "rack"]
+    readonly_fields = ["cpus_by_node", "synced_at", "sync_error"]
+    inlines = [DeviceInline]
+    actions = ["sync"]
+
+    @admin.action(description=_("동기화"))
+    def sync(self, request, queryset):
+        from clusters.backends.libvirt.inventory import sync_host
+
+        for host in queryset:
+            try:
+                count = sync_host(host)
+            except BackendError as exc:
+                self.message_user(request, f"{host}: {exc.message}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("%(host)s: 장치 %(count)d개") % {"host": host, "count": count},
+                messages.SUCCESS,
+            )
+
+
+@admin.register(Placement)
+class PlacementAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["vm", "host", "cluster", "numa_node", "held", "domain_host"]
+    list_filter = ["held", "host"]
+
+
+@admin.register(FabricPartition)
+class FabricPartitionAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["cluster", "fabric", "pkey_hex", "vlan", "block", "configured"]
