@@ -51,11 +51,21 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--backend", choices=("simulator", "libvirt"), default="simulator",
+            help="libvirt: real TCG guests on this machine (.ci/realvm-demo sets it up)")
 
-    def handle(self, *args, addrport, **options):
+    def handle(self, *args, addrport, backend, **options):
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+        if backend == "libvirt":
+            from clusters.backends.libvirt import demo
+
+            env.update(demo.configure(addrport))
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
-        supervisor = stack({**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}).start()
+        if backend == "libvirt":
+            demo.prepare(self.stdout)
+        supervisor = stack(env).start()
         self.stdout.write(
             self.style.SUCCESS(f"Portal at http://{addrport}/ — worker and beat are running.")
         )
