@@ -3,6 +3,8 @@ with declared GPU slots, the QEMU guest agent, and what must be gone afterwards.
 
 import base64
 import json
+import os
+import random
 import shutil
 import subprocess
 import time
@@ -33,6 +35,40 @@ def _connects():
         return True
     except libvirt.libvirtError:
         return False
+
+
+def image_or_skip():
+    """The built guest image with the daemons up, or the test skipped where it cannot run."""
+    if os.geteuid() != 0 or missing_tools():
+        pytest.skip(f"the real tier needs root and {missing_tools()} (bash .ci/run installs them)")
+    ensure_daemons()
+    image, _built = guest_image.build(out=None)
+    return image
+
+
+def far_ids():
+    """Start this database's VM and cluster ids far from other databases' (one libvirtd is
+    shared: domains and fabric networks are named by id); returns the first."""
+    from django.db import connection
+
+    from clusters.models import VirtualCluster
+    from vms.models import VirtualMachine
+
+    base = random.randrange(10**6, 10**9)
+    with connection.cursor() as cursor:
+        for model in (VirtualMachine, VirtualCluster):
+            cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)",
+                           [model._meta.db_table, base])
+    return base
+
+
+def use_libvirt(settings, live_server):
+    """This process's portal on the libvirt backend, guests reporting to ``live_server``."""
+    settings.COMPUTE_BACKEND = "clusters.backends.libvirt.LibvirtBackend"
+    settings.LIBVIRT_DOMAIN_TYPE = "qemu"
+    settings.LIBVIRT_PORTAL_URL = f"http://10.0.2.2:{live_server.thread.port}"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "10.0.2.2"]
+    settings.GUEST_AGENT_INTERVAL = 5
 
 
 def missing_tools():
