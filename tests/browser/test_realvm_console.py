@@ -7,9 +7,9 @@ import io
 import re
 
 import pytest
+from django.core.management import call_command
 from playwright.sync_api import expect
 
-from clusters.backends.libvirt import demo as libvirt_demo
 from clusters.backends.libvirt import domain, fabric
 from clusters.models import VirtualCluster
 from metrics.models import Sample
@@ -45,7 +45,7 @@ def real_console(transactional_db, live_server, settings):
 
 def test_console_flow_on_real_guests(real_console, browser_login, page, live_server,
                                      celery_worker):
-    libvirt_demo.prepare(io.StringIO())  # this machine's GPU hosts, the base volume
+    call_command("libvirt_demo_hosts", stdout=io.StringIO())  # this machine as GPU hosts
     page.on("dialog", lambda dialog: dialog.accept())
     browser_login("admin")
 
