@@ -96,6 +96,7 @@ def repair_drift() -> list[int]:
     why; a deleted VM whose domain is still there is deleted again; a domain no VM owns is
     reported (logged and audited once), never destroyed. Returns the VMs it changed."""
     backend = get_backend()
+    began = timezone.now()
     try:
         seen = backend.observe()
     except BackendError:
@@ -105,7 +106,7 @@ def repair_drift() -> list[int]:
     for vm_id in VirtualMachine.objects.filter(status=V.RUNNING, pk__in=down).values_list(
         "pk", flat=True
     ):
-        if _mark_stopped(vm_id, down[vm_id]):
+        if _mark_stopped(vm_id, down[vm_id], began):
             changed.append(vm_id)
     for vm in VirtualMachine.objects.filter(status=V.DELETED, pk__in=seen.vms):
         backend.delete_vm(vm)  # a delete whose cleanup failed: done again
@@ -114,13 +115,15 @@ def repair_drift() -> list[int]:
     return changed
 
 
-def _mark_stopped(vm_id, reason) -> bool:
+def _mark_stopped(vm_id, reason, observed_since) -> bool:
+    """A VM that became 실행중 after the observation began is left to the next pass: its
+    domain may have started after the backend looked."""
     with transaction.atomic():
         try:
             _cluster, vm = lock_vm_with_cluster(vm_id, None, Perm.VM_UPDATE)
         except RuleViolation:  # deleted or moved meanwhile: the next pass sees it
             return False
-        if vm.status != V.RUNNING:
+        if vm.status != V.RUNNING or vm.status_changed_at >= observed_since:
             return False
         # Not a transition of the lifecycle: the record catches up with what happened.
         vm.status, vm.status_changed_at = V.STOPPED, timezone.now()

@@ -8,20 +8,29 @@ from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placemen
 from portal.errors import BackendError
 
 
+def _platform_admin(request) -> bool:
+    return request.user.is_active and request.user.is_superuser
+
+
 class SuperuserOnly:
     def has_module_permission(self, request):
-        return request.user.is_active and request.user.is_superuser
+        return _platform_admin(request)
 
     def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
+        return _platform_admin(request)
 
-    has_add_permission = has_module_permission
-    has_change_permission = has_view_permission
-    has_delete_permission = has_view_permission
+    def has_add_permission(self, request, obj=None):
+        return _platform_admin(request)
+
+    def has_change_permission(self, request, obj=None):
+        return _platform_admin(request)
+
+    def has_delete_permission(self, request, obj=None):
+        return _platform_admin(request)
 
 
 class ReadOnly(SuperuserOnly):
-    def has_add_permission(self, request):
+    def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):

@@ -8,10 +8,14 @@ binds a VM to a host and holds the devices it was given; capacity is the invento
 what placements hold.
 """
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from vms.models import FabricType, VirtualMachine, Zone
+
+# qemu: a local or remote libvirtd (ssh, tls); test: libvirt's test driver (tests, benches).
+URI_SCHEMES = ("qemu", "qemu+ssh", "qemu+tls", "test")
 
 
 class GpuHost(models.Model):
@@ -66,6 +70,20 @@ class GpuHost(models.Model):
     @property
     def emulated(self) -> bool:
         return self.emulated_gpus > 0
+
+    def clean(self):
+        """A libvirt URI of a driver the backend speaks; declared GPUs name their model."""
+        if self.uri.split(":", 1)[0] not in URI_SCHEMES:
+            raise ValidationError(
+                {
+                    "uri": _("libvirt URI는 %(schemes)s 중 하나로 시작해야 합니다.")
+                    % {"schemes": ", ".join(f"{s}://" for s in URI_SCHEMES)}
+                }
+            )
+        if self.emulated_gpus and not self.emulated_gpu_model.strip():
+            raise ValidationError(
+                {"emulated_gpu_model": _("에뮬레이트 GPU가 있으면 모델을 입력하세요.")}
+            )
 
 
 class HostDevice(models.Model):

@@ -65,7 +65,9 @@ def commits(django_capture_on_commit_callbacks, monkeypatch):
         with django_capture_on_commit_callbacks(execute=True):
             func()
 
+    original = portal.kernel.transaction.on_commit
     monkeypatch.setattr(portal.kernel.transaction, "on_commit", run_now)
+    return original  # for a test that needs the callbacks at the real commit
 
 
 @pytest.fixture

@@ -45,6 +45,15 @@ def test_inventory_and_capacity(world, hosts):
     running_cluster(world, hosts, 3)
     cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
     assert (cap.total_nodes, cap.free_nodes) == (8, 5)
+    # 동기화 again changes nothing; a draining host takes no new members.
+    from clusters.backends.libvirt.inventory import sync_all
+    from clusters.hosts.models import GpuHost
+
+    assert sync_all() == {"h0": "16", "h1": "16", "h2": "16", "h3": "16"}
+    assert HostDevice.objects.count() == 64
+    GpuHost.objects.filter(name="h3").update(state=GpuHost.State.DRAINING)
+    cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
+    assert (cap.total_nodes, cap.free_nodes) == (6, 3)
 
 
 def test_capacity_error_names_what_is_short(world, hosts):
@@ -181,3 +190,25 @@ def hosts_all(hosts):
     from clusters.hosts.models import GpuHost
 
     return list(GpuHost.objects.all())
+
+
+def test_a_device_gone_from_its_host_leaves_the_inventory(world, hosts):
+    from clusters.backends.libvirt import connection
+    from clusters.backends.libvirt.inventory import sync_host
+    from clusters.backends.libvirt.testhost import host_xml
+
+    host = hosts.add("h0")
+    cluster = world.cluster("gone", instance_type=hosts.h100x4)
+    world.members(cluster, 1)
+    LibvirtBackend().allocate(cluster, 1)  # NUMA node 0: GPUs 0-3 and a VF
+    path = host.uri.removeprefix("test://")
+    with open(path, "w") as f:
+        f.write(host_xml(gpus=0, vfs=0))  # the host now shows no GPUs and no VFs
+    connection.forget(host.uri)
+    sync_host(host)
+    left = HostDevice.objects.filter(host=host)
+    assert left.count() == 5 and all(d.missing for d in left)  # the placed ones, until...
+    cap = LibvirtBackend().capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
+    assert (cap.total_nodes, cap.free_nodes) == (0, 0)
+    LibvirtBackend().release(cluster)  # ...their placement ends
+    assert not HostDevice.objects.filter(host=host).exists()

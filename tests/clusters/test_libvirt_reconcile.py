@@ -103,7 +103,10 @@ def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world,
     cluster_services.detach_vm(late.pk, actor=world.admin)
     assert len(ET.fromstring(dom.XMLDesc(0)).findall("devices/hostdev")) == 4  # no VF
     placed.refresh_from_db()
-    assert not placed.held and placed.cluster_id is None
+    assert not placed.held and placed.cluster_id is None and not placed.devices.exists()
+    # The running cluster keeps the node for its next member (a 교체 spare takes it).
+    (kept,) = Placement.objects.filter(cluster=cluster, vm__isnull=True)
+    assert kept.devices.count() == 5 and kept.host_id == placed.host_id
 
 
 class Ufm(BaseHTTPRequestHandler):
@@ -183,3 +186,74 @@ def _hosts():
     from clusters.hosts.models import GpuHost
 
     return GpuHost.objects.all()
+
+
+def test_simulator_observes_what_the_portal_says(world):
+    from clusters.backends.simulator import SimulatorBackend
+
+    running = world.vm("up", status=VmStatus.RUNNING)
+    world.vm("down")
+    seen = SimulatorBackend().observe()
+    assert set(seen.vms) == {running.pk} and seen.vms[running.pk].running and not seen.strays
+    assert progress.reconcile() == []  # nothing drifts in the simulator
+    SimulatorBackend().delete_vm(running)  # holds nothing: no-op
+    SimulatorBackend().leave_cluster(running, world.cluster())
+
+
+def test_a_host_with_a_bad_uri_is_refused_in_its_language(world, client, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="pw-12345678")
+    client.force_login(root)
+    form = {
+        "name": "h9", "zone": world.zone_a.pk, "uri": "http://example.com", "domain_type": "",
+        "state": "ENABLED", "fabric": "INFINIBAND", "storage_pool": "vc-pool",
+        "emulated_gpus": 0, "emulated_vfs": 0, "emulated_numa_nodes": 1,
+        "devices-TOTAL_FORMS": 0, "devices-INITIAL_FORMS": 0,
+    }  # fmt: skip
+    response = client.post("/admin/clusters/gpuhost/add/", form, HTTP_ACCEPT_LANGUAGE="ko")
+    assert response.status_code == 200
+    assert "libvirt URI는 qemu://, qemu+ssh://, qemu+tls://, test:// 중 하나로" in (
+        response.content.decode()
+    )
+    assert not _hosts().exists()
+    form["uri"] = "qemu+ssh://gpu9/system"
+    response = client.post("/admin/clusters/gpuhost/add/", form)
+    assert response.status_code == 302 and _hosts().get().uri == "qemu+ssh://gpu9/system"
+
+
+def test_replace_puts_the_spare_on_the_members_node(
+    world, hosts, commits, monkeypatch, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    from clusters.operations.replace import replace_member
+
+    hosts.add("h0")  # room for exactly two members of the type
+    cluster, (member, other) = running_cluster(world, hosts, 2)
+    vm_services.start_vm(member.pk, actor=world.admin)
+    before = set(Placement.objects.get(vm=member).devices.values_list("pk", flat=True))
+    spare = world.vm("spare", instance_type=hosts.h100x4)
+    monkeypatch.setattr(transaction, "on_commit", commits)  # the steps follow real commits
+    with django_capture_on_commit_callbacks(execute=True):
+        replace_member(cluster.pk, member.pk, spare.pk, actor=world.admin)
+    spare.refresh_from_db()
+    member.refresh_from_db()
+    assert spare.status == VmStatus.RUNNING and spare.cluster_id == cluster.pk
+    assert member.status == VmStatus.STOPPED and member.cluster_id is None
+    assert set(Placement.objects.get(vm=spare).devices.values_list("pk", flat=True)) == before
+    assert not Placement.objects.filter(cluster=cluster, vm__isnull=True).exists()
+
+
+def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
+    from clusters.hosts.models import GpuHost
+
+    hosts.add("h0")
+    GpuHost.objects.create(
+        name="down", zone=world.zone_a, uri=f"test://{tmp_path}/missing.xml",
+        fabric=FabricType.INFINIBAND,
+    )  # fmt: skip
+    cluster, members = running_cluster(world, hosts, 2)
+    vm_services.start_vm(members[0].pk, actor=world.admin)
+    assert progress.reconcile() == []  # observed what it could
+    vm_services.stop_vm(members[0].pk, actor=world.admin)
+    cluster_services.stop_cluster(cluster.pk, actor=world.admin)
+    assert not FabricPartition.objects.exists() and not Placement.objects.filter(held=True)

@@ -13,6 +13,7 @@ import time
 import libvirt
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from clusters.backends.base import (
     Capacity,
@@ -88,24 +89,31 @@ class LibvirtBackend(ComputeBackend):
         with transaction.atomic():
             VirtualCluster.objects.select_for_update().filter(pk=cluster.pk).exists()
             hosts = placement.lock_hosts(cluster.zone_id, cluster.fabric_type)
-            members = list(VirtualMachine.objects.filter(cluster=cluster).order_by("pk"))
-            ids = {vm.pk for vm in members}
-            held = Placement.objects.filter(cluster=cluster, held=True)
-            placement.unbind(held.exclude(vm__isnull=True).exclude(vm__in=ids))  # detached
-            placed = set(held.exclude(vm__isnull=True).values_list("vm_id", flat=True))
-            need = [vm for vm in members if vm.pk not in placed]
-            spare = list(held.filter(vm__isnull=True).order_by("-pk"))
+            members = list(
+                VirtualMachine.objects.filter(cluster=cluster)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+            ids = set(members)
+            rows = list(Placement.objects.filter(Q(cluster=cluster) | Q(vm__in=ids)))
+            held = [p for p in rows if p.cluster_id == cluster.pk and p.held]
+            placed = {p.vm_id for p in held if p.vm_id in ids}
+            need = [pk for pk in members if pk not in placed]
+            spare = sorted((p for p in held if p.vm_id is None), key=lambda p: -p.pk)
             extra = max(nodes - len(members), 0)  # members about to join a running cluster
-            if len(spare) > extra:
-                placement.unbind(Placement.objects.filter(pk__in=[p.pk for p in spare[extra:]]))
+            # Detached members' places and spare reservations beyond ``extra`` go.
+            drop = [p.pk for p in held if p.vm_id is not None and p.vm_id not in ids]
+            drop += [p.pk for p in spare[extra:]]
+            if drop:
+                placement.unbind(Placement.objects.filter(pk__in=drop))
             want = len(need) + max(extra - len(spare), 0)
-            prefer = set(held.values_list("host_id", flat=True))
-            homes = {p.vm_id: p for p in Placement.objects.filter(vm__in=need)}
+            homes = {p.vm_id: p for p in rows if p.vm_id in ids and p.vm_id not in placed}
+            prefer = {p.host_id for p in held if p.pk not in drop}
             prefer |= {p.host_id for p in homes.values()}
             chosen = self._place(
                 hosts, cluster.instance_type, cluster.zone, cluster.fabric_type, want, prefer, True
             )
-            pairs = [(slot, vm, homes.get(vm.pk)) for vm, slot in zip(need, chosen, strict=False)]
+            pairs = [(slot, pk, homes.get(pk)) for pk, slot in zip(need, chosen, strict=False)]
             pairs += [(slot, None, None) for slot in chosen[len(need) :]]
             placement.bind_many(pairs, cluster)
             self._partition(cluster)
@@ -202,9 +210,9 @@ class LibvirtBackend(ComputeBackend):
             dom = self._define(vm, placed, partition, address)
             if not dom.isActive():
                 dom.create()
-        except libvirt.libvirtError as exc:
+        except (libvirt.libvirtError, BackendError, OSError) as exc:
             log.warning("start of %s failed: %s", domain.domain_name(vm.pk), exc)
-            if cluster is None:
+            if cluster is None:  # a standalone VM holds nothing unless it runs
                 placement.unbind(Placement.objects.filter(pk=placed.pk))
             raise BackendError() from exc
         return address
@@ -240,8 +248,9 @@ class LibvirtBackend(ComputeBackend):
         )
         return placement.bind(slot, vm=vm, cluster=cluster, existing=own)
 
-    def _define(self, vm, placed, partition, address):
-        """Disk, seed and domain on the placement's host (moved there if elsewhere)."""
+    def _define(self, vm, placed, partition, address, prepare=True):
+        """Disk, seed and domain on the placement's host (moved there if elsewhere);
+        without ``prepare``, only the domain's definition is rewritten."""
         host = placed.host
         if placed.domain_host_id and placed.domain_host_id != host.pk:
             volumes.remove_domain(placed.domain_host, vm.pk)
@@ -250,8 +259,9 @@ class LibvirtBackend(ComputeBackend):
         if not pool.isActive():
             pool.create()
         boot = guest.guest_boot(vm)
-        volumes.ensure_disk(pool, vm, boot)
-        volumes.write_seed(host, pool, vm, address, partition)
+        if prepare:
+            volumes.ensure_disk(pool, vm, boot)
+            volumes.write_seed(host, pool, vm, address, partition)
         devices = list(HostDevice.objects.filter(placement=placed).order_by("kind", "address"))
         gpus = [d for d in devices if d.kind == HostDevice.Kind.GPU]
         vfs = [d for d in devices if d.kind == HostDevice.Kind.VF]
@@ -307,9 +317,12 @@ class LibvirtBackend(ComputeBackend):
         if placed.domain_host is not None:
             dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
             if dom is not None and not dom.isActive() and placed.domain_host_id == placed.host_id:
-                self._define(vm, placed, None, None)  # its config loses the fabric devices
-        if placed.cluster_id == cluster.pk:
-            placement.unbind(Placement.objects.filter(pk=placed.pk))
+                self._define(vm, placed, None, None, prepare=False)  # no fabric devices
+        if placed.cluster_id == cluster.pk and placed.held:
+            if cluster.status == ClusterStatus.RUNNING:
+                placement.keep_for_cluster(placed)
+            else:
+                placement.unbind(Placement.objects.filter(pk=placed.pk))
 
     def delete_vm(self, vm):
         placed = Placement.objects.select_related("domain_host", "host").filter(vm=vm).first()

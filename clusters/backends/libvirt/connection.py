@@ -5,6 +5,7 @@ makes the state of the process: tests and the backend see the same hosts.
 """
 
 import logging
+import time
 
 import libvirt
 from django.conf import settings
@@ -13,6 +14,10 @@ from portal.errors import BackendError
 
 log = logging.getLogger(__name__)
 _connections = {}
+_failed = {}  # uri -> when opening it last failed
+# A host that could not be reached is not tried again for this long by this process: an
+# SSH or TLS connect to a dead host can take minutes, and the reconciler visits every host.
+RETRY_SECONDS = 30.0
 
 
 def _quiet(_ctx, _err):
@@ -30,17 +35,28 @@ def connect(host) -> "libvirt.virConnect":
                 return conn
         except libvirt.libvirtError:
             pass
+    failed = _failed.get(host.uri)
+    if failed is not None and time.monotonic() - failed < RETRY_SECONDS:
+        raise BackendError()
     try:
         conn = libvirt.open(host.uri)
     except libvirt.libvirtError as exc:
         log.warning("libvirt %s: %s", host.uri, exc)
+        _failed[host.uri] = time.monotonic()
         raise BackendError() from exc
+    _failed.pop(host.uri, None)
+    if not host.uri.startswith("test:"):
+        try:  # notice a dead peer within ~20 s instead of the TCP timeout
+            conn.setKeepAlive(5, 3)
+        except libvirt.libvirtError:
+            pass
     _connections[host.uri] = conn
     return conn
 
 
 def forget(uri) -> None:
     """Drop a cached connection (tests that rebuild a test driver's host file)."""
+    _failed.pop(uri, None)
     conn = _connections.pop(uri, None)
     if conn is not None:
         try:

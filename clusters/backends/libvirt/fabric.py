@@ -21,20 +21,21 @@ import urllib.request
 
 from django.conf import settings
 
+from clusters.backends import simulator
 from portal.errors import BackendError
 
 log = logging.getLogger(__name__)
 
 NETWORK_PREFIX = "vc-fab-"
 NETWORK_NAME = re.compile(r"^vc-fab-(\d+)$")
-# A cluster's address block: one /21 of 172.16.0.0/12 (as the simulator's RoCE blocks);
-# member ``i`` is host ``10 + i``; the host side of an isolated network is host 1.
-NETWORK = ipaddress.ip_network("172.16.0.0/12")
-BLOCK_PREFIX = 21
-BLOCK_SIZE = 2 ** (32 - BLOCK_PREFIX)
-BLOCKS = NETWORK.num_addresses // BLOCK_SIZE
-FIRST_HOST = 10
-MAX_MEMBERS = BLOCK_SIZE - FIRST_HOST - 1
+# A cluster's address block: one /21 of 172.16.0.0/12, the simulator's RoCE blocks; member
+# ``i`` is host ``10 + i``; the host side of an isolated network is host 1.
+NETWORK = simulator.ROCE_NETWORK
+BLOCK_PREFIX = simulator.ROCE_BLOCK_PREFIX
+BLOCK_SIZE = simulator.ROCE_BLOCK_SIZE
+BLOCKS = simulator.ROCE_BLOCKS
+FIRST_HOST = simulator.ROCE_FIRST_HOST
+MAX_MEMBERS = simulator.ROCE_MAX_MEMBERS
 PKEY_BASE = 0x0100  # PKeys 0x0100 + block (0x7fff is the default partition: never used)
 VLAN_BASE = 100  # VLANs 100 + block (< 4095)
 
@@ -102,9 +103,15 @@ class FabricManager:
             net.create()
 
     def remove(self, cluster_id, hosts, pkey_hex="") -> None:
-        """Remove the cluster's network from every host, and its PKey from UFM."""
+        """Remove the cluster's network from every host, and its PKey from UFM. A host that
+        cannot be reached now keeps its copy: the reconciler finds it later as leaked."""
+        import libvirt
+
         for host in hosts:
-            self.remove_network(host, network_name(cluster_id))
+            try:
+                self.remove_network(host, network_name(cluster_id))
+            except (BackendError, libvirt.libvirtError):
+                log.warning("fabric network of cluster %s left on host %s", cluster_id, host)
         ufm = UfmClient.from_settings()
         if ufm is not None and pkey_hex:
             ufm.delete_pkey(pkey_hex)

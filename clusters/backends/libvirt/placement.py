@@ -13,7 +13,7 @@ Callers hold the lock order of ``clusters.locking`` and then the zone's host row
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, Count, IntegerField, Q, Value, When
 
 from clusters.hosts.models import GpuHost, HostDevice, Placement
 from portal.errors import CapacityUnavailable
@@ -43,33 +43,31 @@ def hosts_of(zone_id, fabric=None):
 
 
 def slots(hosts, instance_type, needs_vf, free_only=True) -> dict[int, list[Slot]]:
-    """Room per host for members of ``instance_type`` (one query over the hosts' devices)."""
-    model = instance_type.gpu_model.lower()
-    gpus = defaultdict(lambda: defaultdict(list))
-    vfs = defaultdict(lambda: defaultdict(list))
-    widest = defaultdict(int)  # a node's width counts its taken GPUs too
-    rows = HostDevice.objects.filter(host__in=hosts, missing=False).order_by("pk")
-    for pk, host_id, kind, device_model, node, taken in rows.values_list(
-        "pk", "host_id", "kind", "model", "numa_node", "placement_id"
+    """Room per host for members of ``instance_type`` (two queries over the hosts' devices:
+    the width of each NUMA node, taken GPUs included, and the free devices)."""
+    present = HostDevice.objects.filter(host__in=hosts, missing=False)
+    of_type = Q(kind=D.GPU, model__icontains=instance_type.gpu_model)
+    width = defaultdict(int)
+    nodes = present.filter(of_type).values_list("host_id", "numa_node").annotate(n=Count("pk"))
+    for host_id, _node, n in nodes.order_by():
+        width[host_id] = max(width[host_id], n)
+    rows = present.filter(placement__isnull=True) if free_only else present
+    gpus, vfs = defaultdict(dict), defaultdict(dict)
+    for pk, host_id, kind, node in (
+        rows.filter(of_type | Q(kind=D.VF))
+        .order_by("pk")
+        .values_list("pk", "host_id", "kind", "numa_node")
     ):
-        is_gpu = kind == D.GPU and model in device_model.lower()
-        if is_gpu:
-            widest[(host_id, node)] += 1
-        if taken is not None and free_only:
-            continue
-        if is_gpu:
-            gpus[host_id][node].append(pk)
-        elif kind == D.VF:
-            vfs[host_id][node].append(pk)
+        (gpus if kind == D.GPU else vfs)[host_id].setdefault(node, []).append(pk)
+    need = instance_type.gpu_count
     return {
-        host.pk: _host_slots(host.pk, gpus[host.pk], vfs[host.pk], instance_type, needs_vf, widest)
-        for host in hosts
+        h.pk: _host_slots(h.pk, gpus.get(h.pk, {}), vfs.get(h.pk, {}), need, needs_vf, width[h.pk])
+        for h in hosts
     }
 
 
-def _host_slots(host_id, gpus, vfs, instance_type, needs_vf, widest):
-    need = instance_type.gpu_count
-    width = max((w for (h, _n), w in widest.items() if h == host_id), default=0)
+def _host_slots(host_id, gpus, vfs, need, needs_vf, width):
+    """Slots on one NUMA node each; a type wider than the host's widest node spans nodes."""
     out = []
     if need <= width:
         for node in sorted(gpus):
@@ -149,13 +147,16 @@ def bind(slot, *, vm=None, cluster=None, existing=None) -> Placement:
 
 
 def bind_many(pairs, cluster) -> None:
-    """``bind`` for many ``(slot, vm or None, existing placement or None)`` in a few queries."""
+    """``bind`` for many ``(slot, VM id or None, existing placement or None)`` in a few
+    queries."""
     fresh = []
-    for slot, vm, existing in pairs:
+    for slot, vm_id, existing in pairs:
         if existing is not None:
             bind(slot, cluster=cluster, existing=existing)
         else:
-            row = Placement(host_id=slot.host_id, vm=vm, cluster=cluster, numa_node=slot.numa_node)
+            row = Placement(
+                host_id=slot.host_id, vm_id=vm_id, cluster=cluster, numa_node=slot.numa_node
+            )
             fresh.append((slot, row))
     Placement.objects.bulk_create([row for _slot, row in fresh])
     owner = {
@@ -170,6 +171,18 @@ def bind_many(pairs, cluster) -> None:
                 output_field=IntegerField(),
             )
         )
+
+
+def keep_for_cluster(placed) -> Placement:
+    """A member leaving a running cluster gives its devices to a reservation of the
+    cluster (as an attach reserved one): a 교체 spare, or the next member, takes it at start;
+    the next allocation of the cluster drops reservations it does not need."""
+    spare = Placement.objects.create(
+        host_id=placed.host_id, cluster_id=placed.cluster_id, numa_node=placed.numa_node
+    )
+    HostDevice.objects.filter(placement=placed).update(placement=spare)
+    Placement.objects.filter(pk=placed.pk).update(held=False, cluster=None)
+    return spare
 
 
 def unbind(placements) -> None:
