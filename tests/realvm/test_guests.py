@@ -1,7 +1,8 @@
 """Real guests (marker ``realvm``): two clusters of two TCG guests from the built image boot,
 their agents' samples arrive through the ingest API, each member reaches its own cluster's
-peer on the fabric and not the other cluster's, ACPI shuts a guest down, and stop / start /
-delete leave no domain, network or volume behind."""
+peer on the fabric and not the other cluster's, 클러스터 검증 on them names the missing GPU
+tools (점검 필요), ACPI shuts a guest down, and stop / start / delete leave no domain,
+network or volume behind."""
 
 import ipaddress
 import time
@@ -9,10 +10,13 @@ import time
 import libvirt
 import pytest
 
+from clusters import operations
 from clusters import services as cluster_services
 from clusters.backends.libvirt import domain, fabric
 from clusters.hosts.models import FabricPartition
-from clusters.models import ClusterStatus
+from clusters.models import ClusterStatus, Operation
+from clusters.validation.models import Verdict
+from clusters.validation.verdict import reason_text
 from metrics.models import Sample
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
@@ -88,6 +92,17 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     sample = Sample.objects.filter(vm_id=vm_ids[0]).order_by("-ts").first()
     assert sample.cpu_util is not None and sample.mem_util is not None
     assert sample.gpu_util is None  # no GPU in the guest: null, never zero
+
+    # 클러스터 검증 on guests without GPU software: each member's agent runs its jobs and
+    # says which tools are missing — 점검 필요, not 응답 없음.
+    operation = operations.start_validation(clusters[0].pk, actor=world.admin)
+    wait_for(lambda: Operation.objects.get(pk=operation.pk).done, BOOT_SECONDS,
+             "클러스터 검증 on real guests")
+    run = Operation.objects.get(pk=operation.pk).validation
+    verdicts = {v.vm_name: (v.verdict, [reason_text(r) for r in v.reasons])
+                for v in run.verdicts.all()}
+    missing = "nvidia-smi/dcgmi/ib_write_bw/all_reduce_perf가 설치되어 있지 않습니다"
+    assert verdicts == {vm.name: (Verdict.WARN, [missing]) for vm in (vms[0], vms[1])}
 
     # The fabric: its own cluster's peer answers, the other cluster's does not.
     for dom in doms.values():
