@@ -81,4 +81,8 @@ class PlacementAdmin(ReadOnly, admin.ModelAdmin):
 
 @admin.register(FabricPartition)
 class FabricPartitionAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = ["cluster", "fabric", "pkey_hex", "vlan", "block", "configured"]
+    list_display = ["cluster", "fabric", "partition_key", "vlan", "block", "configured"]
+
+    @admin.display(description=_("파티션 키(PKey)"))
+    def partition_key(self, obj):
+        return obj.pkey_hex

@@ -32,7 +32,7 @@ class GpuHost(models.Model):
         Zone, on_delete=models.PROTECT, related_name="gpu_hosts", verbose_name=_("가용 영역")
     )
     uri = models.CharField(
-        _("libvirt URI"),
+        _("libvirt 접속 URI"),
         max_length=255,
         help_text=_("qemu:///system, qemu+ssh://…/system, qemu+tls://…/system 또는 test:///…"),
     )
@@ -184,8 +184,8 @@ class FabricPartition(models.Model):
     )
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     block = models.PositiveIntegerField(_("주소 블록"), unique=True)
-    pkey = models.PositiveIntegerField(_("PKey"), null=True, blank=True)
-    vlan = models.PositiveIntegerField(_("VLAN"), null=True, blank=True)
+    pkey = models.PositiveIntegerField(_("파티션 키(PKey)"), null=True, blank=True)
+    vlan = models.PositiveIntegerField(_("VLAN 번호"), null=True, blank=True)
     configured = models.BooleanField(_("패브릭 구성됨"), default=False)
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 

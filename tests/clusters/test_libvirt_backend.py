@@ -212,3 +212,28 @@ def test_a_device_gone_from_its_host_leaves_the_inventory(world, hosts):
     assert (cap.total_nodes, cap.free_nodes) == (0, 0)
     LibvirtBackend().release(cluster)  # ...their placement ends
     assert not HostDevice.objects.filter(host=host).exists()
+
+
+def test_each_allocated_cluster_gets_its_own_partition(world, hosts):
+    hosts.topology()
+    hosts.topology(FabricType.ROCE_V2, prefix="r")
+    backend = LibvirtBackend()
+    ib, roce, later = (
+        world.cluster("ib", instance_type=hosts.h100x4),
+        world.cluster("roce", instance_type=hosts.h100x4, fabric_type=FabricType.ROCE_V2),
+        world.cluster("later", instance_type=hosts.h100x4),
+    )
+    for cluster in (ib, roce):
+        world.members(cluster, 2)
+        backend.allocate(cluster, 2)
+        backend.allocate(cluster, 2)  # keeps its partition
+    first, second = (
+        FabricPartition.objects.get(cluster=ib),
+        FabricPartition.objects.get(cluster=roce),
+    )
+    assert (first.block, first.pkey, first.vlan) == (0, 0x100, None)
+    assert (second.block, second.pkey, second.vlan) == (1, None, 101)
+    backend.release(ib)
+    world.members(later, 2)
+    backend.allocate(later, 2)
+    assert FabricPartition.objects.get(cluster=later).block == 0  # the freed block again

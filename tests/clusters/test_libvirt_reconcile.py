@@ -254,6 +254,29 @@ def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
     cluster, members = running_cluster(world, hosts, 2)
     vm_services.start_vm(members[0].pk, actor=world.admin)
     assert progress.reconcile() == []  # observed what it could
+    # A host that stops answering is not taken to have lost its guests.
+    h0 = GpuHost.objects.get(name="h0")
+    real_uri = h0.uri
+    GpuHost.objects.filter(pk=h0.pk).update(uri=f"test://{tmp_path}/gone.xml")
+    assert progress.reconcile() == []
+    members[0].refresh_from_db()
+    assert members[0].status == VmStatus.RUNNING
+    GpuHost.objects.filter(pk=h0.pk).update(uri=real_uri)
     vm_services.stop_vm(members[0].pk, actor=world.admin)
     cluster_services.stop_cluster(cluster.pk, actor=world.admin)
     assert not FabricPartition.objects.exists() and not Placement.objects.filter(held=True)
+
+
+def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
+    from clusters.backends.libvirt import connection
+    from clusters.hosts.models import GpuHost
+    from portal.errors import BackendError
+
+    host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tcp://127.0.0.1:1/system")
+    caplog.set_level("WARNING", logger="clusters.backends.libvirt.connection")
+    for _ in range(3):
+        with pytest.raises(BackendError):
+            connection.connect(host)
+    dialled = [r for r in caplog.records if r.name == "clusters.backends.libvirt.connection"]
+    assert len(dialled) == 1
+    connection.forget(host.uri)

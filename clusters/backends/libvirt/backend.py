@@ -12,7 +12,7 @@ import time
 
 import libvirt
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from clusters.backends.base import (
@@ -118,31 +118,37 @@ class LibvirtBackend(ComputeBackend):
             placement.bind_many(pairs, cluster)
             self._partition(cluster)
 
-    def _partition(self, cluster) -> FabricPartition:
-        """The cluster's partition, or a new one on the lowest free block. Another zone's
-        allocation (not serialised by these host locks) may take the block first: the insert
-        then fails on the unique block and the next one is tried."""
-        existing = FabricPartition.objects.filter(cluster_id=cluster.pk).first()
-        if existing is not None:
-            return existing
+    def _partition(self, cluster) -> None:
+        """The cluster's partition: the lowest free block, taken in one statement unless the
+        cluster holds one already (ON CONFLICT). An allocation in another zone (not
+        serialised by these host locks) may take the same block first: nothing is inserted
+        then, and the next free block is tried."""
         roce = cluster.fabric_type == FabricType.ROCE_V2
-        while True:
-            taken = set(FabricPartition.objects.values_list("block", flat=True))
-            block = next((b for b in range(fabric.BLOCKS) if b not in taken), None)
-            if block is None:
+        table = FabricPartition._meta.db_table
+        sql = (
+            f"INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
+            " SELECT %s, %s, b, %s::integer + b, %s::integer + b, false, now()"
+            " FROM generate_series(0, %s) AS b"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b)"
+            " ORDER BY b LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
+        )
+        params = [
+            cluster.pk,
+            cluster.fabric_type,
+            None if roce else fabric.PKEY_BASE,
+            fabric.VLAN_BASE if roce else None,
+            fabric.BLOCKS - 1,
+        ]
+        for _attempt in range(16):
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                if cursor.fetchone() is not None:
+                    return
+            if FabricPartition.objects.filter(cluster_id=cluster.pk).exists():
+                return
+            if FabricPartition.objects.count() >= fabric.BLOCKS:
                 raise CapacityUnavailable()
-            try:
-                with transaction.atomic():
-                    return FabricPartition.objects.create(
-                        cluster_id=cluster.pk,
-                        fabric=cluster.fabric_type,
-                        block=block,
-                        vlan=fabric.VLAN_BASE + block if roce else None,
-                        pkey=None if roce else fabric.PKEY_BASE + block,
-                    )
-            except IntegrityError:
-                if not FabricPartition.objects.filter(block=block).exists():
-                    raise
+        raise BackendError()
 
     # -- the fabric ---------------------------------------------------------------------
 
@@ -337,12 +343,15 @@ class LibvirtBackend(ComputeBackend):
     # -- observation --------------------------------------------------------------------
 
     def observe(self):
-        seen, names = {}, []
+        """Every ``vc-vm-<id>`` domain on the hosts it can reach. A VM is seen missing only
+        when its host answered: one on an unreachable host is not reported at all."""
+        seen, names, unreachable = {}, [], set()
         for host in GpuHost.objects.order_by("pk"):
             try:
                 domains = connect(host).listAllDomains(0)
             except (BackendError, libvirt.libvirtError):
                 log.warning("domains of host %s unreadable", host.name)
+                unreachable.add(host.pk)
                 continue
             for dom in domains:
                 vm_id = domain.vm_id_of(dom.name())
@@ -360,10 +369,10 @@ class LibvirtBackend(ComputeBackend):
                 names.append((vm_id, dom.name()))
         live = set(VirtualMachine.objects.filter(pk__in=seen).values_list("pk", flat=True))
         strays = sorted(name for vm_id, name in names if vm_id not in live)
-        placed = VirtualMachine.objects.filter(placement__domain_host__isnull=False)
-        for vm_id in placed.exclude(pk__in=seen).values_list("pk", flat=True):
-            seen[vm_id] = Observed(False, "domain_missing")
-        running = VirtualMachine.objects.filter(status=VmStatus.RUNNING).exclude(pk__in=seen)
-        for vm_id in running.values_list("pk", flat=True):
+        unknown = Q(placement__domain_host__in=unreachable) | Q(placement__host__in=unreachable)
+        missing = VirtualMachine.objects.filter(
+            Q(placement__domain_host__isnull=False) | Q(status=VmStatus.RUNNING)
+        )
+        for vm_id in missing.exclude(pk__in=seen).exclude(unknown).values_list("pk", flat=True):
             seen[vm_id] = Observed(False, "domain_missing")
         return Observation(vms=seen, strays=strays)

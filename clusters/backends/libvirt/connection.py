@@ -6,6 +6,7 @@ makes the state of the process: tests and the backend see the same hosts.
 
 import logging
 import time
+from urllib.parse import urlsplit
 
 import libvirt
 from django.conf import settings
@@ -15,8 +16,8 @@ from portal.errors import BackendError
 log = logging.getLogger(__name__)
 _connections = {}
 _failed = {}  # uri -> when opening it last failed
-# A host that could not be reached is not tried again for this long by this process: an
-# SSH or TLS connect to a dead host can take minutes, and the reconciler visits every host.
+# A remote host that could not be reached is not tried again for this long by this process:
+# an SSH or TLS connect to a dead host can take minutes, and the reconciler visits every host.
 RETRY_SECONDS = 30.0
 
 
@@ -42,7 +43,8 @@ def connect(host) -> "libvirt.virConnect":
         conn = libvirt.open(host.uri)
     except libvirt.libvirtError as exc:
         log.warning("libvirt %s: %s", host.uri, exc)
-        _failed[host.uri] = time.monotonic()
+        if urlsplit(host.uri).netloc:  # a remote host; a local socket fails fast anyway
+            _failed[host.uri] = time.monotonic()
         raise BackendError() from exc
     _failed.pop(host.uri, None)
     if not host.uri.startswith("test:"):

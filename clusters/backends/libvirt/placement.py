@@ -53,12 +53,10 @@ def slots(hosts, instance_type, needs_vf, free_only=True) -> dict[int, list[Slot
         width[host_id] = max(width[host_id], n)
     rows = present.filter(placement__isnull=True) if free_only else present
     gpus, vfs = defaultdict(dict), defaultdict(dict)
-    for pk, host_id, kind, node in (
-        rows.filter(of_type | Q(kind=D.VF))
-        .order_by("pk")
-        .values_list("pk", "host_id", "kind", "numa_node")
-    ):
-        (gpus if kind == D.GPU else vfs)[host_id].setdefault(node, []).append(pk)
+    gpu = str(D.GPU.value)  # a plain str compares faster than the enum member
+    found = rows.filter(of_type | Q(kind=D.VF)).order_by("pk")
+    for pk, host_id, kind, node in found.values_list("pk", "host_id", "kind", "numa_node"):
+        (gpus if kind == gpu else vfs)[host_id].setdefault(node, []).append(pk)
     need = instance_type.gpu_count
     return {
         h.pk: _host_slots(h.pk, gpus.get(h.pk, {}), vfs.get(h.pk, {}), need, needs_vf, width[h.pk])
