@@ -30,6 +30,7 @@ from clusters.operations.common import (
     _finish,
     _item,
     _new_operation,
+    _require_vm_update,
     _succeed,
     _target_ids,
     _vm_refusal,
@@ -65,8 +66,9 @@ def _fan_out(operation) -> None:
 
 
 def _member_operation(kind, cluster_id, vm_ids, *, actor, wanted, idempotency):
+    _require_vm_update(f"operation.{kind}", actor, cluster_id)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
             raise ClusterNotRunning()  # SPEC §5.6, for the whole request
         members = cluster.members.order_by("name", "pk")
