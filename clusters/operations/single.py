@@ -53,10 +53,8 @@ def _single(kind, fn, *, actor, project_id, cluster=None, vm=None, idempotency=N
 def require_create_cluster(actor, project, name="") -> None:
     """Who may not create clusters in ``project`` is refused (and audited) before the
     request is read: the create's first check, which the console asks before its form."""
-    require_perm(
-        "cluster.create", actor, Perm.CLUSTER_CREATE, project, target_type="cluster",
-        target_name=name,
-    )  # fmt: skip
+    perm = Perm.CLUSTER_CREATE
+    require_perm("cluster.create", actor, perm, project, target_type="cluster", target_name=name)
 
 
 def create_cluster_op(*, actor, project, idempotency=None, **fields):
