@@ -197,6 +197,7 @@ class OperationAdmin(StatusByServicesAdmin):
         "finished_at",
         "last_error",
         "idempotency_key",
+        "idempotency_scope",
     ]
     exclude = ["request_hash", "error_code", "error_params"]
     inlines = [OperationItemInline]

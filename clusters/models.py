@@ -264,9 +264,11 @@ class Operation(LastErrorMixin, models.Model):
     kind = models.CharField(_("종류"), max_length=20, choices=Kind.choices)
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
     finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)
-    # The API's Idempotency-Key, and a hash of the request it came with (same key, other
-    # body: refused).
+    # The API's Idempotency-Key, the method and route it was sent to (a key is the caller's
+    # in one project, on one route), and a hash of the request it came with (same key and
+    # route, other target or body: refused).
     idempotency_key = models.CharField(_("멱등 키"), max_length=100, blank=True)
+    idempotency_scope = models.CharField(_("멱등 키 범위"), max_length=200, blank=True)
     request_hash = models.CharField(_("요청 해시"), max_length=64, blank=True)
 
     objects = OperationQuerySet.as_manager()
@@ -281,8 +283,8 @@ class Operation(LastErrorMixin, models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["actor", "idempotency_key"],
-                name="one_operation_per_idempotency_key",
+                fields=["actor", "project", "idempotency_scope", "idempotency_key"],
+                name="one_operation_per_scoped_idempotency_key",
                 condition=~models.Q(idempotency_key=""),
             )
         ]

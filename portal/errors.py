@@ -111,6 +111,23 @@ class InvalidInput(RuleViolation):
             self.field = field
 
 
+class NulCharacter(InvalidInput):
+    """A NUL character (U+0000) in any input: no field may hold one (PostgreSQL cannot
+    store it), so the request is refused before any view reads it."""
+
+    code = "nul_character"
+    status = 400
+    default_message = _("%(name)s 값에 쓸 수 없는 문자(NUL)가 있습니다.")
+
+
+class NulFilterIgnored(InvalidInput):
+    """The console's lists ignore a bad filter value and say so (``NulCharacter``)."""
+
+    code = "nul_filter_ignored"
+    status = 400
+    default_message = _("주소의 %(name)s 값에 쓸 수 없는 문자(NUL)가 있어 무시했습니다.")
+
+
 class NameRequired(InvalidInput):
     code = "name_required"
     field = "name"

@@ -106,6 +106,9 @@ if not PRODUCTION and importable("tests.bench"):
 
 MIDDLEWARE = [
     "portal.middleware.RequestIdMiddleware",
+    # Under /api/: NUL, body size and type refused before anything reads the body; every
+    # error answered as problem+json (portal.guard).
+    "portal.guard.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -118,6 +121,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentProjectMiddleware",
+    "portal.guard.ConsoleNulMiddleware",
     "portal.middleware.RuleViolationMiddleware",
 ]
 

@@ -50,13 +50,15 @@ def _target_ids(vm_ids) -> list[int]:
 
 
 def _new_operation(kind, *, actor, project_id, cluster=None, idempotency=None) -> Operation:
-    key, request_hash = idempotency or ("", "")
+    """``idempotency``: (key, request hash[, scope]) — the scope is the method and route."""
+    key, request_hash, *scope = idempotency or ("", "")
     operation = Operation(
         kind=kind,
         project_id=project_id,
         cluster=cluster,
         actor=actor if getattr(actor, "pk", None) else None,
         idempotency_key=key,
+        idempotency_scope=scope[0] if scope else "",
         request_hash=request_hash,
     )
     try:

@@ -69,7 +69,9 @@ def _attach_each(operation, cluster, vm_ids, actor) -> None:
 
 def _membership_operation(kind, cluster_id, vm_ids, *, actor, idempotency, each) -> Operation:
     """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
-    readable), the operation, ``each(operation, cluster, ids)``, its end and its audit."""
+    readable), the operation, ``each(operation, cluster, ids)``, its end and its audit.
+    Who may not update the project's VMs is refused whole, before the targets are even read
+    (one refusal, one audit row: every item would say the same)."""
     _require_vm_update(f"operation.{kind}", actor, cluster_id)
     ids = _target_ids(vm_ids)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
@@ -165,7 +167,8 @@ def create_vms(
         att.project_id, att.target_name = project.pk, base
         cluster = None
         if cluster_id not in (None, ""):
-            cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
+            # Each new VM is attached: who may not update VMs is refused before any is made.
+            cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE)
             att.cluster_id = cluster.pk
         if VirtualMachine.objects.alive().filter(project=project, name__in=names).exists():
             raise VmNameTaken()

@@ -30,12 +30,14 @@ from portal.api.schemas import (
     ClusterPage,
     LaunchOut,
     OperationOut,
+    Problem,
     RenameIn,
     StopIn,
     VmPage,
 )
 from portal.api.vms import VmFilters, readable_vms, vm_page
 from portal.errors import ClusterNotFound
+from portal.kernel import check_perm
 from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
@@ -148,6 +150,7 @@ def get_hostfile(request, cluster_id: int):
 
 @router.get(
     "/virtual-clusters/{int:cluster_id}/metrics",
+    response={403: Problem},
     summary="메트릭 (Prometheus)",
     openapi_extra={
         "responses": {
@@ -161,8 +164,11 @@ def get_hostfile(request, cluster_id: int):
 )
 def get_metrics(request, cluster_id: int):
     """What ``/metrics/federate/`` gives a configured scraper, for one cluster, with an API
-    token: point a scrape job at it (``authorization: Bearer vcp_…``)."""
+    token: point a scrape job at it (``authorization: Bearer vcp_…``). Every series is
+    labelled with a member's name and id: VM data, so it needs Resource.VirtualMachine.Read
+    too, as the console's per-member figures do."""
     cluster = readable_cluster(request, cluster_id)
+    check_perm(actor(request), Perm.VM_READ, cluster)
     members = federate.members_of(cluster.project, cluster.pk)
     return HttpResponse(exposition.render(members), content_type=exposition.CONTENT_TYPE)
 

@@ -88,5 +88,43 @@ class IdempotencyKeyExpired(InvalidInput):
 
 class PageTokenInvalid(InvalidInput):
     code = "page_token_invalid"
+    status = 400
     field = "page_token"
     default_message = _("page_token이 올바르지 않습니다. 첫 페이지부터 다시 요청하세요.")
+
+
+class BodyTooLarge(RuleViolation):
+    code = "body_too_large"
+    status = 413
+    default_message = _("요청 본문이 너무 큽니다. %(max)d바이트까지 보낼 수 있습니다.")
+
+
+class JsonRequired(RuleViolation):
+    code = "json_required"
+    status = 415
+    default_message = _("요청 본문은 Content-Type: application/json 인 JSON이어야 합니다.")
+
+
+class MethodNotAllowed(RuleViolation):
+    code = "method_not_allowed"
+    status = 405
+    default_message = _("이 경로는 %(method)s 요청을 받지 않습니다.")
+
+
+class ServerError(RuleViolation):
+    code = "server_error"
+    status = 500
+    default_message = _(
+        "서버 오류로 요청을 처리하지 못했습니다. 잠시 후 다시 시도하세요 (요청 ID %(request_id)s)."
+    )
+
+
+class HttpRefusal(RuleViolation):
+    """Any other error status the API answers (the words of its HTTP phrase)."""
+
+    code = "http_error"
+    default_message = _("요청을 처리할 수 없습니다 (HTTP %(status)d).")
+
+    def __init__(self, status: int):
+        super().__init__(status=status)
+        self.status = status

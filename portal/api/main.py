@@ -25,6 +25,7 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
+from portal import guard
 from portal.api import catalog, clusters, operations, tokens, validation, vms
 from portal.api.common import api_headers
 from portal.api.errors import RequestInvalid, TokenRequired
@@ -39,8 +40,8 @@ from portal.errors import NotFound, RuleViolation
 
 # Every authenticated operation may answer these, whatever else it documents; a change may
 # also be refused for a missing permission or by a rule.
-COMMON_ERRORS = (401, 404, 422, 429)
-CHANGE_ERRORS = (403, 409)
+COMMON_ERRORS = (400, 401, 404, 422, 429)
+CHANGE_ERRORS = (403, 409, 413, 415)
 SWAGGER_DIR = Path(ninja.__file__).parent / "static" / "ninja"
 SWAGGER_ASSETS = {
     "swagger-ui-bundle.js": "text/javascript",
@@ -174,6 +175,12 @@ def _not_found(request, exc):
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
     return problem_response(request, TokenRequired(), api)
+
+
+@api.exception_handler(Exception)
+def _unexpected(request, exc):
+    """A bug: logged with its traceback, a 500 problem+json without it (even with DEBUG)."""
+    return guard.unexpected(request, exc)
 
 
 for _module in (catalog, clusters, validation, vms, operations):

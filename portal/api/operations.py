@@ -2,8 +2,10 @@
 answered: 202 with its Operation, once per ``Idempotency-Key``.
 
 The same key with the same request within 24 hours answers the first Operation again (no
-second change); with another request it is a 422. A key is the caller's (one user), kept
-on the Operation itself (``idempotency_key``, ``request_hash``).
+second change); with another request it is a 422. A key is the caller's in one project on
+one route (user, project, method and route template): the same key with another project's
+token, or on another route, is another request. It is kept on the Operation itself
+(``idempotency_key``, ``idempotency_scope``, ``request_hash``).
 """
 
 import hashlib
@@ -19,7 +21,7 @@ from clusters.operations import visible_operations
 from portal.api import pagination
 from portal.api.common import actor, json_response, labels, path_id, stored_error_json
 from portal.api.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
-from portal.api.schemas import OperationOut, OperationPage
+from portal.api.schemas import OperationOut, OperationPage, QueryInt
 from portal.errors import NotFound
 from portal.kernel import parse_id
 from portal.permissions import Perm
@@ -32,7 +34,7 @@ KEY_MAX = 100  # Operation.idempotency_key
 
 class OperationFilters(pagination.PageRequest):
     order_by: str = "-created_at"
-    cluster: int | None = None
+    cluster: QueryInt | None = None
 
 
 def operation_json(operation: Operation, kind_labels: dict[str, str], user) -> dict:
@@ -69,8 +71,10 @@ def _with_items():
     return Operation.objects.prefetch_related("items")
 
 
-def idempotency(request) -> tuple[str, str] | None:
-    """(key, hash of the request) from ``Idempotency-Key``, or None without one."""
+def idempotency(request) -> tuple[str, str, str] | None:
+    """(key, hash of the request, scope) from ``Idempotency-Key``, or None without one. The
+    scope is the method and the route template (``POST api/v1/virtual-machines/<int:vm_id>:start``);
+    the hash covers the concrete path and body, so the key on another target is refused."""
     key = request.headers.get("Idempotency-Key")
     if key is None:
         return None
@@ -82,15 +86,25 @@ def idempotency(request) -> tuple[str, str] | None:
     except ValueError:
         body = request.body.decode("utf-8", "replace")
     digest = hashlib.sha256(f"{request.method} {request.path}\n{body}".encode()).hexdigest()
-    return key, digest
+    route = request.resolver_match.route if request.resolver_match else request.path
+    return key, digest, f"{request.method} {route}"[:200]
 
 
-def accepted(request, run: Callable[[tuple[str, str] | None], object]):
+def accepted(request, run: Callable[[tuple[str, str, str] | None], object]):
     """Run a change (``run(idempotency)`` calls one ``clusters.operations`` function) and
     answer 202 with its Operation — or, for a key already used, the first Operation."""
     claim = idempotency(request)
     if claim is not None:
-        earlier = _with_items().filter(actor_id=actor(request).pk, idempotency_key=claim[0]).first()
+        earlier = (
+            _with_items()
+            .filter(
+                actor_id=actor(request).pk,
+                project_id=request.auth.api_token.project_id,
+                idempotency_scope=claim[2],
+                idempotency_key=claim[0],
+            )
+            .first()
+        )
         if earlier is not None:
             if earlier.request_hash != claim[1]:
                 raise IdempotencyKeyReused()

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.api import tokens
 from portal.errors import InvalidInput
+from portal.guard import nul_as_form_error
 from portal.models import ApiToken
 
 
@@ -25,6 +26,7 @@ def _context(request, **extra) -> dict:
     }
 
 
+@nul_as_form_error
 @never_cache  # the POST answer holds the secret: never stored by a cache
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -32,6 +34,8 @@ def token_list(request):
     if request.method == "GET":
         return render(request, "portal/api_tokens.html", _context(request))
     try:
+        if getattr(request, "input_refusal", None) is not None:
+            raise request.input_refusal
         token, secret = tokens.issue_token(
             user=request.user,
             project_id=request.POST.get("project"),
@@ -40,7 +44,7 @@ def token_list(request):
         )
     except InvalidInput as exc:
         context = _context(request, error=exc.message, error_field=exc.field, form=request.POST)
-        return render(request, "portal/api_tokens.html", context, status=422)
+        return render(request, "portal/api_tokens.html", context, status=exc.status)
     return render(request, "portal/api_tokens.html", _context(request, issued=token, secret=secret))
 
 

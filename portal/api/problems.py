@@ -14,7 +14,7 @@ from django.utils import translation
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from portal.api.errors import RequestInvalid
-from portal.errors import PermissionRequired, RuleViolation
+from portal.errors import NulCharacter, PermissionRequired, RuleViolation
 
 PROBLEM_TYPE = "application/problem+json"
 # The console's form fields that the API's bodies name by id.
@@ -49,7 +49,9 @@ def problem_body(exc: RuleViolation) -> dict:
     }
     field = getattr(exc, "field", None)
     if field:
-        body["field"] = BODY_FIELDS.get(field, field)
+        # What the schema or the guard refuses is named as sent: already the API's name.
+        as_sent = isinstance(exc, (NulCharacter, RequestInvalid))
+        body["field"] = field if as_sent else BODY_FIELDS.get(field, field)
     if isinstance(exc, PermissionRequired):
         body["permission"] = exc.permission
     return body

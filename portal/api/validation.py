@@ -14,7 +14,7 @@ from portal.api import pagination
 from portal.api.clusters import ACCEPTED, readable_cluster
 from portal.api.common import actor, json_response, labels, path_id
 from portal.api.operations import accepted
-from portal.api.schemas import Problem, ReplaceIn, ValidateIn, ValidationPage
+from portal.api.schemas import Problem, QueryBool, ReplaceIn, ValidateIn, ValidationPage
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
 from portal.permissions import Perm
@@ -25,7 +25,7 @@ ORDERS = pagination.orders("created_at")
 
 class ValidationFilters(pagination.PageRequest):
     order_by: str = "-created_at"
-    include_raw: bool = False
+    include_raw: QueryBool = False
 
 
 @router.post(

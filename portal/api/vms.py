@@ -7,7 +7,7 @@ from clusters import operations as ops
 from portal.api import pagination
 from portal.api.common import ListFilters, actor, error_json, filtered, labels, path_id, project
 from portal.api.operations import accepted
-from portal.api.schemas import OperationOut, RenameIn, VmCreateIn, VmOut, VmPage
+from portal.api.schemas import OperationOut, QueryInt, RenameIn, VmCreateIn, VmOut, VmPage
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
 from portal.models import readable
@@ -23,7 +23,7 @@ class VmFilters(ListFilters):
 
 
 class VmListFilters(VmFilters):
-    cluster: int | None = None
+    cluster: QueryInt | None = None
 
 
 def readable_vms(user):

@@ -169,6 +169,32 @@ def test_idempotency_keys_are_each_users_own(api, world, secrets):
     assert VirtualCluster.objects.filter(project=world.other).count() == 1
 
 
+def test_an_idempotency_key_is_scoped_to_the_project_and_route(api, world, secrets):
+    """One user's token per project: the same key and body in another project is another
+    request (a cluster there, not the first project's Operation); so is the same key on
+    another route, while the same route with another target is still a reused key."""
+    from portal.api import tokens
+    from portal.models import Role, RoleBinding
+
+    admin = world.users["admin"]
+    RoleBinding.objects.create(user=admin, project=world.other, role=Role.objects.get(name="admin"))
+    _t, in_other = tokens.issue_token(user=admin, project_id=world.other.pk, name="o")
+    key = {"Idempotency-Key": "same-key"}
+    first = api.post("/virtual-clusters", cluster_body(world), token=secrets["admin"], headers=key)
+    second = api.post("/virtual-clusters", cluster_body(world), token=in_other, headers=key)
+    assert first.status_code == second.status_code == 202
+    assert second.json()["id"] != first.json()["id"]
+    assert VirtualCluster.objects.filter(project=world.other, name="api-c").count() == 1
+    assert VirtualCluster.objects.filter(project=world.demo, name="api-c").count() == 1
+    vm_a, vm_b = world.vm("scoped-a"), world.vm("scoped-b")
+    started = api.post(f"/virtual-machines/{vm_a.pk}:start", token=secrets["admin"], headers=key)
+    assert started.status_code == 202 and started.json()["kind"] == "start_vm"
+    other_vm = api.post(f"/virtual-machines/{vm_b.pk}:start", token=secrets["admin"], headers=key)
+    assert (other_vm.status_code, other_vm.json()["code"]) == (422, "idempotency_key_reused")
+    vm_b.refresh_from_db()
+    assert vm_b.status == VmStatus.STOPPED
+
+
 def test_a_bad_idempotency_key_is_422(api, world, secrets):
     response = api.post(
         "/virtual-clusters",

@@ -37,3 +37,30 @@ def test_a_clusters_series_for_prometheus_with_an_api_token(api, world, secrets)
         == 404
     )
     assert api.get(f"/virtual-clusters/{cluster.pk}/metrics").status_code == 401
+
+
+def test_a_cluster_only_role_gets_no_member_figures(api, world):
+    """Member names, ids and per-GPU figures are VM data: a role that reads clusters but not
+    VMs is refused (as on the console's 메트릭 tab, members, hostfile and launch)."""
+    from django.contrib.auth import get_user_model
+
+    from portal.api import tokens
+    from portal.models import Role, RoleBinding
+    from portal.permissions import Perm
+
+    role = Role.objects.create(name="cluster-hand", permissions=[Perm.CLUSTER_READ])
+    user = get_user_model().objects.create_user("clusterhand")
+    RoleBinding.objects.create(user=user, project=world.demo, role=role)
+    _token, secret = tokens.issue_token(user=user, project_id=world.demo.pk, name="c")
+    cluster = world.cluster("fed", status=ClusterStatus.RUNNING)
+    (member,) = world.members(cluster, 1, status=VmStatus.RUNNING, prefix="secret-node")
+    at = timezone.now() - timedelta(seconds=20)
+    storage.write_samples(
+        [(member.pk, at, 10.0, 1.0, 50.0, 60.0, 1.0, 2.0, 3.0, 4.0)],
+        devices={"gpu": [(member.pk, at, 0, 77.0, *[None] * 10, 0.0)], "port": []},
+    )
+    response = api.get(f"/virtual-clusters/{cluster.pk}/metrics", token=secret)
+    assert response.status_code == 403
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["permission"] == Perm.VM_READ
+    assert b"secret-node" not in response.content
