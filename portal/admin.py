@@ -11,7 +11,8 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
@@ -29,17 +30,42 @@ def visible_projects(user) -> QuerySet:
 
 
 class ProjectChoices:
-    """Forms (and their autocompletes) offer only the staff user's projects."""
+    """Forms (and their autocompletes) offer only the staff user's projects, and never the
+    staff user themself as the holder of a role: nobody but a platform admin raises their
+    own privileges."""
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.related_model is Project:
             kwargs["queryset"] = visible_projects(request.user)
+        elif db_field.related_model is get_user_model() and not request.user.is_superuser:
+            kwargs["queryset"] = get_user_model().objects.exclude(pk=request.user.pk)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class ConsoleAdmin(admin.ModelAdmin):
-    """Every admin of the portal. Deleting a catalog row or a role that is still in use lists
-    the rows using it, which may be any project's: a staff user is told only that it is."""
+    """Every admin of the portal, and the one place that decides who may write what.
+
+    A model is *global* (the catalog, roles, thresholds, simulator capacity, groups: rows
+    that govern every project) unless its admin says ``project_scoped = True``. Project staff
+    may look at global rows; only platform admins (superusers) add, change or delete them,
+    whatever model permissions a staff user has been given.
+
+    Deleting a catalog row or a role that is still in use lists the rows using it, which may
+    be any project's: a staff user is told only that it is."""
+
+    project_scoped = False
+
+    def writable_by(self, user) -> bool:
+        return self.project_scoped or user.is_superuser
+
+    def has_add_permission(self, request, *args):
+        return self.writable_by(request.user) and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return self.writable_by(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self.writable_by(request.user) and super().has_delete_permission(request, obj)
 
     def get_deleted_objects(self, objs, request):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
@@ -54,6 +80,8 @@ class ProjectScopedAdmin(ProjectChoices, ConsoleAdmin):
 
     A delete elsewhere that would cascade to a row out of scope is refused (Django asks
     ``has_delete_permission`` of every row a delete collects)."""
+
+    project_scoped = True
 
     def scope(self, queryset: QuerySet, user) -> QuerySet:
         raise NotImplementedError
@@ -94,13 +122,19 @@ class VisibleProjectFilter(admin.RelatedFieldListFilter):
 
 
 class ProjectBindingInline(ProjectChoices, admin.TabularInline):
-    """Role bindings shown and created only in the staff user's projects."""
+    """Role bindings shown and created only in the staff user's projects, never the staff
+    user's own (``ProjectChoices``)."""
 
     model = RoleBinding
     extra = 0
 
     def get_queryset(self, request):
-        return super().get_queryset(request).filter(project__in=visible_projects(request.user))
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(project__in=visible_projects(request.user)).exclude(
+            user=request.user
+        )
 
 
 class RoleForm(forms.ModelForm):
@@ -150,6 +184,21 @@ class RoleBindingAdmin(ProjectScopedAdmin):
 
     def scope(self, queryset, user):
         return queryset.filter(project__in=visible_projects(user))
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and not own(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and not own(request, obj)
+
+
+def own(request, binding) -> bool:
+    """A staff user's own role binding: theirs to look at, a platform admin's to change."""
+    return (
+        binding is not None
+        and binding.user_id == request.user.pk
+        and not (request.user.is_superuser)
+    )
 
 
 @admin.register(AuditEvent)
@@ -221,14 +270,32 @@ class UserRoleBindingInline(ProjectBindingInline):
 
 User = get_user_model()
 admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class PortalGroupAdmin(GroupAdmin, ConsoleAdmin):
+    """Groups carry model permissions for every project: a platform admin's."""
+
+
+# What only a platform admin sees or grants on an account: each of them reaches every project.
+PLATFORM_FIELDS = frozenset({"is_superuser", "is_staff", "groups", "user_permissions"})
+
+
+def without_platform_fields(names):
+    return [name for name in names if name not in PLATFORM_FIELDS]
 
 
 @admin.register(User)
 class PortalUserAdmin(UserAdmin, ConsoleAdmin):
     """Users are global (a project admin binds existing users), but a staff user changes or
     deletes only accounts wholly inside their projects: one with a role elsewhere, or a
-    superuser, belongs to someone else too (its password, its bindings)."""
+    superuser, belongs to someone else too (its password, its bindings). Their own account
+    is not one of them (its privileges are a platform admin's to change), and the fields
+    that grant anything beyond a project (``PLATFORM_FIELDS``) are neither shown to nor
+    taken from project staff."""
 
+    project_scoped = True  # within reach: see _within_reach
     inlines = [UserRoleBindingInline]
     list_filter = [
         *UserAdmin.list_filter,
@@ -236,9 +303,28 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
         ("role_bindings__project", VisibleProjectFilter),
     ]
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if request.user.is_superuser:
+            return fieldsets
+        return [
+            (name, {**options, "fields": without_platform_fields(options["fields"])})
+            for name, options in fieldsets
+        ]
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        return shown if request.user.is_superuser else without_platform_fields(shown)
+
+    def get_list_filter(self, request):
+        filters = super().get_list_filter(request)
+        return filters if request.user.is_superuser else without_platform_fields(filters)
+
     def _within_reach(self, request, user) -> bool:
         if request.user.is_superuser or user is None:
             return True
+        if user.pk == request.user.pk:
+            return False
         elsewhere = user.role_bindings.exclude(project__in=visible_projects(request.user))
         return not user.is_superuser and not elsewhere.exists()
 

@@ -266,6 +266,9 @@ class ApiToken(models.Model):
     PREFIX = "vcp_"
     DEFAULT_DAYS = 90
     MAX_DAYS = 365
+    # Active (neither revoked nor expired) tokens a user may hold: each one is a key of the
+    # API's rate limiter (portal.throttle), and keys nobody bounds can flush a cache.
+    MAX_ACTIVE_PER_USER = 50
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -299,3 +302,16 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return "revoked"
         return "expired" if self.expires_at <= timezone.now() else "active"
+
+
+class ThrottleWindow(models.Model):
+    """One counting window of ``portal.throttle`` kept in the database (login failures): no
+    traffic can evict it, unlike a cache entry. ``expires_at`` is in seconds since the epoch
+    by the limiter's clock; an expired row counts nothing and is replaced by the next event."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    count = models.PositiveIntegerField()
+    expires_at = models.FloatField(db_index=True)
+
+    def __str__(self):
+        return f"{self.key}: {self.count}"

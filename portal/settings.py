@@ -162,6 +162,7 @@ AUTHENTICATION_BACKENDS = [
     # in (the console's login, the admin's) goes through it (portal.throttle).
     "portal.throttle.ThrottledModelBackend",
     "portal.auth.ProjectRoleBackend",
+    "portal.auth.ProjectStaffBackend",
 ]
 # Login throttling: failures allowed per window, per username and per client address.
 LOGIN_THROTTLE_PER_USER = int(os.environ.get("LOGIN_THROTTLE_PER_USER", "5"))
@@ -321,6 +322,9 @@ CELERY_BEAT_SCHEDULE = {
 # The compute backend (SPEC §8) and its simulator's pace.
 COMPUTE_BACKEND = os.environ.get("COMPUTE_BACKEND", "clusters.backends.simulator.SimulatorBackend")
 SIMULATOR_STEP_SECONDS = float(os.environ.get("SIMULATOR_STEP_SECONDS", "2"))
+# Tests' hook into the simulator across processes (clusters.backends.simulator.StepGate): a
+# folder where each step records that it started, and waits while the folder holds `closed`.
+SIMULATOR_STEP_GATE = os.environ.get("SIMULATOR_STEP_GATE", "")
 # A transitional status older than this is repaired by the reconciler.
 TRANSITION_TIMEOUT_SECONDS = float(os.environ.get("TRANSITION_TIMEOUT_SECONDS", "120"))
 

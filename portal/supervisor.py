@@ -5,16 +5,26 @@ log line. A worker that is alive but no longer consumes (its heartbeat, ``portal
 older than ``WORKER_HEARTBEAT_MAX_AGE_SECONDS`` while it has been up at least that long) is
 killed and started again: a prefork pool whose children were SIGKILLed can wedge that way.
 In production systemd (``Restart=always``) and a probe on ``/healthz`` do the same job.
+
+Children end with the supervising process, however it ends (SIGKILL included): each is
+started with ``PR_SET_PDEATHSIG`` = SIGKILL (Linux), and a prefork worker's pool processes
+have the same from Celery. The kernel sends the signal when the *thread* that forked the
+child ends, so the watcher thread (which forks restarts) lives until ``stop`` has ended the
+children.
 """
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from portal.broker import BROKER_ERRORS
 
@@ -26,6 +36,17 @@ log = logging.getLogger(__name__)
 STEADY_SECONDS = 10.0
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def die_with(parent: int) -> None:
+    """In a forked child before exec: be SIGKILLed when the parent (thread) ends; end now if
+    the parent ``parent`` is already gone (it died between the fork and this call)."""
+    if LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+        os._exit(127)
 
 
 @dataclass
@@ -63,6 +84,7 @@ class Supervisor:
         output: Callable[[Child], object] | None = None,
         heartbeat_age: Callable[[], float | None] | None = None,
         heartbeat_max_age: float | None = None,
+        startup_grace: float = 0.0,
         interval: float = 0.5,
     ):
         self.children = children
@@ -71,8 +93,13 @@ class Supervisor:
         self.output = output
         self.heartbeat_age = heartbeat_age
         self.heartbeat_max_age = heartbeat_max_age
+        # How long a (re)started worker has to consume its first task, if longer than the
+        # max age: on a loaded machine a worker's boot may take longer than a stall may.
+        self.startup_grace = startup_grace
         self.interval = interval
         self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._checking = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def child(self, name: str) -> Child:
@@ -94,12 +121,16 @@ class Supervisor:
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout is not None else None,
             start_new_session=True,
+            preexec_fn=partial(die_with, os.getpid()) if sys.platform == "linux" else None,
         )
         child.started_at = time.monotonic()
 
     def _watch(self) -> None:
         while not self._stopping.wait(self.interval):
-            self.check()
+            with self._checking:
+                if not self._stopping.is_set():
+                    self.check()
+        self._stopped.wait()  # the children this thread forked die with it: not before stop
 
     def check(self) -> None:
         """One round: restart what exited, and a worker whose heartbeat went stale."""
@@ -113,6 +144,7 @@ class Supervisor:
                 continue
             code = child.process.poll()
             if code is not None:
+                _kill_group(child.process, signal.SIGKILL)  # what it left behind, if anything
                 self._restart(child, f"exited with status {code}")
             elif child.watch_heartbeat and self._stalled(child):
                 _kill_group(child.process, signal.SIGKILL)
@@ -120,14 +152,21 @@ class Supervisor:
                 self._restart(child, "consumed nothing for too long", crashed=False)
 
     def _stalled(self, child: Child) -> bool:
+        """No heartbeat for ``heartbeat_max_age`` while the worker has been up that long; a
+        worker that has consumed nothing since its (re)start gets ``startup_grace`` if that
+        is longer (its boot, not a stall)."""
         if self.heartbeat_age is None or self.heartbeat_max_age is None:
             return False
-        if time.monotonic() - child.started_at < self.heartbeat_max_age:
+        up = time.monotonic() - child.started_at
+        if up < self.heartbeat_max_age:
             return False  # give a fresh worker the time to consume its first task
         try:
             age = self.heartbeat_age()
         except BROKER_ERRORS:
             return False  # the broker is down: the worker reconnects by itself, wait for it
+        consumed_since_start = age is not None and age < up
+        if not consumed_since_start and up < self.startup_grace:
+            return False
         return age is None or age > self.heartbeat_max_age
 
     def _restart(self, child: Child, why: str, *, crashed: bool = True) -> None:
@@ -146,8 +185,13 @@ class Supervisor:
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM every child's group, wait up to ``timeout``, SIGKILL what is left."""
         self._stopping.set()
+        with self._checking:  # no restart is half done
+            self._stop_children(timeout)
+        self._stopped.set()
         if self._thread is not None:
             self._thread.join()
+
+    def _stop_children(self, timeout: float) -> None:
         for child in self.children:
             _kill_group(child.process, signal.SIGTERM)
         deadline = time.monotonic() + timeout

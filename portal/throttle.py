@@ -1,32 +1,35 @@
-"""Counting events per key in windows (``Counter``), and login throttling with it: after repeated
-failures, refuse logins for a while, per username and per client address (SPEC §3 hardening,
-issue 6 item 5). The metrics ingest API's per-token rate limit counts with the same helper.
+"""The portal's one rate limiter (``Counter``: events per key in windows), and login
+throttling with it: after repeated failures, refuse logins for a while, per username and per
+client address (SPEC §3 hardening). The metrics ingest, the agent job endpoints and the API
+count their per-token rates with the same ``Counter``.
 
 Counting lives on Django's ``user_login_failed`` / ``user_logged_in`` signals and refusing in
 ``ThrottledModelBackend``, so every way in — the console's login page and the admin's — is
 throttled in one place. The login page also asks ``blocked()`` first so it can answer with the
 Korean message and 429 instead of the generic "wrong password".
 
-Counters live in Django's default cache. With several web processes it must be shared
-(``CACHE_URL=redis://...``); the local-memory default counts per process, and keeps at most
-300 entries, evicting the least recently used. So that no traffic can evict a failed-login
-counter (issue 9 item 4), nothing counts per value an anonymous client can vary at will: the
-ingest limit opens a token's window only once the token is verified (one entry per issued
-token, however many requests), and an attempt refused while throttled adds no counter for a
-new username.
-A second cache just for login counters was the alternative; it needs a settings entry in
-every deployment, and leaves the cache open to the next per-request key someone adds.
+Where the windows live. Login failures are kept in the database (``DatabaseStore``, table
+``portal_throttlewindow``): a lockout must last its full length whatever else happens, and
+the cache cannot promise that — the local-memory default keeps 300 entries and evicts the
+least recently used, so any per-request key an attacker can multiply (API tokens, metrics
+tokens, made-up usernames) flushed lockouts, and even Redis evicts under ``maxmemory``. The
+database evicts nothing, is shared by every web process without a setting, and a failed
+login is rare enough that one upsert per failure costs nothing. Request rates (ingest, agent
+jobs, API) stay in the cache (``CacheStore``, one operation per request on a hot path):
+losing one of those windows lets a token's burst through once, it never unlocks an account;
+and their keys are verified tokens only, at most ``ApiToken.MAX_ACTIVE_PER_USER`` per user.
 
 Hand-written rather than a library: django-ratelimit counts in one cache alias with
 clock-aligned windows (a burst of twice the limit across a boundary; a lockout that may end a
 second after it began) around request-shaped keys, while login failures are counted in auth
-signals where there may be no request; django-axes keeps failures in the database (robust)
-but needs its own app, middleware and backend, replaces the login flow, and does nothing for
-the ingest limit, which would keep a second mechanism.
+signals where there may be no request; django-axes keeps failures in the database too but
+needs its own app, middleware and backend, replaces the login flow, and does nothing for the
+request rates, which would keep a second mechanism.
 """
 
 import hashlib
 import ipaddress
+import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -34,10 +37,17 @@ from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
 
 MESSAGE = _("로그인 시도가 너무 많습니다. 잠시 후 다시 시도하세요.")
+
+
+def now() -> float:
+    """The limiter's clock (seconds since the epoch); tests move it instead of sleeping.
+    ``DatabaseStore`` windows end by it; ``CacheStore`` entries by the cache's own timeout."""
+    return time.time()
 
 
 def _setting(name, default):
@@ -72,56 +82,135 @@ def client_address(request):
     return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
 
 
-class Counter:
-    """Events per key in Django's default cache, in windows that open at a key's first event
-    and last the ``seconds`` given then (not clock-aligned: a lockout lasts its full length
-    from the first failure, and a limit never allows twice its count across a boundary).
+class CacheStore:
+    """Windows in Django's default cache: one operation per event once a window is open
+    (atomic on Redis). An entry may be evicted: for request rates only (module docstring)."""
 
-    Each key is one cache entry whatever the number of events: count only keys whose number
-    is bounded (see the module docstring).
+    def counts(self, entries: list[str]) -> dict[str, int]:
+        found = cache.get_many(entries)
+        return {entry: found.get(entry, 0) for entry in entries}
+
+    def hit_open(self, entry: str) -> int:
+        try:
+            return cache.incr(entry)
+        except ValueError:
+            return 0
+
+    def open(self, entry: str, seconds: int) -> int:
+        if cache.add(entry, 1, timeout=seconds):
+            return 1
+        count = self.hit_open(entry)
+        if count:
+            return count
+        cache.set(entry, 1, timeout=seconds)  # ...and it has expired already
+        return 1
+
+    def hit(self, entry: str, seconds: int) -> int:
+        return self.hit_open(entry) or self.open(entry, seconds)
+
+    def reset(self, entry: str) -> None:
+        cache.delete(entry)
+
+
+class DatabaseStore:
+    """Windows as rows of ``portal.ThrottleWindow``: never evicted, shared by every process.
+    Each event is one statement (an upsert that restarts an expired window); a window that
+    opens also sweeps the expired rows, so the table holds only live windows."""
+
+    table = "portal_throttlewindow"
+
+    def _one(self, sql: str, params: list) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        return row[0] if row else 0
+
+    def counts(self, entries: list[str]) -> dict[str, int]:
+        from portal.models import ThrottleWindow
+
+        found = dict(
+            ThrottleWindow.objects.filter(key__in=entries, expires_at__gt=now()).values_list(
+                "key", "count"
+            )
+        )
+        return {entry: found.get(entry, 0) for entry in entries}
+
+    def hit_open(self, entry: str) -> int:
+        return self._one(
+            f"UPDATE {self.table} SET count = count + 1 WHERE key = %s AND expires_at > %s "
+            "RETURNING count",
+            [entry, now()],
+        )
+
+    def hit(self, entry: str, seconds: int) -> int:
+        at = now()
+        count = self._one(
+            f"INSERT INTO {self.table} AS w (key, count, expires_at) VALUES (%s, 1, %s) "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "count = CASE WHEN w.expires_at > %s THEN w.count + 1 ELSE 1 END, "
+            "expires_at = CASE WHEN w.expires_at > %s THEN w.expires_at "
+            "ELSE excluded.expires_at END RETURNING count",
+            [entry, at + seconds, at, at],
+        )
+        if count == 1:
+            from portal.models import ThrottleWindow
+
+            ThrottleWindow.objects.filter(expires_at__lte=at).delete()
+        return count
+
+    open = hit  # a window that is open already counts this event in it
+
+    def reset(self, entry: str) -> None:
+        from portal.models import ThrottleWindow
+
+        ThrottleWindow.objects.filter(key=entry).delete()
+
+
+CACHE = CacheStore()
+DATABASE = DatabaseStore()
+
+
+class Counter:
+    """Events per key, in windows that open at a key's first event and last the ``seconds``
+    given then (not clock-aligned: a lockout lasts its full length from the first failure,
+    and a limit never allows twice its count across a boundary). ``store`` says where the
+    windows live (``CACHE`` by default, ``DATABASE`` for state no traffic may evict).
+
+    Each key is one entry whatever the number of events: count only keys whose number is
+    bounded (see the module docstring).
     """
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, store=CACHE):
         self.prefix = prefix
+        self.store = store
 
     def _entry(self, key: str) -> str:
         return f"{self.prefix}:{key}"
 
     def counts(self, keys: list[str]) -> dict[str, int]:
         """{key: events in its open window} (0 for none); reads only, creates nothing."""
-        found = cache.get_many([self._entry(key) for key in keys])
-        return {key: found.get(self._entry(key), 0) for key in keys}
+        found = self.store.counts([self._entry(key) for key in keys])
+        return {key: found[self._entry(key)] for key in keys}
 
     def hit(self, key: str, seconds: int) -> int:
-        """Count one event; returns the events in the key's window so far, this one included.
-        One cache operation while a window is open (atomic on Redis)."""
-        return self.hit_open(key) or self.open(key, seconds)
+        """Count one event; returns the events in the key's window so far, this one included."""
+        return self.store.hit(self._entry(key), seconds)
 
     def hit_open(self, key: str) -> int:
         """Count one event in the key's open window and return the events in it so far; 0,
         counting and creating nothing, when no window is open."""
-        try:
-            return cache.incr(self._entry(key))
-        except ValueError:
-            return 0
+        return self.store.hit_open(self._entry(key))
 
     def open(self, key: str, seconds: int) -> int:
         """Open the key's window with one event (if a concurrent event opened it first, count
         in that one); returns the events in it."""
-        entry = self._entry(key)
-        if cache.add(entry, 1, timeout=seconds):
-            return 1
-        count = self.hit_open(key)
-        if count:
-            return count
-        cache.set(entry, 1, timeout=seconds)  # ...and it has expired already
-        return 1
+        return self.store.open(self._entry(key), seconds)
 
     def reset(self, key: str) -> None:
-        cache.delete(self._entry(key))
+        self.store.reset(self._entry(key))
 
 
-LOGIN_FAILURES = Counter("login-fail")
+LOGIN_FAILURES = Counter("login-fail", store=DATABASE)
 
 
 def _key(kind, value):

@@ -3,12 +3,15 @@
 Capacity lives in ``SimulatorCapacity`` rows (nodes per zone × type × fabric, set in the
 admin or by ``seed_demo``) and allocations in ``SimulatorAllocation``, so every process
 (web, workers, reconciler) sees the same ledger. Each step takes
-``settings.SIMULATOR_STEP_SECONDS``. Tests inject faults through ``SimulatorBackend.faults``.
+``settings.SIMULATOR_STEP_SECONDS``. Tests inject faults through ``SimulatorBackend.faults``
+and, across processes (a worker, beat), hold steps at a ``StepGate``.
 """
 
 import ipaddress
 import itertools
+import os
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -35,6 +38,43 @@ ROCE_FIRST_HOST = 10
 ROCE_MAX_MEMBERS = ROCE_BLOCK_SIZE - ROCE_FIRST_HOST - 1
 
 
+class StepGate:
+    """A folder (``settings.SIMULATOR_STEP_GATE``) through which a test sees and holds the
+    simulator's steps in any process: each step, as it starts, writes
+    ``started-<step>-<pid>-<n>``, then waits while the folder holds ``closed`` (every step)
+    or ``closed-<step>`` (at most ``HOLD_SECONDS``, so a forgotten gate cannot wedge a
+    process for good). A test then acts "mid-step" by state (a marker is there, the step is
+    held) instead of by a sleep."""
+
+    HOLD_SECONDS = 600
+    _count = itertools.count()
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def close(self, step: str = "") -> None:
+        """Hold every step (or only ``step``) from now on."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / (f"closed-{step}" if step else "closed")).touch()
+
+    def open(self) -> None:
+        for path in self.folder.glob("closed*"):
+            path.unlink(missing_ok=True)
+
+    def started(self, step: str = "") -> list[str]:
+        """The markers of the steps started so far (of ``step`` only, if given)."""
+        prefix = f"started-{step}-" if step else "started-"
+        return sorted(path.name for path in self.folder.glob(f"{prefix}*"))
+
+    def pass_through(self, step: str) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / f"started-{step}-{os.getpid()}-{next(self._count)}").touch()
+        deadline = time.monotonic() + self.HOLD_SECONDS
+        holds = (self.folder / "closed", self.folder / f"closed-{step}")
+        while any(hold.exists() for hold in holds) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
 class SimulatorBackend(ComputeBackend):
     emits_metrics = True  # simulated VMs run no agent: metrics.simulate writes their samples
     # {method name: exception instance or callable} raised once at the next call (tests).
@@ -50,6 +90,8 @@ class SimulatorBackend(ComputeBackend):
         fault = self.faults.pop(name, None)
         if fault is not None:
             raise fault() if callable(fault) else fault
+        if settings.SIMULATOR_STEP_GATE:
+            StepGate(settings.SIMULATOR_STEP_GATE).pass_through(name)
         if settings.SIMULATOR_STEP_SECONDS:
             time.sleep(settings.SIMULATOR_STEP_SECONDS)
 

@@ -61,6 +61,14 @@ class TokenDaysInvalid(InvalidInput):
     default_message = _("유효 기간은 1~%(max)d일로 입력하세요.")
 
 
+class TokenLimitReached(InvalidInput):
+    code = "token_limit_reached"
+    default_message = _(
+        "사용 가능한 API 토큰은 사용자마다 %(max)d개까지입니다. 쓰지 않는 토큰을 폐기한 뒤 "
+        "다시 발급하세요."
+    )
+
+
 class TokenProjectInvalid(InvalidInput):
     code = "token_project_invalid"
     field = "project"

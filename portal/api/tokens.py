@@ -10,7 +10,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.cache import cache
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
@@ -20,6 +20,7 @@ from portal.api.errors import (
     TokenDaysInvalid,
     TokenExpired,
     TokenInvalid,
+    TokenLimitReached,
     TokenNameRequired,
     TokenProjectInvalid,
     TokenRequired,
@@ -30,6 +31,10 @@ from portal.audit import attempt
 from portal.errors import NotFound
 from portal.kernel import parse_id
 from portal.models import ApiToken, Project, RoleBinding
+from portal.throttle import Counter
+
+API_RATE = Counter("api-rate")
+API_RATE_WINDOW_SECONDS = 60
 
 # Writing last_used_at on every request would make each read a write: once a minute is
 # what "last used" needs.
@@ -48,7 +53,9 @@ def token_projects(user):
 
 def issue_token(*, user, project_id, name, days=ApiToken.DEFAULT_DAYS) -> tuple[ApiToken, str]:
     """A new token of ``user`` for a project they hold a role in, and its secret (shown
-    once, never stored). Audited like every other change."""
+    once, never stored); refused past ``ApiToken.MAX_ACTIVE_PER_USER`` active tokens (the
+    user's row is locked while counting, so concurrent issues cannot pass it together).
+    Audited like every other change."""
     with attempt("token.create", actor=user, target_type="api_token") as att:
         name = str(name or "").strip()
         att.target_name = name[:100]
@@ -64,6 +71,12 @@ def issue_token(*, user, project_id, name, days=ApiToken.DEFAULT_DAYS) -> tuple[
         if project is None:
             raise TokenProjectInvalid()
         att.project_id = project.pk
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        active = ApiToken.objects.filter(
+            user=user, revoked_at__isnull=True, expires_at__gt=timezone.now()
+        )
+        if active.count() >= ApiToken.MAX_ACTIVE_PER_USER:
+            raise TokenLimitReached(max=ApiToken.MAX_ACTIVE_PER_USER)
         secret = ApiToken.PREFIX + secrets.token_urlsafe(32)
         token = ApiToken.objects.create(
             user=user,
@@ -156,7 +169,7 @@ def authenticate(request):
         raise TokenExpired()
     if token.permissions is None:
         raise TokenRoleGone()
-    check_rate(token.pk, now.timestamp())
+    check_rate(token.pk)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     user = token.user
@@ -168,15 +181,10 @@ def authenticate(request):
     return user
 
 
-def check_rate(token_id: int, now: float) -> None:
-    """At most ``API_RATE_PER_MINUTE`` requests per token per clock minute, else 429 with
-    the seconds left in the minute. A fixed window in the cache (global with Redis)."""
+def check_rate(token_id: int) -> None:
+    """At most ``API_RATE_PER_MINUTE`` requests per token in a minute from its first one
+    (``portal.throttle``'s limiter), else 429; Retry-After is the window's length, which
+    the window's end is never later than."""
     limit = int(getattr(settings, "API_RATE_PER_MINUTE", 600))
-    key = f"api:rate:{token_id}:{int(now // 60)}"
-    try:
-        count = cache.incr(key)
-    except ValueError:  # the first request of this window
-        cache.set(key, 1, 120)
-        count = 1
-    if count > limit:
-        raise RateLimited(limit=limit, retry_after=max(1, 60 - int(now % 60)))
+    if API_RATE.hit(str(token_id), API_RATE_WINDOW_SECONDS) > limit:
+        raise RateLimited(limit=limit, retry_after=API_RATE_WINDOW_SECONDS)

@@ -32,6 +32,9 @@ RECONCILE_EVERY = 2.0
 STEP_SECONDS = 0.2
 HEARTBEAT_EVERY = 0.5
 HEARTBEAT_MAX_AGE = 2.5
+# A worker's boot on a loaded 2-core machine can take longer than HEARTBEAT_MAX_AGE: it is
+# not a stall (the supervisor would kill every fresh worker before its first task).
+STARTUP_GRACE = 60.0
 BOUND = TRANSITION_TIMEOUT + 2 * RECONCILE_EVERY  # issue 9 item 1
 STACK_ENV = {
     "TRANSITION_TIMEOUT_SECONDS": TRANSITION_TIMEOUT,
@@ -43,7 +46,9 @@ STACK_ENV = {
 
 
 class Stack:
-    def __init__(self, broker_url, workdir, concurrency=2, **env):
+    def __init__(
+        self, broker_url, workdir, concurrency=2, heartbeat_max_age=HEARTBEAT_MAX_AGE, **env
+    ):
         self.broker_url = broker_url
         self.workdir = Path(workdir)
         self.var_dir = self.workdir / "var"
@@ -62,11 +67,16 @@ class Stack:
         ]
         self.supervisor = Supervisor(
             [Child("worker", worker.command(), watch_heartbeat=True), Child("beat", beat)],
-            env=celery_env(broker_url, self.var_dir, **{**STACK_ENV, **env}),
+            env=celery_env(
+                broker_url,
+                self.var_dir,
+                **{**STACK_ENV, "WORKER_HEARTBEAT_MAX_AGE_SECONDS": heartbeat_max_age, **env},
+            ),
             cwd=BASE_DIR,
             output=self._log_file,
             heartbeat_age=heartbeat.age,
-            heartbeat_max_age=HEARTBEAT_MAX_AGE,
+            heartbeat_max_age=heartbeat_max_age,
+            startup_grace=STARTUP_GRACE,
             interval=0.2,
         )
 

@@ -54,3 +54,23 @@ def test_a_worker_that_stops_consuming_is_restarted():
         assert child.restarts == 1 and child.pid != first  # the fresh heartbeat holds
     finally:
         supervisor.stop(timeout=2)
+
+
+def test_a_booting_worker_gets_its_startup_grace_and_then_the_max_age():
+    """A worker that has consumed nothing since its start is not a stalled one until the
+    startup grace is over; once it has consumed, the (shorter) max age applies again."""
+    clock = {"age": None}
+    child = Child("worker", python("import time; time.sleep(60)"), watch_heartbeat=True)
+    supervisor = Supervisor(
+        [child], heartbeat_age=lambda: clock["age"], heartbeat_max_age=0.3, startup_grace=600
+    )
+    supervisor._spawn(child)
+    try:
+        child.started_at -= 5  # up for 5 s, nothing consumed: booting
+        assert not supervisor._stalled(child)
+        clock["age"] = 1.0  # consumed since its start, 1 s ago: stalled
+        assert supervisor._stalled(child)
+        clock["age"] = 100.0  # a stamp older than the worker: still booting
+        assert not supervisor._stalled(child)
+    finally:
+        supervisor.stop(timeout=2)

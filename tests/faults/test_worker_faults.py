@@ -4,16 +4,21 @@ connections dropped mid-task; the broker restarted (empty) mid-task and down dur
 action. Afterwards ``clusters.progress.reconcile()`` runs with a short timeout and every
 object must be stable and consistent, with the audit trail complete.
 
-The worker runs the simulator at one second a step (SIMULATOR_STEP_SECONDS=1), one task at a
-time (prefork, concurrency 1, prefetch 1, acks late), so "mid-step" is a known moment.
+The worker runs one task at a time (prefork, concurrency 1, prefetch 1, acks late) and its
+simulator's steps pass through a ``StepGate``: "mid-step" is a state the test waits for (the
+step has started and is held at the gate), not a moment guessed by a sleep. The reconciler's
+timeout is passed by moving its clock (``reconcile(now=…)``), not by waiting it out.
 """
 
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from clusters import progress as cluster_progress
 from clusters import services as cluster_services
+from clusters.backends.simulator import StepGate
 from clusters.models import (
     STABLE,
     ClusterStatus,
@@ -39,18 +44,33 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = ClusterStatus
 ADVANCE_CLUSTER = "clusters.tasks.advance_cluster"
 ADVANCE_VM = "vms.tasks.advance_vm"
-MID_STEP = 0.4  # seconds into a one-second step
 
 
 @pytest.fixture
-def lab(world, redis_server, tmp_path, settings):
+def gate(tmp_path):
+    """The workers' step gate, holding every step until a test opens it."""
+    gate = StepGate(tmp_path / "gate")
+    gate.close()
+    yield gate
+    gate.open()
+
+
+def mid_step(gate, step):
+    """Wait until a worker is inside ``step`` (started, held at the gate)."""
+    wait_until(lambda: gate.started(step), 60, interval=0.02, what=f"a worker inside {step}")
+
+
+@pytest.fixture
+def lab(world, redis_server, tmp_path, settings, gate):
     """The world, this process sending real tasks to the private Redis, a worker factory."""
     redis_server.flush()
     world.capacity(64)
     workers = []
 
     def start_worker():
-        worker = Worker(redis_server.url, tmp_path).start()
+        worker = Worker(
+            redis_server.url, tmp_path, step_seconds=0, SIMULATOR_STEP_GATE=gate.folder
+        ).start()
         workers.append(worker)
         return worker
 
@@ -67,10 +87,10 @@ def status(obj):
 
 
 def reconcile_after_timeout(settings):
-    """What the beat's reconciler does once the transition is older than its timeout."""
-    settings.TRANSITION_TIMEOUT_SECONDS = 0.3
-    time.sleep(0.35)
-    return cluster_progress.reconcile()
+    """What the beat's reconciler does once the transition is older than its timeout (its
+    clock moved past it, in this process where no step is gated)."""
+    later = timezone.now() + timedelta(seconds=settings.TRANSITION_TIMEOUT_SECONDS + 1)
+    return cluster_progress.reconcile(now=later)
 
 
 def events(action, outcome=AuditEvent.Outcome.SUCCEEDED, **filters):
@@ -115,7 +135,7 @@ def assert_started_to_running(cluster, admin):
 # SIGKILL during each transitional step
 
 
-def test_killed_while_provisioning_a_new_cluster(lab, settings):
+def test_killed_while_provisioning_a_new_cluster(lab, settings, gate):
     world, start_worker, _redis = lab
     worker = start_worker()
     cluster = cluster_services.create_cluster(
@@ -126,8 +146,7 @@ def test_killed_while_provisioning_a_new_cluster(lab, settings):
         instance_type_id=world.h100.pk,
         fabric_type=FabricType.INFINIBAND,
     )
-    worker.wait_received(ADVANCE_CLUSTER)
-    time.sleep(MID_STEP)
+    mid_step(gate, "register_cluster")
     worker.kill()
     assert status(cluster) == S.PROVISIONING  # killed inside register_cluster
 
@@ -139,13 +158,12 @@ def test_killed_while_provisioning_a_new_cluster(lab, settings):
     assert_consistent()
 
 
-def test_killed_while_allocating(lab, settings):
+def test_killed_while_allocating(lab, settings, gate):
     world, start_worker, _redis = lab
     cluster, _members = two_member_cluster(world)
     worker = start_worker()
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    worker.wait_received(ADVANCE_CLUSTER)
-    time.sleep(MID_STEP)
+    mid_step(gate, "allocate")
     worker.kill()
     assert status(cluster) == S.PROVISIONING  # killed inside allocate
     assert not SimulatorAllocation.objects.filter(cluster=cluster).exists()
@@ -156,7 +174,7 @@ def test_killed_while_allocating(lab, settings):
     assert_consistent()
 
 
-def test_killed_while_allocated(lab, settings):
+def test_killed_while_allocated(lab, settings, gate):
     """Allocated has no backend call of its own: the worker dies with the next step queued.
 
     A VM start queued right behind the first step keeps the (one-task) worker busy for a
@@ -165,12 +183,12 @@ def test_killed_while_allocated(lab, settings):
     world, start_worker, _redis = lab
     cluster, _members = two_member_cluster(world)
     blocker = world.vm("blocker")
+    gate.open()
+    gate.close("start_vm")
     worker = start_worker()
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
     vm_services.start_vm(blocker.pk, actor=world.admin)
-    wait_until(lambda: status(cluster) == S.ALLOCATED, 10, what="할당됨")
-    worker.wait_received(ADVANCE_VM)
-    time.sleep(MID_STEP)
+    mid_step(gate, "start_vm")
     worker.kill()
     assert status(cluster) == S.ALLOCATED
     assert status(blocker) == VmStatus.STARTING
@@ -182,13 +200,14 @@ def test_killed_while_allocated(lab, settings):
     assert_consistent()
 
 
-def test_killed_while_configuring_the_fabric(lab, settings):
+def test_killed_while_configuring_the_fabric(lab, settings, gate):
     world, start_worker, _redis = lab
     cluster, _members = two_member_cluster(world)
+    gate.open()
+    gate.close("configure_fabric")
     worker = start_worker()
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    wait_until(lambda: status(cluster) == S.WAITING, 10, what="대기중")
-    time.sleep(MID_STEP)
+    mid_step(gate, "configure_fabric")
     worker.kill()
     assert status(cluster) == S.WAITING  # killed inside configure_fabric
     assert SimulatorAllocation.objects.filter(cluster=cluster, configured=False).exists()
@@ -198,13 +217,12 @@ def test_killed_while_configuring_the_fabric(lab, settings):
     assert_consistent()
 
 
-def test_killed_while_a_member_starts(lab, settings):
+def test_killed_while_a_member_starts(lab, settings, gate):
     world, start_worker, _redis = lab
     cluster, (member, _other) = running_cluster(world)
     worker = start_worker()
     vm_services.start_vm(member.pk, actor=world.admin)
-    worker.wait_received(ADVANCE_VM)
-    time.sleep(MID_STEP)
+    mid_step(gate, "start_vm")
     worker.kill()
     assert status(member) == VmStatus.STARTING
 
@@ -216,13 +234,12 @@ def test_killed_while_a_member_starts(lab, settings):
     assert_consistent()
 
 
-def test_killed_while_a_member_stops(lab, settings):
+def test_killed_while_a_member_stops(lab, settings, gate):
     world, start_worker, _redis = lab
     cluster, (member, _other) = running_cluster(world, member_status=VmStatus.RUNNING)
     worker = start_worker()
     vm_services.stop_vm(member.pk, actor=world.admin)
-    worker.wait_received(ADVANCE_VM)
-    time.sleep(MID_STEP)
+    mid_step(gate, "stop_vm")
     worker.kill()
     assert status(member) == VmStatus.STOPPING
 
@@ -237,14 +254,14 @@ def test_killed_while_a_member_stops(lab, settings):
 # The database connection dropped mid-task
 
 
-def test_database_connection_dropped_mid_task(lab, settings):
+def test_database_connection_dropped_mid_task(lab, settings, gate):
     world, start_worker, _redis = lab
     cluster, _members = two_member_cluster(world)
     worker = start_worker()
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    worker.wait_received(ADVANCE_CLUSTER)
-    time.sleep(MID_STEP)
+    mid_step(gate, "allocate")
     assert terminate_worker_connections() >= 1
+    gate.open()
     # The task's next query fails; the task retries (autoretry_for OperationalError) on a
     # fresh connection and the worker finishes the start by itself.
     wait_until(lambda: status(cluster) in STABLE, 25, interval=0.1, what="a stable status")
@@ -261,14 +278,14 @@ def test_database_connection_dropped_mid_task(lab, settings):
 # The broker restarted (empty) mid-task, and down during a user's action
 
 
-def test_broker_restarted_mid_task(lab, settings):
+def test_broker_restarted_mid_task(lab, settings, gate):
     world, start_worker, redis_server = lab
     cluster, _members = two_member_cluster(world)
     worker = start_worker()
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    worker.wait_received(ADVANCE_CLUSTER)
-    time.sleep(MID_STEP)
+    mid_step(gate, "allocate")
     redis_server.restart()  # no persistence: every queued message is gone
+    gate.open()
     # Whatever the worker managed to queue may be lost; the reconciler finishes the job.
     wait_until(
         lambda: worker.output().count("Connected to redis") >= 2,
@@ -316,15 +333,14 @@ def test_user_action_while_the_broker_is_down(lab, settings):
     assert_consistent()
 
 
-def test_reconcile_rolls_back_a_start_the_backend_can_no_longer_serve(lab, settings):
+def test_reconcile_rolls_back_a_start_the_backend_can_no_longer_serve(lab, settings, gate):
     """A worker dies in 준비중 and, meanwhile, the capacity is gone: the reconciler must not
     leave the cluster half-started; it returns to its previous stable status, fabric freed."""
     world, start_worker, _redis = lab
     cluster, _members = two_member_cluster(world)
     worker = start_worker()
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    worker.wait_received(ADVANCE_CLUSTER)
-    time.sleep(MID_STEP)
+    mid_step(gate, "allocate")
     worker.kill()
     world.capacity(1)  # fewer nodes than the two members
 

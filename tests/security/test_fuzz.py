@@ -81,7 +81,11 @@ def same_site(location):
 
 
 def fresh_limits():
-    cache.clear()  # login throttling and ingest rate windows count in the cache
+    """Request rates count in the cache, login failures in the database: both cleared."""
+    from portal.models import ThrottleWindow
+
+    cache.clear()
+    ThrottleWindow.objects.all().delete()
 
 
 @pytest.fixture

@@ -3,16 +3,20 @@
 Everything runs on the embedded default (SQLite file, filesystem Celery broker), so no
 external service is needed. The worker and beat are supervised (``portal.supervisor``): one
 that exits, or a worker that stops consuming, is restarted with a log line. Ctrl-C stops all
-three.
+three; if rundemo ends any other way (SIGKILL included) the worker and beat end with it
+(``portal.supervisor``). A port already in use is refused before anything starts.
 """
 
+import errno
 import os
 import signal
+import socket
 import sys
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from portal import heartbeat
 from portal.supervisor import Child, Supervisor
@@ -46,6 +50,31 @@ def stack(env: dict[str, str]) -> Supervisor:
     )
 
 
+def check_port(addrport: str) -> None:
+    """``CommandError`` if runserver could not listen on ``addrport`` (``[host:]port``):
+    said before the worker and beat start, not after."""
+    host, _sep, port = addrport.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (ValueError, OSError):
+        raise CommandError(
+            _("주소가 올바르지 않습니다: %(addrport)s") % {"addrport": addrport}
+        ) from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as runserver does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    _("포트 %(port)s는 이미 사용 중입니다. --addrport로 다른 포트를 지정하세요.")
+                    % {"port": port}
+                ) from None
+            raise CommandError(str(exc)) from None
+
+
 class Command(BaseCommand):
     help = "Run the portal with demo data: web server, Celery worker and beat."
 
@@ -53,6 +82,7 @@ class Command(BaseCommand):
         parser.add_argument("--addrport", default="127.0.0.1:8000")
 
     def handle(self, *args, addrport, **options):
+        check_port(addrport)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
         supervisor = stack({**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}).start()

@@ -39,7 +39,9 @@ USERS = {
     "operator": ("demo", "operator"),
     "viewer": ("demo", "viewer"),
     "other": ("other", "admin"),
+    "staff": ("demo", "admin"),  # project staff: the Django admin for project demo only
 }
+STAFF = {"staff"}
 # name: (zone, type, billing, DR, start it). gpu-node-01..04 are the cluster the README walks
 # through; gpu-node-03 is the simulator's straggler (metrics.simulate.STRAGGLER), which the
 # 메트릭 tab names as the slowest member once the cluster runs.
@@ -73,7 +75,8 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 f"Demo data ready. Users admin / operator / viewer (project demo), other "
-                f"(project other), root (Django admin); password: {password}"
+                f"(project other), staff (the Django admin for project demo), root (platform "
+                f"admin); password: {password}"
             )
         )
 
@@ -105,7 +108,8 @@ class Command(BaseCommand):
         }
         for username, (project, role) in USERS.items():
             user, _created = User.objects.update_or_create(
-                username=username, defaults={"is_staff": False, "is_superuser": False}
+                username=username,
+                defaults={"is_staff": username in STAFF, "is_superuser": False},
             )
             user.set_password(password)
             user.save()
