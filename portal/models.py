@@ -119,10 +119,12 @@ class ProjectScopedQuerySet(models.QuerySet):
 
     # What a lookup outside the readable rows raises (a 404 in the user's language).
     not_found: type[RuleViolation] = NotFound
+    # (user, permission) of ``readable``, carried through every clone for ``shows``.
+    _reader: tuple | None = None
 
     def _clone(self):
         clone = super()._clone()
-        clone._reader = getattr(self, "_reader", None)
+        clone._reader = self._reader
         return clone
 
     def restrict(self, user, permission):
@@ -160,6 +162,8 @@ class ProjectScopedQuerySet(models.QuerySet):
     def shows(self, obj) -> bool:
         """Whether ``get_or_404`` would find ``obj``, a row already in hand (read in a batch
         by id): findable, and in a project the reader may read."""
+        if self._reader is None:
+            raise TypeError("shows() answers for readable(user, permission, Model) only")
         if obj is None or not self.is_findable(obj):
             return False
         user, permission = self._reader
