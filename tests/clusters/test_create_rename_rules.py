@@ -6,56 +6,54 @@ import pytest
 
 from clusters import operations, services
 from clusters.models import ClusterStatus, VirtualCluster
-from portal.errors import RuleViolation
+from tests.clusters.test_preflight import outcome
 from vms import services as vm_services
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
 
 S = ClusterStatus
 
 
-def outcome(fn, *args, **kwargs):
-    try:
-        fn(*args, **kwargs)
-    except RuleViolation as refusal:
-        return refusal.code
-    return None
-
-
 def code(refusal):
     return refusal.code if refusal is not None else None
 
 
+# (the app, its create's kind argument, the name, in zone a?, the instance type, the kind)
+CREATES = [
+    (app, field, name, zone, itype, kind)
+    for app, field, good, bad in [
+        ("cluster", "fabric_type", FabricType.INFINIBAND, "TOKEN_RING"),
+        ("vm", "billing_type", BillingType.ON_DEMAND, "FREE"),
+    ]
+    for name, zone, itype, kind in [
+        ("fresh", True, "h100", good),
+        ("taken", True, "h100", good),
+        ("fresh", False, "h100", good),
+        ("fresh", True, None, good),
+        ("fresh", True, "h100", bad),
+        ("fresh", True, "l40s", good),  # a cluster's fabric not offered for the type there
+    ]
+]
+
+
 @pytest.mark.parametrize("actor_name", ["admin", "viewer"])
-@pytest.mark.parametrize(
-    ("name", "zone", "itype", "fabric"),
-    [
-        ("fresh", "a", "h100", FabricType.INFINIBAND),
-        ("taken", "a", "h100", FabricType.INFINIBAND),
-        ("fresh", None, "h100", FabricType.INFINIBAND),
-        ("fresh", "a", None, FabricType.INFINIBAND),
-        ("fresh", "a", "h100", "TOKEN_RING"),
-        ("fresh", "a", "l40s", FabricType.INFINIBAND),  # not offered
-    ],
-)
-def test_preflight_create_answers_what_create_cluster_raises(
-    world, actor_name, name, zone, itype, fabric
+@pytest.mark.parametrize(("app", "field", "name", "zone", "itype", "kind"), CREATES)
+def test_preflight_create_answers_what_the_create_raises(
+    world, actor_name, app, field, name, zone, itype, kind
 ):
     world.cluster("taken")
+    world.vm("taken")
+    model, module = {"cluster": (VirtualCluster, services), "vm": (VirtualMachine, vm_services)}[
+        app
+    ]
+    create = services.create_cluster if app == "cluster" else vm_services.create_vm
     actor = world.users[actor_name]
     zone = world.zone_a if zone else None
     itype = getattr(world, itype) if itype else None
-    count = VirtualCluster.objects.count()
-    asked = services.preflight_create(actor, world.demo, name, zone, itype, fabric)
-    assert VirtualCluster.objects.count() == count, "a preflight changed something"
-    raised = outcome(
-        services.create_cluster,
-        actor=actor,
-        project=world.demo,
-        name=name,
-        zone_id=zone.pk if zone else None,
-        instance_type_id=itype.pk if itype else None,
-        fabric_type=fabric,
-    )
+    count = model.objects.count()
+    asked = module.preflight_create(actor, world.demo, name, zone, itype, kind)
+    assert model.objects.count() == count, "a preflight changed something"
+    ids = {"zone_id": zone.pk if zone else None, "instance_type_id": itype.pk if itype else None}
+    raised = outcome(create, actor=actor, project=world.demo, name=name, **ids, **{field: kind})
     assert code(asked) == raised
 
 
@@ -70,37 +68,6 @@ def test_preflight_rename_answers_what_rename_cluster_raises(world, actor_name, 
     actor = world.users[actor_name]
     asked = services.preflight_rename(actor, cluster, name)
     assert code(asked) == outcome(services.rename_cluster, cluster.pk, actor=actor, name=name)
-
-
-@pytest.mark.parametrize("actor_name", ["admin", "viewer"])
-@pytest.mark.parametrize(
-    ("name", "zone", "itype", "billing"),
-    [
-        ("fresh", "a", "h100", BillingType.ON_DEMAND),
-        ("taken", "a", "h100", BillingType.ON_DEMAND),
-        ("fresh", None, "h100", BillingType.ON_DEMAND),
-        ("fresh", "a", None, BillingType.ON_DEMAND),
-        ("fresh", "a", "h100", "FREE"),
-    ],
-)
-def test_vm_preflight_create_answers_what_create_vm_raises(
-    world, actor_name, name, zone, itype, billing
-):
-    world.vm("taken")
-    actor = world.users[actor_name]
-    zone = world.zone_a if zone else None
-    itype = getattr(world, itype) if itype else None
-    asked = vm_services.preflight_create(actor, world.demo, name, zone, itype, billing)
-    raised = outcome(
-        vm_services.create_vm,
-        actor=actor,
-        project=world.demo,
-        name=name,
-        zone_id=zone.pk if zone else None,
-        instance_type_id=itype.pk if itype else None,
-        billing_type=billing,
-    )
-    assert code(asked) == raised
 
 
 @pytest.mark.parametrize("actor_name", ["admin", "viewer"])
