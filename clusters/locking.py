@@ -1,6 +1,8 @@
 """Row locks in the one fixed order (cluster before VM, members by id) and the writes that
 follow them. Every service of ``clusters`` and ``vms`` takes its locks here, so two
-transitions can never wait on each other in opposite orders.
+transitions can never wait on each other in opposite orders. A backend's capacity comes
+last: the simulator's pool row, or the libvirt backend's GPU host rows of the zone (by id,
+``clusters.backends.libvirt.placement.lock_hosts``).
 """
 
 from clusters.models import VirtualCluster

@@ -364,6 +364,13 @@ class OperationItem(LastErrorMixin, models.Model):
 
 
 # 클러스터 검증 (issue 14): thresholds, runs, agent jobs and verdicts, in their own module.
+# The libvirt backend's GPU hosts, inventory, placements and fabric partitions.
+from clusters.hosts.models import (  # noqa: E402, F401
+    FabricPartition,
+    GpuHost,
+    HostDevice,
+    Placement,
+)
 from clusters.validation.models import (  # noqa: E402, F401
     ValidationJob,
     ValidationRun,

@@ -29,7 +29,7 @@ from portal.kernel import check_perm, set_status
 from portal.models import AuditEvent
 from portal.permissions import Perm
 from vms.models import VirtualMachine
-from vms.progress import reconcile_vms
+from vms.progress import reconcile_vms, repair_drift
 
 log = logging.getLogger(__name__)
 S = ClusterStatus
@@ -139,8 +139,9 @@ def release_cluster(cluster_id) -> None:
 
 def reconcile(now=None) -> list[int]:
     """Repair clusters and VMs stuck in a transitional status past the timeout (a dead
-    worker, a lost task), and release fabric that idle clusters still hold. Returns the ids
-    of what it repaired."""
+    worker, a lost task), release fabric that idle clusters still hold (a fabric network the
+    backend finds for a cluster that holds none is such fabric), and make running VMs match
+    what the backend observes. Returns the ids of what it repaired."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.TRANSITION_TIMEOUT_SECONDS)
     stuck = VirtualCluster.objects.filter(status__in=TRANSITIONAL, status_changed_at__lt=cutoff)
@@ -153,7 +154,7 @@ def reconcile(now=None) -> list[int]:
     )
     for cluster_id in idle.values_list("pk", flat=True):
         release_cluster(cluster_id)
-    return repaired + reconcile_vms(cutoff)
+    return repaired + reconcile_vms(cutoff) + repair_drift()
 
 
 def repair_cluster(cluster_id, *, actor=None) -> bool:

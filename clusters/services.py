@@ -12,6 +12,7 @@ rows as read, for pages that disable a button and say why. The background walk (
 """
 
 import itertools
+import logging
 
 from django.db import IntegrityError, transaction
 
@@ -80,6 +81,8 @@ from vms.models import (
     Zone,
     offered_fabrics,
 )
+
+log = logging.getLogger(__name__)
 
 S = ClusterStatus
 
@@ -229,10 +232,8 @@ def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation
 def create_cluster(
     *, actor, project, name, zone_id, instance_type_id, fabric_type
 ) -> VirtualCluster:
-    """Create an empty cluster in 준비중; a task moves it to 미할당.
-
-    Rules: CREATE permission in ``project``; a valid name; then ``create_refusal``.
-    """
+    """Create an empty cluster in 준비중 (a task moves it to 미할당): CREATE permission in
+    ``project``, the name rule, then ``create_refusal``."""
     with attempt("cluster.create", actor=actor, target_type="cluster") as att:
         att.project_id = project.pk
         att.target_name = str(name or "")[:100]
@@ -312,11 +313,8 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
 
 
 def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
-    """Make a stopped on-demand/reserved VM of the cluster's zone and type a member.
-
-    Rules (SPEC §5.1-3, ``attach_refusal``): VM UPDATE and cluster READ. Attaching to a
-    running cluster reserves its node with the backend (or refuses with the capacity error).
-    """
+    """Make a stopped on-demand/reserved VM of the cluster's zone and type a member: VM
+    UPDATE and cluster READ, ``attach_refusal`` (SPEC §5.1-3), then ``reserve_node``."""
     with attempt("vm.attach", actor=actor, target_type="vm") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
         vm = lock_vm(vm_id, actor, Perm.VM_UPDATE, att)
@@ -331,9 +329,8 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
 
 
 def reserve_node(cluster, members: int) -> RuleViolation | None:
-    """The step an attach takes once the rules said yes: a running cluster's fabric grows
-    with it, so the node of member ``members + 1`` is reserved with the backend now; the
-    capacity or backend error is the refusal. Any other cluster reserves nothing."""
+    """An attach's step once the rules said yes: a running cluster's fabric grows with it,
+    so member ``members + 1``'s node is reserved now, or its capacity or backend error."""
     if cluster.status != S.RUNNING:
         return None
     try:
@@ -357,10 +354,17 @@ def join(vm, cluster, rank: int | None = None) -> None:
 
 
 def leave(vm) -> None:
-    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks)."""
+    """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks).
+    The backend takes back the member's fabric devices; if it cannot now, its next start
+    (defined from the VM's current membership) and the next allocation do."""
+    cluster = vm.cluster
     vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
+    try:
+        get_backend().leave_cluster(vm, cluster)
+    except BackendError:
+        log.warning("backend kept %s's devices of cluster %s for now", vm.pk, cluster.pk)
 
 
 def detach_vm(vm_id, *, actor) -> VirtualMachine:

@@ -35,3 +35,15 @@ def release_cluster(cluster_id):
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def reconcile():
     return progress.reconcile()
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def sync_gpu_hosts():
+    """동기화 of every GPU host's inventory (beat); needs libvirt-python only when hosts exist."""
+    from clusters.hosts.models import GpuHost
+
+    if not GpuHost.objects.exists():
+        return {}
+    from clusters.backends.libvirt.inventory import sync_all
+
+    return sync_all()

@@ -58,7 +58,7 @@ def ingest_samples(request):
 @csrf_exempt
 @require_POST
 def ingest_check(request):
-    """Which VM this token writes for (``metrics.agent --check``); nothing is stored."""
+    """Which VM this token writes for (``vc-metrics-agent --check``); nothing is stored."""
     try:
         vm_id = ingest.authenticate(request)
     except errors.IngestError as error:
@@ -68,7 +68,7 @@ def ingest_check(request):
 
 def agent_command(request, token="<TOKEN>"):
     url = request.build_absolute_uri(reverse("metrics:ingest"))
-    return f"python -m metrics.agent --url {url} --token {token}"
+    return f"vc-metrics-agent --url {url} --token {token}"
 
 
 @never_cache

@@ -54,9 +54,21 @@ class ConsoleAdmin(admin.ModelAdmin):
     be any project's: a staff user is told only that it is."""
 
     project_scoped = False
+    # Rows only a platform admin may even see (GPU hosts: the machines under every project).
+    platform_only = False
 
     def writable_by(self, user) -> bool:
-        return self.project_scoped or user.is_superuser
+        return (self.project_scoped and not self.platform_only) or user.is_superuser
+
+    def has_module_permission(self, request):
+        if self.platform_only and not request.user.is_superuser:
+            return False
+        return super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        if self.platform_only and not request.user.is_superuser:
+            return False
+        return super().has_view_permission(request, obj)
 
     def has_add_permission(self, request, *args):
         return self.writable_by(request.user) and super().has_add_permission(request, *args)

@@ -242,13 +242,32 @@ class NameTaken(RuleViolation):
 
 
 class CapacityUnavailable(RuleViolation):
+    """Without params, the plain message; a backend that knows what is short passes
+    ``zone``, ``instance_type``, ``fabric``, ``requested`` and ``available``."""
+
     code = "capacity_unavailable"
     default_message = _("가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요")
+    short_message = _(
+        "%(zone)s의 %(instance_type)s (%(fabric)s) 노드가 부족합니다: %(requested)d대 필요, "
+        "%(available)d대 가능. 잠시 후 다시 시도하세요"
+    )
+
+    def msg_format(self):
+        return self.short_message if "requested" in self.params else self.default_message
 
 
 class BackendError(RuleViolation):
     code = "backend_error"
     default_message = _("컴퓨트 백엔드 오류로 작업을 완료하지 못했습니다")
+
+
+class GuestImageMissing(BackendError):
+    """The libvirt backend has no guest image to boot (it is built once per host)."""
+
+    code = "guest_image_missing"
+    default_message = _(
+        "게스트 이미지가 없어 VM을 시작할 수 없습니다. 관리자가 manage.py build_guest_image를 "
+        "실행해야 합니다")
 
 
 class TransitionTimedOut(RuleViolation):

@@ -21,6 +21,12 @@ NOTICES = {
         "GPU %(gpu)d에서 정정할 수 없는 ECC 오류가 발생했습니다 (누적 %(count)d건)."
     ),
     "gpu_remapped_rows": _("GPU %(gpu)d의 메모리 행이 재매핑되었습니다 (누적 %(count)d행)."),
+    "guest_shutdown": _("게스트가 내부에서 종료되어 중지됨으로 표시합니다."),
+    "guest_crashed": _("게스트가 비정상 종료되어 중지됨으로 표시합니다."),
+    "domain_destroyed": _("도메인이 포털 밖에서 강제 종료되어 중지됨으로 표시합니다."),
+    "domain_stopped": _("도메인이 포털 밖에서 중지되어 중지됨으로 표시합니다."),
+    "domain_missing": _("호스트에 도메인이 없어 중지됨으로 표시합니다."),
+    "stray_domain": _("어떤 가상머신에도 속하지 않는 도메인 %(name)s이 있습니다 (삭제하지 않음)."),
     "port_link_down": _("패브릭 포트 %(port)d의 링크가 끊어졌습니다 (누적 %(count)d회)."),
 }
 
@@ -43,6 +49,7 @@ ACTION_LABELS = {
     "vm.running": _("가상머신 실행"),
     "vm.stop": _("가상머신 중지"),
     "vm.stopped": _("가상머신 중지 완료"),
+    "vm.stray_domain": _("소속 없는 도메인 발견"),
     "vm.delete": _("가상머신 삭제"),
     "vm.metrics_token": _("메트릭 토큰 발급"),
     "operation.attach": _("가상머신 연결"),

@@ -311,6 +311,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": WORKER_HEARTBEAT_SECONDS},
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
+    "gpu-host-sync": {
+        "task": "clusters.tasks.sync_gpu_hosts",
+        "schedule": float(os.environ.get("LIBVIRT_SYNC_EVERY_SECONDS", "600")),
+    },
     "metrics-storage": {"task": "metrics.tasks.maintain_storage", "schedule": 3600.0},
     "metrics-simulator": {
         "task": "metrics.tasks.emit_simulated_samples",
@@ -352,3 +356,24 @@ LOGGING = {
         "kombu.connection": {"level": "ERROR"},
     },
 }
+
+# The libvirt backend (COMPUTE_BACKEND=clusters.backends.libvirt.LibvirtBackend): kvm on GPU
+# hosts, qemu (TCG) on machines without usable KVM; a host may override it.
+LIBVIRT_DOMAIN_TYPE = os.environ.get("LIBVIRT_DOMAIN_TYPE", "kvm")
+if LIBVIRT_DOMAIN_TYPE not in ("kvm", "qemu"):
+    raise ImproperlyConfigured("LIBVIRT_DOMAIN_TYPE must be kvm or qemu")
+# Names this portal's domains' UUIDs (uuid5 over it and the VM id): one per installation.
+LIBVIRT_PORTAL_ID = os.environ.get("LIBVIRT_PORTAL_ID", "vc-portal")
+# The portal as a guest reaches it (the user-mode NIC makes the host 10.0.2.2).
+LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
+LIBVIRT_BASE_VOLUME = os.environ.get("LIBVIRT_BASE_VOLUME", "")
+LIBVIRT_DISK_GIB = int(os.environ.get("LIBVIRT_DISK_GIB", "4"))
+# Guests on hosts with emulated slots get this much instead of the instance type's size.
+LIBVIRT_EMULATED_MEMORY_MIB = int(os.environ.get("LIBVIRT_EMULATED_MEMORY_MIB", "384"))
+LIBVIRT_EMULATED_VCPUS = int(os.environ.get("LIBVIRT_EMULATED_VCPUS", "1"))
+# A guest that ignores the ACPI shutdown this long is powered off.
+LIBVIRT_SHUTDOWN_SECONDS = float(os.environ.get("LIBVIRT_SHUTDOWN_SECONDS", "20"))
+# NVIDIA UFM (InfiniBand PKeys); empty: no subnet manager is programmed.
+UFM_URL = os.environ.get("UFM_URL", "")
+UFM_USER = os.environ.get("UFM_USER", "")
+UFM_PASSWORD = os.environ.get("UFM_PASSWORD", "")

@@ -1,17 +1,21 @@
 """A VM's 시작중/중지중, finished through the backend by a task, and their repair."""
 
+import logging
+
 from django.db import transaction
+from django.utils import timezone
 
 from clusters.backends import get_backend
 from clusters.locking import apply_fabric, lock_vm_with_cluster, save_vm
 from portal.audit import Attempt, record
-from portal.errors import BackendError, CapacityUnavailable
+from portal.errors import BackendError, CapacityUnavailable, RuleViolation
 from portal.kernel import check_perm, set_status
 from portal.models import AuditEvent
 from portal.permissions import Perm
 from vms.models import VM_LIFECYCLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 V = VmStatus
+log = logging.getLogger(__name__)
 
 
 def advance_vm(vm_id) -> None:
@@ -57,6 +61,12 @@ def advance_vm(vm_id) -> None:
         record(att, outcome, error)
 
 
+def delete_resources(vm_id) -> None:
+    vm = VirtualMachine.objects.filter(pk=vm_id, status=V.DELETED).first()
+    if vm is not None:
+        get_backend().delete_vm(vm)
+
+
 def repair_vm(vm_id, *, actor=None) -> bool:
     """Finish a VM's transition now (admins' force-reconcile); a stable VM is left alone."""
     vm = VirtualMachine.objects.filter(pk=vm_id).first()
@@ -78,3 +88,58 @@ def reconcile_vms(cutoff) -> list[int]:
     for vm_id in stuck:
         advance_vm(vm_id)
     return stuck
+
+
+def repair_drift() -> list[int]:
+    """Make the portal say what the backend sees: a VM the portal thinks 실행중 whose guest
+    shut down from inside, crashed or lost its domain becomes 중지됨, with an event naming
+    why; a deleted VM whose domain is still there is deleted again; a domain no VM owns is
+    reported (logged and audited once), never destroyed. Returns the VMs it changed."""
+    backend = get_backend()
+    began = timezone.now()
+    try:
+        seen = backend.observe()
+    except BackendError:
+        return []
+    down = {pk: o.reason for pk, o in seen.vms.items() if not o.running}
+    changed = []
+    for vm_id in VirtualMachine.objects.filter(status=V.RUNNING, pk__in=down).values_list(
+        "pk", flat=True
+    ):
+        if _mark_stopped(vm_id, down[vm_id], began):
+            changed.append(vm_id)
+    for vm in VirtualMachine.objects.filter(status=V.DELETED, pk__in=seen.vms):
+        backend.delete_vm(vm)  # a delete whose cleanup failed: done again
+    for name in seen.strays:
+        _report_stray(name)
+    return changed
+
+
+def _mark_stopped(vm_id, reason, observed_since) -> bool:
+    """A VM that became 실행중 after the observation began is left to the next pass: its
+    domain may have started after the backend looked."""
+    with transaction.atomic():
+        try:
+            _cluster, vm = lock_vm_with_cluster(vm_id, None, Perm.VM_UPDATE)
+        except RuleViolation:  # deleted or moved meanwhile: the next pass sees it
+            return False
+        if vm.status != V.RUNNING or vm.status_changed_at >= observed_since:
+            return False
+        # Not a transition of the lifecycle: the record catches up with what happened.
+        vm.status, vm.status_changed_at = V.STOPPED, timezone.now()
+        save_vm(vm)
+        att = Attempt(action="vm.stopped", actor=None, target_type="vm")
+        att.about(vm)
+        att.notice(reason or "domain_stopped")
+        record(att, AuditEvent.Outcome.SUCCEEDED)
+    get_backend().stop_vm(vm)  # gives back what a stopped VM does not hold
+    return True
+
+
+def _report_stray(name) -> None:
+    if AuditEvent.objects.filter(action="vm.stray_domain", target_name=name).exists():
+        return
+    log.warning("domain %s belongs to no VM of this portal: left alone", name)
+    att = Attempt(action="vm.stray_domain", actor=None, target_type="vm", target_name=name)
+    att.notice("stray_domain", name=name)
+    record(att, AuditEvent.Outcome.FAILED)

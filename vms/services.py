@@ -207,4 +207,5 @@ def delete_vm(vm_id, *, actor) -> VirtualMachine:
         raise_if(delete_refusal(vm) or hold_refusal(vm))
         set_status(vm, V.DELETED, VM_LIFECYCLE)
         save_vm(vm)
+        queue_after_commit(tasks.delete_vm_resources, vm.pk)
     return vm

@@ -7,3 +7,10 @@ from vms import progress
 @shared_task(**IDEMPOTENT)
 def advance_vm(vm_id):
     progress.advance_vm(vm_id)
+
+
+@shared_task(**IDEMPOTENT)
+def delete_vm_resources(vm_id):
+    """What a deleted VM held in the backend (domain, disk, addresses); the reconciler does
+    it again for a deleted VM whose domain it still sees."""
+    progress.delete_resources(vm_id)

@@ -1,6 +1,6 @@
 """What the portal asks of the infrastructure. A real backend implements the same methods."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,30 @@ class FabricAddress:
     lid: int | None = None
     ip: str | None = None
     gid_index: int | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the backend sees of one VM: running or not, and if not, why (``reason`` is a
+    notice code of ``portal.messages``: the guest shut down, crashed, was destroyed, or its
+    domain is gone)."""
+
+    running: bool
+    reason: str = ""
+
+
+@dataclass
+class Observation:
+    """Every VM the backend sees (by VM id), and what it runs that no live VM owns (by name:
+    reported, never destroyed)."""
+
+    vms: dict[int, Observed] = field(default_factory=dict)
+    strays: list[str] = field(default_factory=list)
+
+
+def private_ip(vm) -> str:
+    """Deterministic per VM: 10.<zone>.<hi>.<lo>, never .0/.1/.255."""
+    return f"10.{vm.zone_id % 256}.{(vm.pk // 250) % 256}.{vm.pk % 250 + 2}"
 
 
 class ComputeBackend:
@@ -36,6 +60,10 @@ class ComputeBackend:
         """Provision ``vm``; return its private IP."""
         raise NotImplementedError
 
+    def delete_vm(self, vm) -> None:
+        """Remove everything ``vm`` had (domain, disk, addresses); nothing may leak."""
+        raise NotImplementedError
+
     def register_cluster(self, cluster) -> None:
         """Prepare an empty cluster (its fabric partition, its records) after create."""
         raise NotImplementedError
@@ -46,6 +74,10 @@ class ComputeBackend:
 
     def configure_fabric(self, cluster, members) -> dict[int, FabricAddress]:
         """Join ``members`` to the cluster's fabric; return their addresses by VM id."""
+        raise NotImplementedError
+
+    def leave_cluster(self, vm, cluster) -> None:
+        """``vm`` (stopped) left ``cluster``: it gives back its fabric devices and node."""
         raise NotImplementedError
 
     def release(self, cluster) -> None:
@@ -61,4 +93,8 @@ class ComputeBackend:
         raise NotImplementedError
 
     def stop_vm(self, vm) -> None:
+        raise NotImplementedError
+
+    def observe(self) -> Observation:
+        """The observed state of the VMs (the reconciler repairs the portal's from it)."""
         raise NotImplementedError

@@ -17,10 +17,17 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from clusters.backends.base import Capacity, ComputeBackend, FabricAddress
+from clusters.backends.base import (
+    Capacity,
+    ComputeBackend,
+    FabricAddress,
+    Observation,
+    Observed,
+    private_ip,
+)
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
-from vms.models import FabricType
+from vms.models import FabricType, VirtualMachine, VmStatus
 
 DEFAULT_NODES = 64
 
@@ -113,8 +120,10 @@ class SimulatorBackend(ComputeBackend):
         return Capacity(total_nodes=row.total_nodes, free_nodes=max(row.total_nodes - used, 0))
 
     def create_vm(self, vm):
-        # Deterministic per VM: 10.<zone>.<hi>.<lo>, never .0/.1/.255.
-        return f"10.{vm.zone_id % 256}.{(vm.pk // 250) % 256}.{vm.pk % 250 + 2}"
+        return private_ip(vm)
+
+    def delete_vm(self, vm):
+        """A simulated VM holds nothing outside its row."""
 
     def register_cluster(self, cluster):
         self._step("register_cluster")
@@ -201,6 +210,9 @@ class SimulatorBackend(ComputeBackend):
             return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=index + 1)
         return FabricAddress(ip=str(first_roce_host + index), gid_index=3)
 
+    def leave_cluster(self, vm, cluster):
+        """The cluster's allocation counts nodes, not VMs: nothing is bound to ``vm``."""
+
     def release(self, cluster):
         SimulatorAllocation.objects.filter(cluster_id=cluster.pk).delete()
 
@@ -226,3 +238,8 @@ class SimulatorBackend(ComputeBackend):
 
     def stop_vm(self, vm):
         self._step("stop_vm")
+
+    def observe(self):
+        """Simulated VMs run exactly as the portal says: running ones are seen running."""
+        running = VirtualMachine.objects.filter(status=VmStatus.RUNNING)
+        return Observation(vms={pk: Observed(True) for pk in running.values_list("pk", flat=True)})

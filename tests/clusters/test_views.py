@@ -20,8 +20,14 @@ def test_cluster_list_shows_columns_and_create_button(world, login):
     cluster = world.cluster("train-ib")
     world.members(cluster, 2)
     page = body(login("admin").get("/clusters/"))
-    for text in ("train-ib", "미할당", "InfiniBand", "gpu.h100x8", "kr-central-1a",
-                 "가상 클러스터 생성"):
+    for text in (
+        "train-ib",
+        "미할당",
+        "InfiniBand",
+        "gpu.h100x8",
+        "kr-central-1a",
+        "가상 클러스터 생성",
+    ):
         assert text in page
     assert "가상 클러스터 생성" not in body(login("viewer").get("/clusters/"))
 
@@ -39,9 +45,9 @@ def test_cluster_list_filters(world, login):
 
 def test_create_form_narrows_types_and_fabrics(world, login):
     client = login("admin")
-    fields = body(client.get(
-        f"/clusters/new/options/?zone={world.zone_a.pk}&instance_type={world.l40s.pk}"
-    ))
+    fields = body(
+        client.get(f"/clusters/new/options/?zone={world.zone_a.pk}&instance_type={world.l40s.pk}")
+    )
     assert "Ethernet (RoCEv2)" in fields and "InfiniBand" not in fields
 
 
@@ -49,8 +55,12 @@ def test_create_via_htmx_redirects_to_the_new_cluster(world, login):
     client = login("admin")
     response = client.post(
         "/clusters/new/",
-        {"name": "new-one", "zone": world.zone_a.pk, "instance_type": world.h100.pk,
-         "fabric_type": FabricType.INFINIBAND},
+        {
+            "name": "new-one",
+            "zone": world.zone_a.pk,
+            "instance_type": world.h100.pk,
+            "fabric_type": FabricType.INFINIBAND,
+        },
         **HX,
     )
     cluster = VirtualCluster.objects.get(name="new-one")
@@ -69,8 +79,12 @@ def test_create_form_errors_inline_in_korean(world, login, data, message):
     itype = world.l40s if data.get("type") == "l40s" else world.h100
     response = login("admin").post(
         "/clusters/new/",
-        {"name": data.get("name", "ok"), "zone": world.zone_a.pk, "instance_type": itype.pk,
-         "fabric_type": data.get("fabric", FabricType.INFINIBAND)},
+        {
+            "name": data.get("name", "ok"),
+            "zone": world.zone_a.pk,
+            "instance_type": itype.pk,
+            "fabric_type": data.get("fabric", FabricType.INFINIBAND),
+        },
         **HX,
     )
     assert response.status_code == 422
@@ -85,8 +99,12 @@ def test_duplicate_name_is_a_field_error(world, login):
     world.cluster("dup")
     response = login("admin").post(
         "/clusters/new/",
-        {"name": "dup", "zone": world.zone_a.pk, "instance_type": world.h100.pk,
-         "fabric_type": FabricType.INFINIBAND},
+        {
+            "name": "dup",
+            "zone": world.zone_a.pk,
+            "instance_type": world.h100.pk,
+            "fabric_type": FabricType.INFINIBAND,
+        },
     )
     assert response.status_code == 422
     assert "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다" in body(response)
@@ -177,7 +195,7 @@ def test_member_rows_escape_and_offer_the_right_buttons(world, login):
     a, b = world.members(cluster, 2)
     b.status = VmStatus.RUNNING
     b.save()
-    a.name = '<img src=x onerror=alert(1)>'  # not possible through the services; escape anyway
+    a.name = "<img src=x onerror=alert(1)>"  # not possible through the services; escape anyway
     a.save()
     page = body(login("operator").get(f"/clusters/{cluster.pk}/vms/"))
     assert "<img src=x" not in page and "&lt;img src=x" in page

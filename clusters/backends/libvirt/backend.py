@@ -1,0 +1,378 @@
+"""The libvirt compute backend: real domains on GPU hosts, each host one libvirtd.
+
+Database first, libvirt second: a placement is decided and its devices taken under the
+locks (cluster, then the zone's hosts), then the domain is defined and started. Every step
+is idempotent and checks what exists (lookups, domain state) rather than error codes, which
+differ between drivers. A member's fabric devices come from its cluster's partition at each
+start, so one attached to a running cluster gets them and a detached one loses them.
+"""
+
+import logging
+import time
+
+import libvirt
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+
+from clusters.backends.base import (
+    Capacity,
+    ComputeBackend,
+    FabricAddress,
+    Observation,
+    Observed,
+    private_ip,
+)
+from clusters.backends.libvirt import domain, fabric, guest, placement, volumes
+from clusters.backends.libvirt.connection import connect, domain_type, lookup
+from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.errors import BackendError, CapacityUnavailable
+from vms.models import FabricType, VirtualMachine, VmStatus
+
+log = logging.getLogger(__name__)
+RUNNING_STATES = {
+    libvirt.VIR_DOMAIN_RUNNING,
+    libvirt.VIR_DOMAIN_BLOCKED,
+    libvirt.VIR_DOMAIN_PAUSED,
+    libvirt.VIR_DOMAIN_PMSUSPENDED,
+}
+SHUTOFF_REASONS = {
+    libvirt.VIR_DOMAIN_SHUTOFF_SHUTDOWN: "guest_shutdown",
+    libvirt.VIR_DOMAIN_SHUTOFF_CRASHED: "guest_crashed",
+    libvirt.VIR_DOMAIN_SHUTOFF_DESTROYED: "domain_destroyed",
+}
+
+
+class LibvirtBackend(ComputeBackend):
+    emits_metrics = False  # guests run the agent and post their own samples
+
+    def __init__(self):
+        self.fabric = fabric.FabricManager(connect)
+
+    # -- capacity and placement ---------------------------------------------------------
+
+    def capacity(self, zone, instance_type, fabric_type):
+        hosts = placement.hosts_of(zone.pk, fabric_type)
+        total = placement.count(placement.slots(hosts, instance_type, True, free_only=False))
+        free = placement.count(placement.slots(hosts, instance_type, True))
+        return Capacity(total_nodes=total, free_nodes=free)
+
+    @staticmethod
+    def _short(zone, instance_type, fabric_type, requested, available):
+        return CapacityUnavailable(
+            zone=str(zone),
+            instance_type=str(instance_type),
+            fabric=FabricType(fabric_type).label if fabric_type else "-",
+            requested=requested,
+            available=available,
+        )
+
+    def _place(self, hosts, instance_type, zone, fabric_type, n, prefer, needs_vf):
+        found = placement.slots(hosts, instance_type, needs_vf)
+        try:
+            return placement.choose(hosts, found, n, prefer)
+        except CapacityUnavailable:
+            raise self._short(zone, instance_type, fabric_type, n, placement.count(found)) from None
+
+    def create_vm(self, vm):
+        return private_ip(vm)  # the domain is defined at its first start, where it is placed
+
+    def register_cluster(self, cluster):
+        """Nothing to prepare: the partition is taken when the cluster first allocates."""
+
+    def allocate(self, cluster, nodes):
+        if nodes > fabric.MAX_MEMBERS:
+            raise self._short(
+                cluster.zone, cluster.instance_type, cluster.fabric_type, nodes, fabric.MAX_MEMBERS
+            )
+        with transaction.atomic():
+            VirtualCluster.objects.select_for_update().filter(pk=cluster.pk).exists()
+            hosts = placement.lock_hosts(cluster.zone_id, cluster.fabric_type)
+            members = list(
+                VirtualMachine.objects.filter(cluster=cluster)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+            ids = set(members)
+            rows = list(Placement.objects.filter(Q(cluster=cluster) | Q(vm__in=ids)))
+            held = [p for p in rows if p.cluster_id == cluster.pk and p.held]
+            placed = {p.vm_id for p in held if p.vm_id in ids}
+            need = [pk for pk in members if pk not in placed]
+            spare = sorted((p for p in held if p.vm_id is None), key=lambda p: -p.pk)
+            extra = max(nodes - len(members), 0)  # members about to join a running cluster
+            # Detached members' places and spare reservations beyond ``extra`` go.
+            drop = [p.pk for p in held if p.vm_id is not None and p.vm_id not in ids]
+            drop += [p.pk for p in spare[extra:]]
+            if drop:
+                placement.unbind(Placement.objects.filter(pk__in=drop))
+            want = len(need) + max(extra - len(spare), 0)
+            homes = {p.vm_id: p for p in rows if p.vm_id in ids and p.vm_id not in placed}
+            prefer = {p.host_id for p in held if p.pk not in drop}
+            prefer |= {p.host_id for p in homes.values()}
+            chosen = self._place(
+                hosts, cluster.instance_type, cluster.zone, cluster.fabric_type, want, prefer, True
+            )
+            pairs = [(slot, pk, homes.get(pk)) for pk, slot in zip(need, chosen, strict=False)]
+            pairs += [(slot, None, None) for slot in chosen[len(need) :]]
+            placement.bind_many(pairs, cluster)
+            self._partition(cluster)
+
+    def _partition(self, cluster) -> None:
+        """The cluster's partition: the lowest free block, taken in one statement unless the
+        cluster holds one already (ON CONFLICT). An allocation in another zone (not
+        serialised by these host locks) may take the same block first: nothing is inserted
+        then, and the next free block is tried."""
+        roce = cluster.fabric_type == FabricType.ROCE_V2
+        table = FabricPartition._meta.db_table
+        sql = (
+            f"INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
+            " SELECT %s, %s, b, %s::integer + b, %s::integer + b, false, now()"
+            " FROM generate_series(0, %s) AS b"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b)"
+            " ORDER BY b LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
+        )
+        params = [
+            cluster.pk,
+            cluster.fabric_type,
+            None if roce else fabric.PKEY_BASE,
+            fabric.VLAN_BASE if roce else None,
+            fabric.BLOCKS - 1,
+        ]
+        for _attempt in range(16):
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                if cursor.fetchone() is not None:
+                    return
+            if FabricPartition.objects.filter(cluster_id=cluster.pk).exists():
+                return
+            if FabricPartition.objects.count() >= fabric.BLOCKS:
+                raise CapacityUnavailable()
+        raise BackendError()
+
+    # -- the fabric ---------------------------------------------------------------------
+
+    def configure_fabric(self, cluster, members):
+        partition = FabricPartition.objects.filter(cluster_id=cluster.pk).first()
+        if partition is None:  # released meanwhile
+            raise BackendError()
+        hosts = list(
+            GpuHost.objects.filter(placements__cluster=cluster, placements__held=True).distinct()
+        )
+        self.fabric.ensure(partition, hosts)
+        addresses = {vm.pk: self._address(vm, index, partition) for index, vm in enumerate(members)}
+        if partition.pkey is not None and any(not h.emulated for h in hosts):
+            self.fabric.join_guids(partition, [a.guid for a in addresses.values()])
+        FabricPartition.objects.filter(pk=partition.pk).update(configured=True)
+        return addresses
+
+    @staticmethod
+    def _address(vm, index, partition) -> FabricAddress:
+        """A member's address, fixed by its node rank (its place in the cluster)."""
+        rank = vm.node_rank if vm.node_rank is not None else index
+        if partition.vlan is not None:
+            return FabricAddress(ip=fabric.member_ip(partition.block, rank), gid_index=3)
+        return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=rank + 1)
+
+    def release(self, cluster):
+        with transaction.atomic():
+            VirtualCluster.objects.select_for_update().filter(pk=cluster.pk).exists()
+            placement.unbind(Placement.objects.filter(cluster_id=cluster.pk))
+            partition = FabricPartition.objects.filter(cluster_id=cluster.pk).first()
+            pkey = partition.pkey_hex if partition is not None else ""
+        hosts = GpuHost.objects.filter(zone_id=cluster.zone_id).order_by("pk")
+        self.fabric.remove(cluster.pk, list(hosts), pkey)
+        FabricPartition.objects.filter(cluster_id=cluster.pk).delete()
+
+    def allocated_cluster_ids(self):
+        ids = set(FabricPartition.objects.values_list("cluster_id", flat=True))
+        ids |= set(
+            Placement.objects.filter(cluster__isnull=False).values_list("cluster_id", flat=True)
+        )
+        for host in GpuHost.objects.order_by("pk"):
+            try:
+                ids |= {fabric.cluster_id_of(n) for n in self.fabric.networks(host)}
+            except (BackendError, libvirt.libvirtError):
+                log.warning("fabric networks of host %s unreadable", host.name)
+        return sorted(ids)
+
+    # -- VMs ----------------------------------------------------------------------------
+
+    def start_vm(self, vm, cluster=None):
+        with transaction.atomic():
+            if cluster is not None:
+                cluster = VirtualCluster.objects.select_for_update().get(pk=cluster.pk)
+            placed = self._claim(vm, cluster)
+        partition = None
+        if cluster is not None and cluster.status == ClusterStatus.RUNNING:
+            partition = FabricPartition.objects.filter(cluster_id=cluster.pk).first()
+        address = None
+        if partition is not None:
+            vm.node_rank = VirtualMachine.objects.values_list("node_rank", flat=True).get(pk=vm.pk)
+            address = self._address(vm, 0, partition)
+        try:
+            if partition is not None and placed.host.emulated:
+                self.fabric.ensure_network(placed.host, cluster.pk, partition.block)
+            dom = self._define(vm, placed, partition, address)
+            if not dom.isActive():
+                dom.create()
+        except (libvirt.libvirtError, BackendError, OSError) as exc:
+            log.warning("start of %s failed: %s", domain.domain_name(vm.pk), exc)
+            if cluster is None:  # a standalone VM holds nothing unless it runs
+                placement.unbind(Placement.objects.filter(pk=placed.pk))
+            raise BackendError() from exc
+        return address
+
+    def _claim(self, vm, cluster) -> Placement:
+        """The VM's held placement: kept, a slot its cluster reserved, or a new one."""
+        fabric_type = cluster.fabric_type if cluster is not None else None
+        hosts = placement.lock_hosts(vm.zone_id, fabric_type)
+        own = Placement.objects.select_for_update().filter(vm=vm).first()
+        if own is not None and own.held and own.cluster_id == getattr(cluster, "pk", None):
+            return own
+        if own is not None and own.held:  # held for another cluster (left it): give back
+            placement.unbind(Placement.objects.filter(pk=own.pk))
+            own.refresh_from_db()
+        if cluster is not None:
+            spare = Placement.objects.filter(cluster=cluster, vm__isnull=True, held=True).first()
+            if spare is not None:
+                spare.vm = vm
+                spare.domain_host_id = own.domain_host_id if own is not None else None
+                if own is not None:
+                    own.delete()
+                spare.save(update_fields=["vm", "domain_host"])
+                return spare
+        prefer = set()
+        if own is not None:
+            prefer.add(own.host_id)
+        if cluster is not None:
+            prefer |= set(
+                Placement.objects.filter(cluster=cluster).values_list("host_id", flat=True)
+            )
+        (slot,) = self._place(
+            hosts, vm.instance_type, vm.zone, fabric_type, 1, prefer, cluster is not None
+        )
+        return placement.bind(slot, vm=vm, cluster=cluster, existing=own)
+
+    def _define(self, vm, placed, partition, address, prepare=True):
+        """Disk, seed and domain on the placement's host (moved there if elsewhere);
+        without ``prepare``, only the domain's definition is rewritten."""
+        host = placed.host
+        if placed.domain_host_id and placed.domain_host_id != host.pk:
+            volumes.remove_domain(placed.domain_host, vm.pk)
+        conn = connect(host)
+        pool = conn.storagePoolLookupByName(host.storage_pool)
+        if not pool.isActive():
+            pool.create()
+        boot = guest.guest_boot(vm)
+        if prepare:
+            volumes.ensure_disk(pool, vm, boot)
+            volumes.write_seed(host, pool, vm, address, partition)
+        devices = list(HostDevice.objects.filter(placement=placed).order_by("kind", "address"))
+        gpus = [d for d in devices if d.kind == HostDevice.Kind.GPU]
+        vfs = [d for d in devices if d.kind == HostDevice.Kind.VF]
+        emulated = host.emulated
+        xml = domain.build(
+            vm,
+            host=host,
+            domain_type=domain_type(host),
+            placement=placed,
+            gpus=gpus,
+            vf=vfs[0] if vfs else None,
+            partition=partition,
+            boot=boot,
+            memory_mib=(
+                settings.LIBVIRT_EMULATED_MEMORY_MIB
+                if emulated
+                else vm.instance_type.memory_gib * 1024
+            ),
+            vcpus=settings.LIBVIRT_EMULATED_VCPUS if emulated else vm.instance_type.vcpu,
+        )
+        dom = conn.defineXML(xml)
+        if placed.domain_host_id != host.pk:
+            Placement.objects.filter(pk=placed.pk).update(domain_host=host)
+            placed.domain_host = host
+        return dom
+
+    def stop_vm(self, vm):
+        placed = Placement.objects.select_related("domain_host").filter(vm=vm).first()
+        if placed is not None and placed.domain_host is not None:
+            dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
+            if dom is not None and dom.isActive():
+                self._power_off(dom)
+        if placed is not None and placed.cluster_id is None and placed.held:
+            placement.unbind(Placement.objects.filter(pk=placed.pk))  # a member keeps its node
+
+    @staticmethod
+    def _power_off(dom):
+        """ACPI shutdown, then power off a guest that ignores it."""
+        try:
+            dom.shutdown()
+        except libvirt.libvirtError:
+            pass
+        deadline = time.monotonic() + settings.LIBVIRT_SHUTDOWN_SECONDS
+        while dom.isActive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if dom.isActive():
+            dom.destroy()
+
+    def leave_cluster(self, vm, cluster):
+        placed = Placement.objects.select_related("domain_host", "host").filter(vm=vm).first()
+        if placed is None:
+            return
+        if placed.domain_host is not None:
+            dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
+            if dom is not None and not dom.isActive() and placed.domain_host_id == placed.host_id:
+                self._define(vm, placed, None, None, prepare=False)  # no fabric devices
+        if placed.cluster_id == cluster.pk and placed.held:
+            if cluster.status == ClusterStatus.RUNNING:
+                placement.keep_for_cluster(placed)
+            else:
+                placement.unbind(Placement.objects.filter(pk=placed.pk))
+
+    def delete_vm(self, vm):
+        placed = Placement.objects.select_related("domain_host", "host").filter(vm=vm).first()
+        if placed is None:
+            return
+        for host in {placed.host, placed.domain_host} - {None}:
+            volumes.remove_domain(host, vm.pk)
+        with transaction.atomic():
+            placement.unbind(Placement.objects.filter(pk=placed.pk))
+            Placement.objects.filter(pk=placed.pk).delete()
+
+    # -- observation --------------------------------------------------------------------
+
+    def observe(self):
+        """Every ``vc-vm-<id>`` domain on the hosts it can reach. A VM is seen missing only
+        when its host answered: one on an unreachable host is not reported at all."""
+        seen, names, unreachable = {}, [], set()
+        for host in GpuHost.objects.order_by("pk"):
+            try:
+                domains = connect(host).listAllDomains(0)
+            except (BackendError, libvirt.libvirtError):
+                log.warning("domains of host %s unreadable", host.name)
+                unreachable.add(host.pk)
+                continue
+            for dom in domains:
+                vm_id = domain.vm_id_of(dom.name())
+                if vm_id is None:
+                    continue  # not ours
+                state, reason = dom.state()
+                if state in RUNNING_STATES:
+                    seen[vm_id] = Observed(True)
+                elif vm_id not in seen:
+                    if state == libvirt.VIR_DOMAIN_CRASHED:
+                        why = "guest_crashed"
+                    else:
+                        why = SHUTOFF_REASONS.get(reason, "domain_stopped")
+                    seen[vm_id] = Observed(False, why)
+                names.append((vm_id, dom.name()))
+        live = set(VirtualMachine.objects.filter(pk__in=seen).values_list("pk", flat=True))
+        strays = sorted(name for vm_id, name in names if vm_id not in live)
+        unknown = Q(placement__domain_host__in=unreachable) | Q(placement__host__in=unreachable)
+        missing = VirtualMachine.objects.filter(
+            Q(placement__domain_host__isnull=False) | Q(status=VmStatus.RUNNING)
+        )
+        for vm_id in missing.exclude(pk__in=seen).exclude(unknown).values_list("pk", flat=True):
+            seen[vm_id] = Observed(False, "domain_missing")
+        return Observation(vms=seen, strays=strays)

@@ -1,0 +1,82 @@
+"""One libvirt connection per host URI per process, reopened when it dies.
+
+The test driver (``test:///<file>``) keeps its state per connection, which this cache also
+makes the state of the process: tests and the backend see the same hosts.
+"""
+
+import logging
+import time
+from urllib.parse import urlsplit
+
+import libvirt
+from django.conf import settings
+
+from portal.errors import BackendError
+
+log = logging.getLogger(__name__)
+_connections = {}
+_failed = {}  # uri -> when opening it last failed
+# A remote host that could not be reached is not tried again for this long by this process:
+# an SSH or TLS connect to a dead host can take minutes, and the reconciler visits every host.
+RETRY_SECONDS = 30.0
+
+
+def _quiet(_ctx, _err):
+    """libvirt prints every error to stderr by default; callers handle them."""
+
+
+libvirt.registerErrorHandler(_quiet, None)
+
+
+def connect(host) -> "libvirt.virConnect":
+    conn = _connections.get(host.uri)
+    if conn is not None:
+        try:
+            if conn.isAlive():
+                return conn
+        except libvirt.libvirtError:
+            pass
+    failed = _failed.get(host.uri)
+    if failed is not None and time.monotonic() - failed < RETRY_SECONDS:
+        raise BackendError()
+    try:
+        conn = libvirt.open(host.uri)
+    except libvirt.libvirtError as exc:
+        log.warning("libvirt %s: %s", host.uri, exc)
+        if urlsplit(host.uri).netloc:  # a remote host; a local socket fails fast anyway
+            _failed[host.uri] = time.monotonic()
+        raise BackendError() from exc
+    _failed.pop(host.uri, None)
+    if not host.uri.startswith("test:"):
+        try:  # notice a dead peer within ~20 s instead of the TCP timeout
+            conn.setKeepAlive(5, 3)
+        except libvirt.libvirtError:
+            pass
+    _connections[host.uri] = conn
+    return conn
+
+
+def forget(uri) -> None:
+    """Drop a cached connection (tests that rebuild a test driver's host file)."""
+    _failed.pop(uri, None)
+    conn = _connections.pop(uri, None)
+    if conn is not None:
+        try:
+            conn.close()
+        except libvirt.libvirtError:
+            pass
+
+
+def domain_type(host) -> str:
+    if host.uri.startswith("test:"):
+        return "test"  # the test driver accepts only its own type
+    return host.domain_type or settings.LIBVIRT_DOMAIN_TYPE
+
+
+def lookup(call, *args):
+    """``call(*args)``, or None when libvirt says there is no such object (any error:
+    the test driver and QEMU differ in codes, so callers check state, not codes)."""
+    try:
+        return call(*args)
+    except libvirt.libvirtError:
+        return None

@@ -1,0 +1,203 @@
+"""A cluster's fabric partition, programmed where it lives.
+
+- On a host with emulated slots (no ConnectX), the fabric *is* an isolated libvirt network
+  per cluster, ``vc-fab-<cluster id>`` (no ``<forward>``): its members reach each other on
+  it and nothing else does (libvirt does not route between isolated networks).
+- InfiniBand: the partition key (PKey) is the tenant boundary, held by the subnet manager;
+  ``UfmClient`` creates it and adds the members' port GUIDs through UFM's REST API.
+- RoCEv2: the VLAN is set on each member's VF (``<interface type='hostdev'>`` with
+  ``<vlan>``, see ``domain``); the switch ports carry the VLAN as configured by the network
+  team, so nothing is programmed here.
+
+Only networks named ``vc-fab-<digits>`` are ever touched.
+"""
+
+import ipaddress
+import json
+import logging
+import re
+import urllib.error
+import urllib.request
+
+from django.conf import settings
+
+from clusters.backends import simulator
+from portal.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+NETWORK_PREFIX = "vc-fab-"
+NETWORK_NAME = re.compile(r"^vc-fab-(\d+)$")
+# A cluster's address block: one /21 of 172.16.0.0/12, the simulator's RoCE blocks; member
+# ``i`` is host ``10 + i``; the host side of an isolated network is host 1.
+NETWORK = simulator.ROCE_NETWORK
+BLOCK_PREFIX = simulator.ROCE_BLOCK_PREFIX
+BLOCK_SIZE = simulator.ROCE_BLOCK_SIZE
+BLOCKS = simulator.ROCE_BLOCKS
+FIRST_HOST = simulator.ROCE_FIRST_HOST
+MAX_MEMBERS = simulator.ROCE_MAX_MEMBERS
+PKEY_BASE = 0x0100  # PKeys 0x0100 + block (0x7fff is the default partition: never used)
+VLAN_BASE = 100  # VLANs 100 + block (< 4095)
+
+
+def network_name(cluster_id) -> str:
+    return f"{NETWORK_PREFIX}{cluster_id}"
+
+
+def cluster_id_of(network) -> int | None:
+    match = NETWORK_NAME.match(network)
+    return int(match.group(1)) if match else None
+
+
+def block_network(block) -> ipaddress.IPv4Network:
+    base = NETWORK.network_address + block * BLOCK_SIZE
+    return ipaddress.ip_network(f"{base}/{BLOCK_PREFIX}")
+
+
+def member_ip(block, index) -> str:
+    return str(block_network(block).network_address + FIRST_HOST + index)
+
+
+def gateway_ip(block) -> str:
+    return str(block_network(block).network_address + 1)
+
+
+def network_xml(cluster_id, block) -> str:
+    net = block_network(block)
+    return (
+        f"<network><name>{network_name(cluster_id)}</name>"
+        f"<ip address='{gateway_ip(block)}' netmask='{net.netmask}'/></network>"
+    )
+
+
+class FabricManager:
+    """Programs and removes a cluster's partition on the hosts its members use."""
+
+    def __init__(self, connect):
+        self.connect = connect  # host -> libvirt connection
+
+    def ensure(self, partition, hosts) -> None:
+        for host in hosts:
+            if host.emulated:
+                self.ensure_network(host, partition.cluster_id, partition.block)
+        if partition.pkey is not None and any(not h.emulated for h in hosts):
+            ufm = UfmClient.from_settings()
+            if ufm is not None:
+                ufm.add_pkey(partition.pkey_hex)
+
+    def join_guids(self, partition, guids) -> None:
+        ufm = UfmClient.from_settings()
+        if ufm is not None and partition.pkey is not None and guids:
+            ufm.add_guids(partition.pkey_hex, guids)
+
+    def ensure_network(self, host, cluster_id, block) -> None:
+        import libvirt
+
+        conn = self.connect(host)
+        name = network_name(cluster_id)
+        try:
+            net = conn.networkLookupByName(name)
+        except libvirt.libvirtError:
+            net = conn.networkDefineXML(network_xml(cluster_id, block))
+        if not net.isActive():
+            net.create()
+
+    def remove(self, cluster_id, hosts, pkey_hex="") -> None:
+        """Remove the cluster's network from every host, and its PKey from UFM. A host that
+        cannot be reached now keeps its copy: the reconciler finds it later as leaked."""
+        import libvirt
+
+        for host in hosts:
+            try:
+                self.remove_network(host, network_name(cluster_id))
+            except (BackendError, libvirt.libvirtError):
+                log.warning("fabric network of cluster %s left on host %s", cluster_id, host)
+        ufm = UfmClient.from_settings()
+        if ufm is not None and pkey_hex:
+            ufm.delete_pkey(pkey_hex)
+
+    def remove_network(self, host, name) -> None:
+        import libvirt
+
+        if cluster_id_of(name) is None:  # never anything but our own
+            raise ValueError(name)
+        try:
+            net = self.connect(host).networkLookupByName(name)
+        except libvirt.libvirtError:
+            return
+        if net.isActive():
+            net.destroy()
+        if net.isPersistent():
+            net.undefine()
+
+    def networks(self, host) -> list[str]:
+        """Names of the fabric networks on ``host`` (ours only)."""
+        names = [n.name() for n in self.connect(host).listAllNetworks()]
+        return [n for n in names if cluster_id_of(n) is not None]
+
+
+class UfmClient:
+    """NVIDIA UFM's REST API for partition keys (UFM Enterprise REST API guide, "PKeys"):
+
+    - ``POST /ufmRest/resources/pkeys/add`` ``{"pkey", "index0", "ip_over_ib"}`` creates one;
+    - ``POST /ufmRest/resources/pkeys/`` ``{"guids", "pkey", "membership"}`` adds ports;
+    - ``DELETE /ufmRest/resources/pkeys/<pkey>`` removes it.
+
+    Basic authentication. Set ``UFM_URL`` (and ``UFM_USER``/``UFM_PASSWORD``) to enable it.
+    """
+
+    def __init__(self, base_url, user="", password="", timeout=10.0):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/json"}
+        if user:
+            import base64
+
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
+
+    @classmethod
+    def from_settings(cls):
+        url = getattr(settings, "UFM_URL", "")
+        if not url:
+            return None
+        return cls(url, settings.UFM_USER, settings.UFM_PASSWORD)
+
+    def _call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers=self.headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            if method == "DELETE" and exc.code == 404:
+                return exc.code  # already gone: a retried release
+            log.warning("UFM %s %s: HTTP %s", method, path, exc.code)
+            raise BackendError() from exc
+        except OSError as exc:
+            log.warning("UFM %s %s: %s", method, path, exc)
+            raise BackendError() from exc
+
+    def add_pkey(self, pkey):
+        """Idempotent in UFM: adding an existing PKey succeeds."""
+        return self._call(
+            "POST",
+            "/ufmRest/resources/pkeys/add",
+            {"pkey": pkey, "index0": False, "ip_over_ib": True},
+        )
+
+    def add_guids(self, pkey, guids, membership="full"):
+        return self._call(
+            "POST",
+            "/ufmRest/resources/pkeys/",
+            {
+                "guids": [g.removeprefix("0x") for g in guids],
+                "pkey": pkey,
+                "membership": membership,
+            },
+        )
+
+    def delete_pkey(self, pkey):
+        return self._call("DELETE", f"/ufmRest/resources/pkeys/{pkey}")

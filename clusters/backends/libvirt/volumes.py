@@ -1,0 +1,76 @@
+"""A VM's volumes in its host's storage pool: the qcow2 overlay on the base image, the
+NoCloud seed, and their removal with the domain (nothing is left behind)."""
+
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+
+from clusters.backends.base import FabricAddress
+from clusters.backends.libvirt import domain, fabric, guest
+from clusters.backends.libvirt.connection import connect, lookup
+from metrics.services import rotate_token
+
+
+def ensure_disk(pool, vm, boot):
+    name = domain.disk_volume(vm.pk)
+    if lookup(pool.storageVolLookupByName, name) is not None:
+        return
+    backing = ""
+    if boot.base_volume:
+        base = pool.storageVolLookupByName(boot.base_volume)
+        backing = f"<backingStore><path>{base.path()}</path><format type='qcow2'/></backingStore>"
+    pool.createXML(
+        f"<volume><name>{name}</name>"
+        f"<capacity unit='GiB'>{settings.LIBVIRT_DISK_GIB}</capacity>"
+        f"<target><format type='qcow2'/></target>{backing}</volume>",
+        0,
+    )
+
+
+def write_seed(host, pool, vm, address, partition):
+    """The NoCloud seed, rewritten at each start (the fabric address may have changed)
+    with a fresh metrics token. The test driver keeps no file contents: only the volume."""
+    name = domain.seed_volume(vm.pk)
+    vol = lookup(pool.storageVolLookupByName, name)
+    if vol is None:
+        vol = pool.createXML(
+            f"<volume><name>{name}</name><capacity unit='KiB'>1024</capacity>"
+            "<target><format type='raw'/></target></volume>",
+            0,
+        )
+    if host.uri.startswith("test:"):
+        return
+    seed_address = address
+    if partition is not None and address is not None and not address.ip:
+        seed_address = FabricAddress(ip=fabric.member_ip(partition.block, address.lid - 1))
+    files = guest.seed_files(
+        vm,
+        fabric_address=seed_address,
+        portal_url=settings.LIBVIRT_PORTAL_URL,
+        metrics_token=rotate_token(vm.pk, actor=None)[1],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, name)
+        guest.write_seed_iso(files, path)
+        data = path.read_bytes()
+    stream = vol.connect().newStream(0)
+    vol.upload(stream, 0, len(data), 0)
+    stream.send(data)
+    stream.finish()
+
+
+def remove_domain(host, vm_id):
+    conn = connect(host)
+    dom = lookup(conn.lookupByName, domain.domain_name(vm_id))
+    if dom is not None:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    pool = lookup(conn.storagePoolLookupByName, host.storage_pool)
+    if pool is None:
+        return
+    for name in (domain.disk_volume(vm_id), domain.seed_volume(vm_id)):
+        vol = lookup(pool.storageVolLookupByName, name)
+        if vol is not None:
+            vol.delete(0)

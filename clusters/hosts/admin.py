@@ -1,0 +1,73 @@
+"""GPU hosts in the admin: platform admins (superusers) only. Project staff neither see nor
+change hosts, their inventory, placements or fabric partitions."""
+
+from django.contrib import admin, messages
+from django.utils.translation import gettext_lazy as _
+
+from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
+from portal.admin import ConsoleAdmin
+from portal.errors import BackendError
+
+
+class ReadOnly:
+    """Inventory, placements and partitions are written by the backend, never by hand."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class DeviceInline(ReadOnly, admin.TabularInline):
+    model = HostDevice
+    fields = ["kind", "address", "model", "numa_node", "parent", "emulated", "missing", "placement"]
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(GpuHost)
+class GpuHostAdmin(ConsoleAdmin):
+    platform_only = True
+    list_display = ["name", "zone", "fabric", "state", "block", "leaf", "rack", "uri", "synced_at"]
+    list_filter = ["zone", "fabric", "state", "block"]
+    search_fields = ["name", "uri", "leaf", "rack"]
+    readonly_fields = ["cpus_by_node", "synced_at", "sync_error"]
+    inlines = [DeviceInline]
+    actions = ["sync"]
+
+    @admin.action(description=_("동기화"))
+    def sync(self, request, queryset):
+        from clusters.backends.libvirt.inventory import sync_host
+
+        for host in queryset:
+            try:
+                count = sync_host(host)
+            except BackendError as exc:
+                self.message_user(request, f"{host}: {exc.message}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                _("%(host)s: 장치 %(count)d개") % {"host": host, "count": count},
+                messages.SUCCESS,
+            )
+
+
+@admin.register(Placement)
+class PlacementAdmin(ReadOnly, ConsoleAdmin):
+    platform_only = True
+    list_display = ["vm", "host", "cluster", "numa_node", "held", "domain_host"]
+    list_filter = ["held", "host"]
+
+
+@admin.register(FabricPartition)
+class FabricPartitionAdmin(ReadOnly, ConsoleAdmin):
+    platform_only = True
+    list_display = ["cluster", "fabric", "partition_key", "vlan", "block", "configured"]
+
+    @admin.display(description=_("파티션 키(PKey)"))
+    def partition_key(self, obj):
+        return obj.pkey_hex
