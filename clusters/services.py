@@ -45,6 +45,7 @@ from portal.audit import attempt
 from portal.errors import (
     AlreadyMember,
     BackendError,
+    CapacityUnavailable,
     ClusterChanging,
     ClusterNotFound,
     FabricNotOffered,
@@ -73,12 +74,12 @@ from portal.kernel import (
 from portal.permissions import Perm
 from vms.models import (
     BillingType,
-    FabricOffering,
     FabricType,
     InstanceType,
     VirtualMachine,
     VmStatus,
     Zone,
+    offered_fabrics,
 )
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,28 @@ def delete_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     if members.active:
         return MembersStillRunning()
     return None
+
+
+def create_refusal(project, name, zone, instance_type, fabric_type) -> RuleViolation | None:
+    """SPEC §5.7: a zone, an instance type offering ``fabric_type`` there, and a name no
+    live cluster of the project has (``name`` already passed the name rule)."""
+    if zone is None:
+        return ZoneRequired()
+    if instance_type is None:
+        return InstanceTypeRequired()
+    if fabric_type not in FabricType.values:
+        return FabricRequired()
+    if fabric_type not in offered_fabrics(zone.pk, instance_type.pk):
+        return FabricNotOffered()
+    return rename_refusal(VirtualCluster(project=project), name)
+
+
+def rename_refusal(cluster, name) -> RuleViolation | None:
+    """Not a deleted cluster; a name no other live cluster of its project has."""
+    if cluster.status == S.DELETED:
+        return InvalidTransition()
+    taken = VirtualCluster.objects.alive().filter(project_id=cluster.project_id, name=name)
+    return NameTaken() if taken.exclude(pk=cluster.pk).exists() else None
 
 
 def vm_attach_refusal(vm) -> RuleViolation | None:
@@ -184,6 +207,16 @@ def preflight_delete(actor, cluster, members: MemberStates) -> RuleViolation | N
     )
 
 
+def preflight_create(actor, project, name, zone, instance_type, fabric_type):
+    return permission_refusal(actor, Perm.CLUSTER_CREATE, project) or create_refusal(
+        project, name, zone, instance_type, fabric_type
+    )
+
+
+def preflight_rename(actor, cluster, name) -> RuleViolation | None:
+    return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or rename_refusal(cluster, name)
+
+
 def preflight_attach(actor, vm, cluster) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or attach_refusal(vm, cluster)
 
@@ -196,23 +229,11 @@ def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation
 # User actions
 
 
-def offered_fabrics(zone_id, instance_type_id) -> list[str]:
-    return list(
-        FabricOffering.objects.filter(zone_id=zone_id, instance_type_id=instance_type_id)
-        .order_by("fabric")
-        .values_list("fabric", flat=True)
-        .distinct()
-    )
-
-
 def create_cluster(
     *, actor, project, name, zone_id, instance_type_id, fabric_type
 ) -> VirtualCluster:
-    """Create an empty cluster in 준비중; a task moves it to 미할당.
-
-    Rules: CREATE permission in ``project``; a valid name unique among the project's
-    non-deleted clusters; the instance type offers ``fabric_type`` in the zone (SPEC §5.7).
-    """
+    """Create an empty cluster in 준비중 (a task moves it to 미할당): CREATE permission in
+    ``project``, the name rule, then ``create_refusal``."""
     with attempt("cluster.create", actor=actor, target_type="cluster") as att:
         att.project_id = project.pk
         att.target_name = str(name or "")[:100]
@@ -220,17 +241,8 @@ def create_cluster(
         name = validate_name(name)
         att.target_name = name
         zone = Zone.objects.filter(pk=parse_id(zone_id)).first()
-        if zone is None:
-            raise ZoneRequired()
         instance_type = InstanceType.objects.filter(pk=parse_id(instance_type_id)).first()
-        if instance_type is None:
-            raise InstanceTypeRequired()
-        if fabric_type not in FabricType.values:
-            raise FabricRequired()
-        if fabric_type not in offered_fabrics(zone.pk, instance_type.pk):
-            raise FabricNotOffered()
-        if VirtualCluster.objects.alive().filter(project=project, name=name).exists():
-            raise NameTaken()
+        raise_if(create_refusal(project, name, zone, instance_type, fabric_type))
         cluster = VirtualCluster(
             project=project,
             name=name,
@@ -301,11 +313,8 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
 
 
 def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
-    """Make a stopped on-demand/reserved VM of the cluster's zone and type a member.
-
-    Rules (SPEC §5.1-3, ``attach_refusal``): VM UPDATE and cluster READ. Attaching to a
-    running cluster reserves its node with the backend (or refuses with the capacity error).
-    """
+    """Make a stopped on-demand/reserved VM of the cluster's zone and type a member: VM
+    UPDATE and cluster READ, ``attach_refusal`` (SPEC §5.1-3), then ``reserve_node``."""
     with attempt("vm.attach", actor=actor, target_type="vm") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
         vm = lock_vm(vm_id, actor, Perm.VM_UPDATE, att)
@@ -313,11 +322,22 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
             att.message = cluster.name
             att.cluster_id = cluster.pk
         raise_if(attach_refusal(vm, cluster) or hold_refusal(vm))
-        if cluster.status == S.RUNNING:
-            # A running cluster's fabric grows with it: reserve the node (or refuse) now.
-            get_backend().allocate(cluster, len(lock_members(cluster)) + 1)
+        members = len(lock_members(cluster)) if cluster.status == S.RUNNING else 0
+        raise_if(reserve_node(cluster, members))
         join(vm, cluster)
     return vm
+
+
+def reserve_node(cluster, members: int) -> RuleViolation | None:
+    """An attach's step once the rules said yes: a running cluster's fabric grows with it,
+    so member ``members + 1``'s node is reserved now, or its capacity or backend error."""
+    if cluster.status != S.RUNNING:
+        return None
+    try:
+        get_backend().allocate(cluster, members + 1)
+    except (CapacityUnavailable, BackendError) as exc:
+        return exc
+    return None
 
 
 def join(vm, cluster, rank: int | None = None) -> None:
@@ -361,18 +381,14 @@ def detach_vm(vm_id, *, actor) -> VirtualMachine:
 
 
 def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
-    """A new name, by the name rule, unique among the project's live clusters (CLUSTER UPDATE).
-    Zone, type and fabric never change (SPEC §5.7): only the name is editable."""
+    """A new name, by the name rule and ``rename_refusal`` (CLUSTER UPDATE). Zone, type and
+    fabric never change (SPEC §5.7): only the name is editable."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         name = validate_name(name)
         if name == cluster.name:
             return cluster
-        if cluster.status == S.DELETED:
-            raise InvalidTransition()
-        taken = VirtualCluster.objects.alive().filter(project_id=cluster.project_id, name=name)
-        if taken.exists():
-            raise NameTaken()
+        raise_if(rename_refusal(cluster, name))
         att.message = f"{cluster.name} → {name}"
         cluster.name = name
         try:

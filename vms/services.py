@@ -82,6 +82,35 @@ def delete_refusal(vm) -> RuleViolation | None:
     return None
 
 
+def create_refusal(project, name, zone, instance_type, billing_type) -> RuleViolation | None:
+    """A zone, an instance type offered there, a billing type, and a name no live VM of the
+    project has (``name`` already passed the name rule)."""
+    if zone is None:
+        return ZoneRequired()
+    offered = FabricOffering.objects.filter(zone=zone, instance_type=instance_type)
+    if instance_type is None or not offered.exists():
+        return InstanceTypeNotOffered()
+    if billing_type not in BillingType.values:
+        return BillingTypeRequired()
+    return rename_refusal(VirtualMachine(project=project), name)
+
+
+def rename_refusal(vm, name) -> RuleViolation | None:
+    """A name no other live VM of its project has."""
+    taken = VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name)
+    return VmNameTaken() if taken.exclude(pk=vm.pk).exists() else None
+
+
+def preflight_create(actor, project, name, zone, instance_type, billing_type):
+    return permission_refusal(actor, Perm.VM_CREATE, project) or create_refusal(
+        project, name, zone, instance_type, billing_type
+    )
+
+
+def preflight_rename(actor, vm, name) -> RuleViolation | None:
+    return permission_refusal(actor, Perm.VM_UPDATE, vm) or rename_refusal(vm, name)
+
+
 def preflight_start(actor, vm, cluster) -> RuleViolation | None:
     """``cluster`` is the VM's cluster as read (or None)."""
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or start_refusal(vm, cluster)
@@ -109,18 +138,8 @@ def create_vm(
         check_perm(actor, Perm.VM_CREATE, project)
         name = validate_name(name)
         zone = Zone.objects.filter(pk=parse_id(zone_id)).first()
-        if zone is None:
-            raise ZoneRequired()
         instance_type = InstanceType.objects.filter(pk=parse_id(instance_type_id)).first()
-        if (
-            instance_type is None
-            or not FabricOffering.objects.filter(zone=zone, instance_type=instance_type).exists()
-        ):
-            raise InstanceTypeNotOffered()
-        if billing_type not in BillingType.values:
-            raise BillingTypeRequired()
-        if VirtualMachine.objects.alive().filter(project=project, name=name).exists():
-            raise VmNameTaken()
+        raise_if(create_refusal(project, name, zone, instance_type, billing_type))
         vm = VirtualMachine(
             project=project,
             name=name,
@@ -147,8 +166,7 @@ def rename_vm(vm_id, *, actor, name) -> VirtualMachine:
         name = validate_name(name)
         if name == vm.name:
             return vm
-        if VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name).exists():
-            raise VmNameTaken()
+        raise_if(rename_refusal(vm, name))
         att.message = f"{vm.name} → {name}"
         vm.name = name
         try:

@@ -6,8 +6,9 @@ from django.utils import timezone
 from clusters.models import (
     Operation,
     OperationItem,
+    VirtualCluster,
 )
-from portal.audit import attempt
+from portal.audit import attempt, require_perm
 from portal.errors import (
     IdempotencyConflict,
     TargetsRequired,
@@ -15,9 +16,10 @@ from portal.errors import (
     VmNotFound,
 )
 from portal.kernel import parse_id, permission_refusal
+from portal.models import readable
 from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 K, ItemStatus = Operation.Kind, OperationItem.Status
 MAX_TARGETS = 1024
@@ -88,9 +90,7 @@ def _succeed(item) -> OperationItem:
 def _vm_refusal(actor, vm, permission):
     """Who may not touch ``vm`` is refused as the single action would be: not found, then
     the permission."""
-    if vm is None or vm.status == VmStatus.DELETED:
-        return VmNotFound()
-    if actor is not None and not actor.has_perm(Perm.VM_READ, vm):
+    if not readable(actor, Perm.VM_READ, VirtualMachine).shows(vm):
         return VmNotFound()
     return permission_refusal(actor, permission, vm)
 
@@ -103,3 +103,13 @@ def _finish(operation, error=None) -> None:
 
 def _cluster_attempt(action, actor, cluster_id):
     return attempt(action, actor=actor, target_type="cluster", target_id=parse_id(cluster_id))
+
+
+def _require_vm_update(action, actor, cluster_id) -> None:
+    """Who may read the cluster but not update its project's VMs is refused the whole
+    request, up front and audited as the operation, before any target is read or any item
+    made (each item would say the same). An unreadable cluster is left to the operation's
+    own lookup, which refuses it as not found."""
+    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).filter(pk=parse_id(cluster_id))
+    for found in cluster:
+        require_perm(action, actor, Perm.VM_UPDATE, found, target_type="cluster")

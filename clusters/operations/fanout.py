@@ -30,6 +30,7 @@ from clusters.operations.common import (
     _finish,
     _item,
     _new_operation,
+    _require_vm_update,
     _succeed,
     _target_ids,
     _vm_refusal,
@@ -66,7 +67,8 @@ def _fan_out(operation) -> None:
 
 def _member_operation(kind, cluster_id, vm_ids, *, actor, wanted, idempotency):
     """Start or stop members: who may not update the project's VMs is refused whole, before
-    any item is made (one refusal, not one per member)."""
+    any item is made (one refusal, not one per member), whatever targets were named."""
+    _require_vm_update(f"operation.{kind}", actor, cluster_id)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:

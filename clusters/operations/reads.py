@@ -33,6 +33,7 @@ VM_KINDS = (
     Operation.Kind.STOP_VM,
     Operation.Kind.DELETE_VM,
     Operation.Kind.CREATE_VMS,
+    Operation.Kind.RENAME_VM,
 )
 
 

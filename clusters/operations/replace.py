@@ -31,6 +31,7 @@ from clusters.operations.common import (
     _finish,
     _item,
     _new_operation,
+    _require_vm_update,
     _succeed,
     _vm_refusal,
 )
@@ -45,16 +46,10 @@ from vms import services as vm_services
 from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 
-def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
-    """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: either VM unseen or
-    not the actor's to change, the member not in the cluster or on its way somewhere, the
-    spare not attachable (``attach_refusal``, SPEC §5.1-3: the member itself is refused
-    as already a member)."""
-    refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
-        actor, spare, Perm.VM_UPDATE
-    )
-    if refusal is not None:
-        return refusal
+def replace_refusal(cluster, member, spare) -> RuleViolation | None:
+    """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: the member not in
+    the cluster or on its way somewhere, membership closed, the spare not attachable
+    (``attach_refusal``, SPEC §5.1-3: the member itself is refused as already a member)."""
     if member.cluster_id != cluster.pk:
         return NotMember()
     if cluster.status not in MEMBERSHIP_OPEN:
@@ -64,17 +59,28 @@ def replace_refusal(actor, cluster, member, spare) -> RuleViolation | None:
     return services.attach_refusal(spare, cluster)
 
 
+def preflight_replace(actor, cluster, member, spare) -> RuleViolation | None:
+    """``replace_refusal`` for ``actor``: either VM unseen (not found) or not theirs to
+    change (the permission) first."""
+    return (
+        _vm_refusal(actor, member, Perm.VM_UPDATE)
+        or _vm_refusal(actor, spare, Perm.VM_UPDATE)
+        or replace_refusal(cluster, member, spare)
+    )
+
+
 def replace_member(cluster_id, member_vm_id, spare_vm_id, *, actor, idempotency=None) -> Operation:
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
-    when ``replace_refusal`` says so; otherwise the member is stopped if it runs and the
+    when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is)."""
+    _require_vm_update("operation.replace", actor, cluster_id)
     with _cluster_attempt("operation.replace", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         member = VirtualMachine.objects.filter(pk=parse_id(member_vm_id)).first()
         # Locked: a start, delete or attach of the spare waits for this replace, then sees
         # the hold (``clusters.holds``).
         spare = VirtualMachine.objects.select_for_update().filter(pk=parse_id(spare_vm_id)).first()
-        raise_if(replace_refusal(actor, cluster, member, spare) or hold_refusal(spare))
+        raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
         operation = _new_operation(
             K.REPLACE,
             actor=actor,
