@@ -13,6 +13,7 @@ from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
@@ -369,3 +370,11 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and self._within_reach(request, obj)
+
+    def user_change_password(self, request, id, form_url=""):
+        """An existing account's password is set by a platform admin or by its owner, never
+        by project staff: binding a user who has no role yet and then resetting the password
+        would take the account over."""
+        if not request.user.is_superuser:
+            raise PermissionDenied
+        return super().user_change_password(request, id, form_url)

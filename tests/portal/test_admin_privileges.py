@@ -233,3 +233,22 @@ def test_staff_only_look_where_their_role_is_less_than_admin(world):
     mine = RoleBinding.objects.get(user=world.users["viewer"], project=world.demo)
     change = {"user": mine.user_id, "project": world.demo.pk, "role": builtin_role("operator").pk}
     assert client.post(url(RoleBinding, "change", mine.pk), change).status_code == 302
+
+
+def test_staff_set_no_password_of_an_existing_account(world):
+    """Binding an account that has no role yet into one's own project must not make it one's
+    own: setting the password of an existing account is a platform admin's (or its owner's),
+    never a project admin's, or a bind followed by a reset takes the account over."""
+    client, _ops = staff_client(world, every_permission=False)
+    loner = get_user_model().objects.create_user("loner", password=PASSWORD)
+    password = loner.password
+    RoleBinding.objects.create(user=loner, project=world.demo, role=builtin_role("viewer"))
+    page = reverse("admin:auth_user_password_change", args=[loner.pk])
+    new = {"password1": "taken-2026-x", "password2": "taken-2026-x", "usable_password": "true"}
+    assert client.get(page).status_code == 403
+    assert client.post(page, new).status_code == 403
+    loner.refresh_from_db()
+    assert loner.password == password
+    root = Client()
+    root.force_login(get_user_model().objects.create_superuser("root", password=PASSWORD))
+    assert root.post(page, new).status_code == 302  # a platform admin still can
