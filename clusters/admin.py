@@ -1,11 +1,13 @@
-"""Operators' view of clusters. Status is never edited here: the actions call the services,
-so the admin obeys every rule the console does (and is audited the same way)."""
+"""Operators' view of clusters. Status is never edited here: the actions are the
+``clusters.operations`` calls the console and the API make, so the admin obeys every rule
+they do and leaves the same Operation and audit event. 지금 복구 is the reconciler's repair,
+which no other surface offers."""
 
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
 
-from clusters import progress, services
+from clusters import operations, progress
 from clusters.models import (
     Operation,
     OperationItem,
@@ -20,11 +22,12 @@ from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 
-def run_service(modeladmin, request, queryset, service, done):
+def run_each(modeladmin, request, queryset, action, done):
+    """``action(pk, actor=…)`` for each selected row; each refusal is reported on its own."""
     ok = 0
     for obj in queryset:
         try:
-            service(obj.pk, actor=request.user)
+            action(obj.pk, actor=request.user)
             ok += 1
         except RuleViolation as exc:
             modeladmin.message_user(request, f"{obj}: {exc.message}", messages.ERROR)
@@ -108,21 +111,23 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
 
     @admin.action(description=_("클러스터 시작"))
     def start(self, request, queryset):
-        run_service(
-            self, request, queryset, services.start_cluster, _("%(count)d개 시작을 요청했습니다.")
+        run_each(
+            self,
+            request,
+            queryset,
+            operations.start_cluster_op,
+            _("%(count)d개 시작을 요청했습니다."),
         )
 
     @admin.action(description=_("클러스터 중지"))
     def stop(self, request, queryset):
-        run_service(
-            self, request, queryset, services.stop_cluster, _("%(count)d개를 중지했습니다.")
+        run_each(
+            self, request, queryset, operations.stop_cluster_op, _("%(count)d개를 중지했습니다.")
         )
 
     @admin.action(description=_("지금 복구 (강제 조정)"))
     def force_reconcile(self, request, queryset):
-        run_service(
-            self, request, queryset, progress.repair_cluster, _("%(count)d개를 조정했습니다.")
-        )
+        run_each(self, request, queryset, progress.repair_cluster, _("%(count)d개를 조정했습니다."))
 
 
 @admin.register(SimulatorCapacity)

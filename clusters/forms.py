@@ -2,10 +2,9 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import ClusterStatus
-from clusters.services import offered_fabrics
 from portal.kernel import NAME_MAX, parse_id
 from portal.listing import ListFilterForm, choice_rank
-from vms.models import FabricOffering, FabricType, InstanceType, Zone
+from vms.models import FabricOffering, FabricType, InstanceType, Zone, offered_fabrics
 
 
 class ClusterCreateForm(forms.Form):

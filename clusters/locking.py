@@ -8,10 +8,11 @@ last: the simulator's pool row, or the libvirt backend's GPU host rows of the zo
 from typing import TYPE_CHECKING
 
 from clusters.models import VirtualCluster
-from portal.errors import ClusterChanging, ClusterNotFound, VmNotFound
+from portal.errors import ClusterChanging, VmNotFound
 from portal.kernel import Actor, check_perm, require_id
+from portal.models import readable
 from portal.permissions import Perm
-from vms.models import VirtualMachine, VmStatus
+from vms.models import VirtualMachine
 
 if TYPE_CHECKING:
     from clusters.backends.base import FabricAddress
@@ -44,13 +45,8 @@ def lock_cluster(
 ) -> VirtualCluster:
     """The cluster row, locked; ClusterNotFound unless the actor may read it, then
     ``PermissionRequired`` unless the actor holds ``permission`` on it."""
-    cluster = (
-        VirtualCluster.objects.select_for_update()
-        .filter(pk=require_id(cluster_id, ClusterNotFound))
-        .first()
-    )
-    if cluster is None or (actor is not None and not actor.has_perm(Perm.CLUSTER_READ, cluster)):
-        raise ClusterNotFound()
+    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).select_for_update()
+    cluster = cluster.get_or_404(cluster_id)
     if att is not None:
         att.about(cluster)
     check_perm(actor, permission, cluster)
@@ -61,14 +57,8 @@ def lock_members(cluster: VirtualCluster) -> list[VirtualMachine]:
     return list(VirtualMachine.objects.select_for_update().filter(cluster=cluster).order_by("pk"))
 
 
-def lock_vm(
-    vm_id: object, actor: Actor, permission: str, att: "Attempt | None" = None
-) -> VirtualMachine:
-    vm = VirtualMachine.objects.select_for_update().filter(pk=require_id(vm_id, VmNotFound)).first()
-    if vm is None or vm.status == VmStatus.DELETED:
-        raise VmNotFound()
-    if actor is not None and not actor.has_perm(Perm.VM_READ, vm):
-        raise VmNotFound()
+def lock_vm(vm_id, actor, permission, att=None) -> VirtualMachine:
+    vm = readable(actor, Perm.VM_READ, VirtualMachine).select_for_update().get_or_404(vm_id)
     if att is not None:
         att.about(vm)
     check_perm(actor, permission, vm)

@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
 from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType, InstanceType, VirtualMachine, Zone
@@ -99,6 +100,8 @@ class ClusterOp(models.TextChoices):
 
 
 class VirtualClusterQuerySet(ProjectScopedQuerySet):
+    not_found = ClusterNotFound
+
     def alive(self):
         return self.exclude(status=S.DELETED)
 
@@ -234,7 +237,8 @@ class Operation(LastErrorMixin, models.Model):
         START_VM = "start_vm", _("가상머신 시작")
         STOP_VM = "stop_vm", _("가상머신 중지")
         DELETE_VM = "delete_vm", _("가상머신 삭제")
-        UPDATE = "update", _("변경")
+        UPDATE = "update", _("클러스터 이름 변경")
+        RENAME_VM = "rename_vm", _("가상머신 이름 변경")
         REPLACE = "replace", _("교체")
         VALIDATE = "validate", _("클러스터 검증")
 

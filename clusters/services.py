@@ -38,13 +38,14 @@ from clusters.models import (
     STOPPABLE,
     ClusterOp,
     ClusterStatus,
+    MemberStates,
     VirtualCluster,
 )
-from clusters.models import MemberStates as MemberStates  # the views import it from here
 from portal.audit import attempt
 from portal.errors import (
     AlreadyMember,
     BackendError,
+    CapacityUnavailable,
     ClusterChanging,
     ClusterNotFound,
     FabricNotOffered,
@@ -62,8 +63,6 @@ from portal.errors import (
     ZoneRequired,
 )
 from portal.kernel import (
-    Actor,
-    Refusal,
     check_perm,
     id_for_lookup,
     permission_refusal,
@@ -72,16 +71,15 @@ from portal.kernel import (
     set_status,
     validate_name,
 )
-from portal.models import Project
 from portal.permissions import Perm
 from vms.models import (
     BillingType,
-    FabricOffering,
     FabricType,
     InstanceType,
     VirtualMachine,
     VmStatus,
     Zone,
+    offered_fabrics,
 )
 
 log = logging.getLogger(__name__)
@@ -89,11 +87,11 @@ log = logging.getLogger(__name__)
 S = ClusterStatus
 
 
-def queue_advance(cluster: VirtualCluster) -> None:
+def queue_advance(cluster) -> None:
     queue_after_commit(tasks.advance_cluster, cluster.pk, cluster.generation)
 
 
-def queue_release(cluster: VirtualCluster) -> None:
+def queue_release(cluster) -> None:
     queue_after_commit(tasks.release_cluster, cluster.pk)
 
 
@@ -101,7 +99,7 @@ def queue_release(cluster: VirtualCluster) -> None:
 # The rules, each once
 
 
-def start_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
+def start_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 start and §5.4: from 미할당/종료됨, with at least 2 members."""
     if cluster.status not in STARTABLE:
         return InvalidTransition()
@@ -110,7 +108,7 @@ def start_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolati
     return None
 
 
-def stop_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
+def stop_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 stop and §5.5: not while a member runs or is in transition."""
     if cluster.status not in STOPPABLE:
         return InvalidTransition()
@@ -119,7 +117,7 @@ def stop_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolatio
     return None
 
 
-def delete_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
+def delete_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 delete: from 미할당/종료됨, all members stopped."""
     if cluster.status not in DELETABLE:
         return InvalidTransition()
@@ -128,7 +126,29 @@ def delete_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolat
     return None
 
 
-def vm_attach_refusal(vm: VirtualMachine) -> RuleViolation | None:
+def create_refusal(project, name, zone, instance_type, fabric_type) -> RuleViolation | None:
+    """SPEC §5.7: a zone, an instance type offering ``fabric_type`` there, and a name no
+    live cluster of the project has (``name`` already passed the name rule)."""
+    if zone is None:
+        return ZoneRequired()
+    if instance_type is None:
+        return InstanceTypeRequired()
+    if fabric_type not in FabricType.values:
+        return FabricRequired()
+    if fabric_type not in offered_fabrics(zone.pk, instance_type.pk):
+        return FabricNotOffered()
+    return rename_refusal(VirtualCluster(project=project), name)
+
+
+def rename_refusal(cluster, name) -> RuleViolation | None:
+    """Not a deleted cluster; a name no other live cluster of its project has."""
+    if cluster.status == S.DELETED:
+        return InvalidTransition()
+    taken = VirtualCluster.objects.alive().filter(project_id=cluster.project_id, name=name)
+    return NameTaken() if taken.exclude(pk=cluster.pk).exists() else None
+
+
+def vm_attach_refusal(vm) -> RuleViolation | None:
     """What refuses ``vm`` for any cluster (SPEC §5.1-2): spot or DR, or not stopped."""
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
         return SpotOrDrVm()
@@ -137,7 +157,7 @@ def vm_attach_refusal(vm: VirtualMachine) -> RuleViolation | None:
     return None
 
 
-def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation | None:
+def attach_refusal(vm, cluster) -> RuleViolation | None:
     """SPEC §5.1-3: same project; the VM in no cluster; membership open; an on-demand or
     reserved VM, stopped, of the cluster's zone and instance type."""
     if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
@@ -154,9 +174,7 @@ def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation
     return None
 
 
-def detach_refusal(
-    vm: VirtualMachine, cluster: VirtualCluster | None, members: MemberStates
-) -> RuleViolation | None:
+def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §5.3: a stopped member, membership open, and a running cluster keeps 2."""
     if cluster is None:
         return NotMember()
@@ -173,29 +191,37 @@ def detach_refusal(
 # Preflights: the refusal an action would raise now (or None), changing nothing
 
 
-def preflight_start(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
+def preflight_start(actor, cluster, members: MemberStates) -> RuleViolation | None:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or start_refusal(
         cluster, members
     )
 
 
-def preflight_stop(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
+def preflight_stop(actor, cluster, members: MemberStates) -> RuleViolation | None:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or stop_refusal(cluster, members)
 
 
-def preflight_delete(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
+def preflight_delete(actor, cluster, members: MemberStates) -> RuleViolation | None:
     return permission_refusal(actor, Perm.CLUSTER_DELETE, cluster) or delete_refusal(
         cluster, members
     )
 
 
-def preflight_attach(actor: Actor, vm: VirtualMachine, cluster: VirtualCluster) -> Refusal:
+def preflight_create(actor, project, name, zone, instance_type, fabric_type):
+    return permission_refusal(actor, Perm.CLUSTER_CREATE, project) or create_refusal(
+        project, name, zone, instance_type, fabric_type
+    )
+
+
+def preflight_rename(actor, cluster, name) -> RuleViolation | None:
+    return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or rename_refusal(cluster, name)
+
+
+def preflight_attach(actor, vm, cluster) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or attach_refusal(vm, cluster)
 
 
-def preflight_detach(
-    actor: Actor, vm: VirtualMachine, cluster: VirtualCluster | None, members: MemberStates
-) -> RuleViolation | None:
+def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation | None:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or detach_refusal(vm, cluster, members)
 
 
@@ -203,29 +229,11 @@ def preflight_detach(
 # User actions
 
 
-def offered_fabrics(zone_id: int, instance_type_id: int) -> list[str]:
-    return list(
-        FabricOffering.objects.filter(zone_id=zone_id, instance_type_id=instance_type_id)
-        .order_by("fabric")
-        .values_list("fabric", flat=True)
-        .distinct()
-    )
-
-
 def create_cluster(
-    *,
-    actor: Actor,
-    project: Project,
-    name: str | None,
-    zone_id: object,
-    instance_type_id: object,
-    fabric_type: str | None,
+    *, actor, project, name, zone_id, instance_type_id, fabric_type
 ) -> VirtualCluster:
-    """Create an empty cluster in 준비중; a task moves it to 미할당.
-
-    Rules: CREATE permission in ``project``; a valid name unique among the project's
-    non-deleted clusters; the instance type offers ``fabric_type`` in the zone (SPEC §5.7).
-    """
+    """Create an empty cluster in 준비중 (a task moves it to 미할당): CREATE permission in
+    ``project``, the name rule, then ``create_refusal``."""
     with attempt("cluster.create", actor=actor, target_type="cluster") as att:
         att.project_id = project.pk
         att.target_name = str(name or "")[:100]
@@ -233,17 +241,8 @@ def create_cluster(
         name = validate_name(name)
         att.target_name = name
         zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
-        if zone is None:
-            raise ZoneRequired()
         instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
-        if instance_type is None:
-            raise InstanceTypeRequired()
-        if fabric_type not in FabricType.values:
-            raise FabricRequired()
-        if fabric_type not in offered_fabrics(zone.pk, instance_type.pk):
-            raise FabricNotOffered()
-        if VirtualCluster.objects.alive().filter(project=project, name=name).exists():
-            raise NameTaken()
+        raise_if(create_refusal(project, name, zone, instance_type, fabric_type))
         cluster = VirtualCluster(
             project=project,
             name=name,
@@ -265,7 +264,7 @@ def create_cluster(
     return cluster
 
 
-def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
+def start_cluster(cluster_id, *, actor) -> VirtualCluster:
     """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members."""
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
@@ -281,7 +280,7 @@ def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     return cluster
 
 
-def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
+def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
     """실행중/할당됨/대기중 → 종료됨, releasing the fabric. Refused while a member runs."""
     with attempt("cluster.stop", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
@@ -297,7 +296,7 @@ def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     return cluster
 
 
-def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
+def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
     """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_DELETE, att)
@@ -313,12 +312,9 @@ def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     return cluster
 
 
-def attach_vm(vm_id: object, cluster_id: object, *, actor: Actor) -> VirtualMachine:
-    """Make a stopped on-demand/reserved VM of the cluster's zone and type a member.
-
-    Rules (SPEC §5.1-3, ``attach_refusal``): VM UPDATE and cluster READ. Attaching to a
-    running cluster reserves its node with the backend (or refuses with the capacity error).
-    """
+def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
+    """Make a stopped on-demand/reserved VM of the cluster's zone and type a member: VM
+    UPDATE and cluster READ, ``attach_refusal`` (SPEC §5.1-3), then ``reserve_node``."""
     with attempt("vm.attach", actor=actor, target_type="vm") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
         vm = lock_vm(vm_id, actor, Perm.VM_UPDATE, att)
@@ -326,14 +322,25 @@ def attach_vm(vm_id: object, cluster_id: object, *, actor: Actor) -> VirtualMach
             att.message = cluster.name
             att.cluster_id = cluster.pk
         raise_if(attach_refusal(vm, cluster) or hold_refusal(vm))
-        if cluster.status == S.RUNNING:
-            # A running cluster's fabric grows with it: reserve the node (or refuse) now.
-            get_backend().allocate(cluster, len(lock_members(cluster)) + 1)
+        members = len(lock_members(cluster)) if cluster.status == S.RUNNING else 0
+        raise_if(reserve_node(cluster, members))
         join(vm, cluster)
     return vm
 
 
-def join(vm: VirtualMachine, cluster: VirtualCluster, rank: int | None = None) -> None:
+def reserve_node(cluster, members: int) -> RuleViolation | None:
+    """An attach's step once the rules said yes: a running cluster's fabric grows with it,
+    so member ``members + 1``'s node is reserved now, or its capacity or backend error."""
+    if cluster.status != S.RUNNING:
+        return None
+    try:
+        get_backend().allocate(cluster, members + 1)
+    except (CapacityUnavailable, BackendError) as exc:
+        return exc
+    return None
+
+
+def join(vm, cluster, rank: int | None = None) -> None:
     """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks).
 
     The VM takes ``rank`` (a 교체 spare: the replaced member's) or the lowest node rank no
@@ -346,12 +353,11 @@ def join(vm: VirtualMachine, cluster: VirtualCluster, rank: int | None = None) -
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
 
 
-def leave(vm: VirtualMachine) -> None:
+def leave(vm) -> None:
     """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks).
     The backend takes back the member's fabric devices; if it cannot now, its next start
     (defined from the VM's current membership) and the next allocation do."""
     cluster = vm.cluster
-    assert cluster is not None  # only a member leaves
     vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
@@ -361,7 +367,7 @@ def leave(vm: VirtualMachine) -> None:
         log.warning("backend kept %s's devices of cluster %s for now", vm.pk, cluster.pk)
 
 
-def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
+def detach_vm(vm_id, *, actor) -> VirtualMachine:
     """Take a stopped VM out of its cluster; a running cluster keeps at least 2 members."""
     with attempt("vm.detach", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
@@ -374,19 +380,15 @@ def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     return vm
 
 
-def rename_cluster(cluster_id: object, *, actor: Actor, name: str | None) -> VirtualCluster:
-    """A new name, by the name rule, unique among the project's live clusters (CLUSTER UPDATE).
-    Zone, type and fabric never change (SPEC §5.7): only the name is editable."""
+def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
+    """A new name, by the name rule and ``rename_refusal`` (CLUSTER UPDATE). Zone, type and
+    fabric never change (SPEC §5.7): only the name is editable."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         name = validate_name(name)
         if name == cluster.name:
             return cluster
-        if cluster.status == S.DELETED:
-            raise InvalidTransition()
-        taken = VirtualCluster.objects.alive().filter(project_id=cluster.project_id, name=name)
-        if taken.exists():
-            raise NameTaken()
+        raise_if(rename_refusal(cluster, name))
         att.message = f"{cluster.name} → {name}"
         cluster.name = name
         try:

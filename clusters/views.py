@@ -1,8 +1,9 @@
 """컴퓨트 > 가상 클러스터: list, create, detail tabs and the start/stop/delete actions.
 
-Every lookup goes through ``restrict(user, permission)``: outside it is a 404. State changes
-call ``clusters.services``; a refusal (``RuleViolation``) is shown in place by
-``portal.middleware.RuleViolationMiddleware`` or, for forms, as a field error.
+Every lookup goes through ``restrict(user, permission)``: outside it is a 404. Every change
+is a ``clusters.operations`` call, as on the API, so it leaves the same Operation; a refusal
+(``RuleViolation``) is shown in place by ``portal.middleware.RuleViolationMiddleware`` or,
+for forms, as a field error.
 """
 
 from django.contrib import messages
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from clusters import services, views_members
+from clusters import operations, services, views_members
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
 from clusters.launch import RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
@@ -140,21 +141,13 @@ def cluster_create(request):
         check_perm(request.user, Perm.CLUSTER_CREATE, project)
         form = ClusterCreateForm(initial=request.GET.dict() if request.htmx else None)
         return _render_create(request, form)
+    # Who may not create is refused (and audited) whatever the form says.
+    operations.require_create_cluster(request.user, project, request.POST.get("name", ""))
     form = ClusterCreateForm(request.POST)
-    if not request.user.has_perm(Perm.CLUSTER_CREATE, project):
-        # Let the service refuse (and audit) a POST without the permission, whatever its data.
-        services.create_cluster(
-            actor=request.user,
-            project=project,
-            name=request.POST.get("name", ""),
-            zone_id=None,
-            instance_type_id=None,
-            fabric_type="",
-        )
     if form.is_valid():
         data = form.cleaned_data
         try:
-            cluster = services.create_cluster(
+            _operation, cluster = operations.create_cluster_op(
                 actor=request.user,
                 project=project,
                 name=data["name"],
@@ -305,9 +298,9 @@ def cluster_hostfile(request, pk):
     return response
 
 
-def _action(request, pk, service, done):
+def _action(request, pk, operation, done):
     cluster = readable_cluster(request, pk)
-    cluster = service(cluster.pk, actor=request.user)
+    _operation, cluster = operation(cluster.pk, actor=request.user)
     if request.htmx:
         response = _render_header(request, readable_cluster(request, cluster.pk), changed=True)
         trigger_client_event(response, "toast", {"message": done})
@@ -319,7 +312,7 @@ def _action(request, pk, service, done):
 @login_required
 @require_POST
 def cluster_start(request, pk):
-    return _action(request, pk, services.start_cluster, _("클러스터 시작을 요청했습니다."))
+    return _action(request, pk, operations.start_cluster_op, _("클러스터 시작을 요청했습니다."))
 
 
 @login_required
@@ -328,14 +321,14 @@ def cluster_stop(request, pk):
     """클러스터 중지; with 멤버 가상머신도 함께 중지, the members first (one Operation)."""
     if request.POST.get("with_members"):
         return views_members.stop_with_members(request, pk)
-    return _action(request, pk, services.stop_cluster, _("클러스터를 중지했습니다."))
+    return _action(request, pk, operations.stop_cluster_op, _("클러스터를 중지했습니다."))
 
 
 @login_required
 @require_POST
 def cluster_delete(request, pk):
     cluster = readable_cluster(request, pk)
-    services.delete_cluster(cluster.pk, actor=request.user)
+    operations.delete_cluster_op(cluster.pk, actor=request.user)
     messages.success(request, _("%(name)s 클러스터를 삭제했습니다.") % {"name": cluster.name})
     url = reverse("clusters:cluster_list")
     if request.htmx:

@@ -17,9 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from clusters import operations
-from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
+from clusters.models import ClusterStatus, OperationItem, VirtualCluster
 from clusters.services import MemberStates, detach_refusal
-from portal.audit import attempt
 from portal.errors import (
     InvalidInput,
     InvalidTransition,
@@ -29,6 +28,7 @@ from portal.errors import (
     VmNotStopped,
 )
 from portal.kernel import check_perm
+from portal.models import readable
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
@@ -39,12 +39,11 @@ OPERATIONS_SHOWN = 20
 
 
 def readable_cluster(request, pk):
-    """Cluster ``pk`` if the user may read it, else 404 (every cluster page starts here)."""
+    """Cluster ``pk`` if the user may read it, else the 404 page (every cluster page starts
+    here)."""
+    clusters = readable(request.user, Perm.CLUSTER_READ, VirtualCluster)
     return get_object_or_404(
-        VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).select_related(
-            "zone", "instance_type", "project", "created_by"
-        ),
-        pk=pk,
+        clusters.select_related("zone", "instance_type", "project", "created_by"), pk=pk
     )
 
 
@@ -256,15 +255,6 @@ def _selected_vm_ids(request) -> list[str] | None:
     return request.POST.getlist("vm") or None
 
 
-def _require_vm_update(request, cluster, kind) -> None:
-    """Who may not update the project's VMs is refused the whole request, audited as the
-    operation would be, before any item is made (the items would each say the same)."""
-    if not request.user.has_perm(Perm.VM_UPDATE, cluster):
-        with attempt(f"operation.{kind}", actor=request.user, target_type="cluster") as att:
-            att.about(cluster)
-            check_perm(request.user, Perm.VM_UPDATE, cluster)
-
-
 # ---------------------------------------------------------------------------------------------
 # The actions
 
@@ -306,7 +296,6 @@ def cluster_attach(request, pk):
     if request.method == "GET":
         check_perm(request.user, Perm.VM_UPDATE, cluster)
         return render(request, template, _attach_context(request, cluster))
-    _require_vm_update(request, cluster, Operation.Kind.ATTACH)
     try:
         operation = operations.attach_many(
             cluster.pk, _selected_vm_ids(request), actor=request.user
@@ -326,7 +315,6 @@ def cluster_attach(request, pk):
 def cluster_detach(request, pk):
     """A member row's 분리: one VM, through the same rule as the VM page's."""
     cluster = readable_cluster(request, pk)
-    _require_vm_update(request, cluster, Operation.Kind.DETACH)
     operation = operations.detach_many(cluster.pk, _selected_vm_ids(request), actor=request.user)
     if not request.htmx:
         return redirect("clusters:operation_detail", pk=operation.pk)
@@ -343,7 +331,6 @@ def cluster_detach(request, pk):
 def cluster_start_members(request, pk):
     """멤버 모두 시작 (no ``vm``) or 선택한 멤버 시작 (the checked ones), one Operation."""
     cluster = readable_cluster(request, pk)
-    _require_vm_update(request, cluster, Operation.Kind.START_MEMBERS)
     operation = operations.start_members(
         cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
     )
@@ -355,7 +342,6 @@ def cluster_start_members(request, pk):
 def cluster_stop_members(request, pk):
     """멤버 모두 중지 / 선택한 멤버 중지, one Operation."""
     cluster = readable_cluster(request, pk)
-    _require_vm_update(request, cluster, Operation.Kind.STOP_MEMBERS)
     operation = operations.stop_members(
         cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
     )

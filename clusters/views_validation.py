@@ -16,6 +16,7 @@ from clusters.validation import display, jobs
 from clusters.validation.rules import preflight_validate
 from clusters.views_members import readable_cluster, shown_reason
 from portal.kernel import parse_id
+from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -96,7 +97,7 @@ def member_replace(request, pk):
         url = reverse("clusters:cluster_members", args=[cluster.pk])
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     member = get_object_or_404(
-        VirtualMachine.objects.restrict(request.user, Perm.VM_READ),
+        readable(request.user, Perm.VM_READ, VirtualMachine),
         pk=parse_id(request.GET.get("member")),
         cluster=cluster,
     )

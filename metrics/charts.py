@@ -67,7 +67,11 @@ AGGREGATES = (
     ("net_tx", "sum", "net_tx"),
     ("fabric_rx", "sum", "fabric_rx"),
     ("fabric_tx", "sum", "fabric_tx"),
+    # How many members reported at all / reported a GPU figure in the bucket.
+    ("reporting", "count", "cpu_util"),
+    ("reporting_gpu", "count", "gpu_util"),
 )
+GPU_PANELS = ("gpu", "gpu-mem")
 
 
 @dataclass
@@ -95,6 +99,19 @@ class ChartData:
         else:
             lines = self.series.values()
         return any(v is not None for line in lines for v in line)
+
+    def no_gpu(self):
+        """Members that reported in the window without any GPU figure (a VM with no GPU):
+        names in per-member mode, else (how many, of how many reporting); None if none."""
+        if self.per_member:
+            series = self.series
+            names = [name for vm_id, name in self.shown
+                     if any(v is not None for v in series["cpu_util"][vm_id])
+                     and all(v is None for v in series["gpu_util"][vm_id])]
+            return names or None
+        reporting = max((v for v in self.series.get("reporting", ()) if v), default=0)
+        with_gpu = max((v for v in self.series.get("reporting_gpu", ()) if v), default=0)
+        return (reporting - with_gpu, reporting) if with_gpu < reporting else None
 
 
 def window_step(window, members, per_member):
@@ -217,6 +234,7 @@ def figures(data, capacity_gbps=None, markers=None):
     x0 = timezone.localtime(data.start).strftime("%Y-%m-%d %H:%M:%S")
     dx = data.step * 1000  # milliseconds on a date axis
     direction = {"rx": _("수신"), "tx": _("송신")}
+    no_gpu = data.no_gpu()
     out = []
     for key, title, y_title, scale, digits, y_range, aggregate, metrics in _panels():
         traces = []
@@ -250,8 +268,22 @@ def figures(data, capacity_gbps=None, markers=None):
             traces.append(_markers(markers[key], y_range))
         figure = {"data": traces, "layout": layout}
         out.append({"id": key, "title": title, "figure": figure,
+                    "note": _no_gpu_note(no_gpu) if key in GPU_PANELS else None,
                     "json": script_safe(pio.to_json(figure, validate=False, engine="orjson"))})
     return out
+
+
+def _no_gpu_note(no_gpu):
+    """What a GPU chart says of members that report no GPU (their lines are empty, not 0)."""
+    if not no_gpu:
+        return None
+    if isinstance(no_gpu, list):
+        return _("GPU를 보고하지 않는 멤버: %(names)s") % {"names": ", ".join(no_gpu)}
+    missing, reporting = no_gpu
+    if missing == reporting:
+        return _("멤버가 GPU를 보고하지 않습니다 (GPU가 없는 VM)")
+    return _("멤버 %(total)d대 중 %(count)d대가 GPU를 보고하지 않습니다") % {
+        "total": reporting, "count": missing}
 
 
 _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
 from metrics import charts, errors, events, ingest, services, straggler
+from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
@@ -57,7 +58,7 @@ def ingest_samples(request):
 @csrf_exempt
 @require_POST
 def ingest_check(request):
-    """Which VM this token writes for (``metrics.agent --check``); nothing is stored."""
+    """Which VM this token writes for (``vc-metrics-agent --check``); nothing is stored."""
     try:
         vm_id = ingest.authenticate(request)
     except errors.IngestError as error:
@@ -67,7 +68,7 @@ def ingest_check(request):
 
 def agent_command(request, token="<TOKEN>"):
     url = request.build_absolute_uri(reverse("metrics:ingest"))
-    return f"python -m metrics.agent --url {url} --token {token}"
+    return f"vc-metrics-agent --url {url} --token {token}"
 
 
 @never_cache
@@ -75,8 +76,7 @@ def agent_command(request, token="<TOKEN>"):
 @require_POST
 def vm_token_rotate(request, pk):
     """Issue or rotate VM ``pk``'s agent token and show it, once."""
-    vms = VirtualMachine.objects.restrict(request.user, Perm.VM_READ).alive()
-    vm = get_object_or_404(vms, pk=pk)
+    vm = get_object_or_404(readable(request.user, Perm.VM_READ, VirtualMachine), pk=pk)
     vm, token = services.rotate_token(vm.pk, actor=request.user)
     template = "metrics/vm_token.html#token" if request.htmx else "metrics/vm_token.html"
     context = {"vm": vm, "token": token, "command": agent_command(request, token)}
@@ -88,8 +88,7 @@ def vm_token_rotate(request, pk):
 def cluster_charts(request, pk):
     """The 메트릭 tab of cluster ``pk``: the whole panel, or only its figures (``#body``) when
     the range controls or the 30-second refresh ask for them."""
-    clusters = VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ)
-    cluster = get_object_or_404(clusters, pk=pk)
+    cluster = get_object_or_404(readable(request.user, Perm.CLUSTER_READ, VirtualCluster), pk=pk)
     range_key = request.GET.get("range", charts.DEFAULT_RANGE)
     if range_key not in charts.RANGES:
         range_key = charts.DEFAULT_RANGE

@@ -13,12 +13,13 @@ from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from portal.api.tokens import revoke_tokens
-from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding
-from portal.permissions import Perm
+from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding, project_permissions
+from portal.permissions import ALL_PERMISSIONS, Perm
 
 admin.site.site_header = _("GPU 클라우드 콘솔")
 admin.site.site_title = _("GPU 클라우드 콘솔")
@@ -29,14 +30,24 @@ def visible_projects(user) -> QuerySet:
     return Project.objects.visible_to(user)
 
 
+def managed_projects(user) -> QuerySet:
+    """The projects whose rows a staff user may change: where their role holds every
+    permission (a project admin); superusers: all. In their other projects they only look:
+    the model permissions a project admin gets name kinds of rows, not projects."""
+    if user.is_superuser:
+        return Project.objects.all()
+    managed = [pid for pid, perms in project_permissions(user).items() if perms >= ALL_PERMISSIONS]
+    return Project.objects.filter(pk__in=managed)
+
+
 class ProjectChoices:
-    """Forms (and their autocompletes) offer only the staff user's projects, and never the
-    staff user themself as the holder of a role: nobody but a platform admin raises their
-    own privileges."""
+    """Forms offer only the projects the staff user manages, and never the staff user
+    themself as the holder of a role: nobody but a platform admin raises their own
+    privileges."""
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.related_model is Project:
-            kwargs["queryset"] = visible_projects(request.user)
+            kwargs["queryset"] = managed_projects(request.user)
         elif db_field.related_model is get_user_model() and not request.user.is_superuser:
             kwargs["queryset"] = get_user_model().objects.exclude(pk=request.user.pk)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
@@ -175,6 +186,11 @@ class ProjectAdmin(ProjectScopedAdmin):
     def scope(self, queryset, user):
         return queryset.visible_to(user)
 
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and (
+            obj is None or managed_projects(request.user).filter(pk=obj.pk).exists()
+        )
+
 
 @admin.register(Role)
 class RoleAdmin(ConsoleAdmin):
@@ -198,10 +214,18 @@ class RoleBindingAdmin(ProjectScopedAdmin):
         return queryset.filter(project__in=visible_projects(user))
 
     def has_change_permission(self, request, obj=None):
-        return super().has_change_permission(request, obj) and not own(request, obj)
+        return super().has_change_permission(request, obj) and manages(request, obj)
 
     def has_delete_permission(self, request, obj=None):
-        return super().has_delete_permission(request, obj) and not own(request, obj)
+        return super().has_delete_permission(request, obj) and manages(request, obj)
+
+
+def manages(request, binding) -> bool:
+    """A binding the staff user may change: in a project they manage, and not their own."""
+    return binding is None or (
+        managed_projects(request.user).filter(pk=binding.project_id).exists()
+        and not own(request, binding)
+    )
 
 
 def own(request, binding) -> bool:
@@ -272,6 +296,7 @@ class ApiTokenAdmin(ProjectScopedAdmin):
 
     @admin.action(description=_("선택한 API 토큰 폐기"), permissions=["change"])
     def revoke(self, request, queryset):
+        queryset = queryset.filter(project__in=managed_projects(request.user))
         count = revoke_tokens(queryset, actor=request.user)
         self.message_user(request, _("API 토큰 %(n)d개를 폐기했습니다.") % {"n": count})
 
@@ -302,7 +327,7 @@ def without_platform_fields(names):
 @admin.register(User)
 class PortalUserAdmin(UserAdmin, ConsoleAdmin):
     """Users are global (a project admin binds existing users), but a staff user changes or
-    deletes only accounts wholly inside their projects: one with a role elsewhere, or a
+    deletes only accounts wholly inside the projects they manage: one with a role elsewhere, or a
     superuser, belongs to someone else too (its password, its bindings). Their own account
     is not one of them (its privileges are a platform admin's to change), and the fields
     that grant anything beyond a project (``PLATFORM_FIELDS``) are neither shown to nor
@@ -338,7 +363,7 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
             return True
         if user.pk == request.user.pk:
             return False
-        elsewhere = user.role_bindings.exclude(project__in=visible_projects(request.user))
+        elsewhere = user.role_bindings.exclude(project__in=managed_projects(request.user))
         return not user.is_superuser and not elsewhere.exists()
 
     def has_change_permission(self, request, obj=None):
@@ -346,3 +371,11 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and self._within_reach(request, obj)
+
+    def user_change_password(self, request, id, form_url=""):
+        """An existing account's password is set by a platform admin or by its owner, never
+        by project staff: binding a user who has no role yet and then resetting the password
+        would take the account over."""
+        if not request.user.is_superuser:
+            raise PermissionDenied
+        return super().user_change_password(request, id, form_url)

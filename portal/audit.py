@@ -9,8 +9,9 @@ from typing import Any
 from django.db import transaction
 
 from portal.errors import RuleViolation
+from portal.kernel import check_perm, permission_refusal
 from portal.middleware import request_ids
-from portal.models import AuditEvent
+from portal.models import AuditEvent, Project
 
 log = logging.getLogger("portal.audit")
 
@@ -124,3 +125,17 @@ def attempt(
     except RuleViolation as exc:
         record(att, AuditEvent.Outcome.REFUSED, exc)
         raise
+
+
+def require_perm(action, actor, permission, obj, *, target_type, target_name="") -> None:
+    """``check_perm`` on ``obj`` (a project, or the cluster a bulk action is about), audited
+    as ``action``: who lacks ``permission`` is refused whole with the event the action
+    itself would record, before anything they sent is read (a form, a list of targets)."""
+    if permission_refusal(actor, permission, obj) is None:
+        return
+    with attempt(action, actor=actor, target_type=target_type) as att:
+        if isinstance(obj, Project):
+            att.project_id, att.target_name = obj.pk, str(target_name or "")[:100]
+        else:
+            att.about(obj)
+        check_perm(actor, permission, obj)

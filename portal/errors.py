@@ -262,6 +262,15 @@ class BackendError(RuleViolation):
     default_message = _("컴퓨트 백엔드 오류로 작업을 완료하지 못했습니다")
 
 
+class GuestImageMissing(BackendError):
+    """The libvirt backend has no guest image to boot (it is built once per host)."""
+
+    code = "guest_image_missing"
+    default_message = _(
+        "게스트 이미지가 없어 VM을 시작할 수 없습니다. 관리자가 manage.py build_guest_image를 "
+        "실행해야 합니다")
+
+
 class TransitionTimedOut(RuleViolation):
     """Stored by the reconciler on a cluster whose step it had to roll back."""
 

@@ -1,5 +1,7 @@
 """Tenancy and access: projects, roles made of SPEC §3 permission strings, bindings, audit."""
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import ValidationError
@@ -7,7 +9,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from portal.errors import RuleViolation
+from portal.errors import NotFound, RuleViolation
+from portal.kernel import parse_id
 from portal.messages import action_label, render_message
 from portal.permissions import Perm
 
@@ -99,15 +102,81 @@ def project_permissions(user):
     return cached
 
 
+def permitted_projects(user, permission) -> list[int] | None:
+    """The projects where ``user``'s role grants ``permission``; None: every project (the
+    system, ``user=None``, and superusers)."""
+    if user is None:
+        return None
+    if not user.is_authenticated or not user.is_active:
+        return []
+    if user.is_superuser:
+        return None
+    return [pid for pid, perms in project_permissions(user).items() if permission in perms]
+
+
 class ProjectScopedQuerySet(models.QuerySet):
+    """Rows of a project, read as NetBox reads them: ``restrict(user, permission)`` keeps the
+    rows the user's role lets them see, and ``readable(user, permission, Model)`` is the one
+    "readable or not found" lookup every page, API call, operation and lock goes through."""
+
+    # What a lookup outside the readable rows raises (a 404 in the user's language).
+    not_found: type[RuleViolation] = NotFound
+    # (user, permission) of ``readable``, carried through every clone for ``shows``.
+    _reader: tuple | None = None
+
+    def _clone(self):
+        clone = super()._clone()
+        clone._reader = self._reader
+        return clone
+
     def restrict(self, user, permission):
         """Only the rows in projects where ``user``'s role grants ``permission``."""
-        if not user.is_authenticated or not user.is_active:
-            return self.none()
-        if user.is_superuser:
-            return self
-        allowed = [pid for pid, perms in project_permissions(user).items() if permission in perms]
-        return self.filter(project_id__in=allowed)
+        if user is None:
+            raise TypeError("restrict() needs a user; readable() takes the system (None)")
+        allowed = permitted_projects(user, permission)
+        return self if allowed is None else self.filter(project_id__in=allowed)
+
+    def findable(self):
+        """The rows a lookup may find at all (a model hides its deleted rows here)."""
+        return self
+
+    def is_findable(self, obj) -> bool:
+        """``findable`` for a row already in hand."""
+        return True
+
+    def readable(self, user, permission):
+        """The findable rows ``user`` may read through ``permission`` (``None``: the system,
+        which reads everything), remembering who reads for ``shows``."""
+        rows = self.findable()
+        rows = rows if user is None else rows.restrict(user, permission)
+        rows._reader = (user, permission)
+        return rows
+
+    def get_or_404(self, pk):
+        """The row ``pk`` among these, or the model's typed not-found error (an id that cannot
+        name a row is not found either, never a DataError)."""
+        pk = parse_id(pk)
+        found = self.filter(pk=pk).first() if pk is not None else None
+        if found is None:
+            raise self.not_found()
+        return found
+
+    def shows(self, obj) -> bool:
+        """Whether ``get_or_404`` would find ``obj``, a row already in hand (read in a batch
+        by id): findable, and in a project the reader may read."""
+        if self._reader is None:
+            raise TypeError("shows() answers for readable(user, permission, Model) only")
+        if obj is None or not self.is_findable(obj):
+            return False
+        user, permission = self._reader
+        allowed = permitted_projects(user, permission)
+        return allowed is None or obj.project_id in allowed
+
+
+def readable(user: Any, permission: str, model: Any) -> Any:
+    """``model``'s rows ``user`` may read through ``permission``: ``.get_or_404(pk)`` finds
+    one or raises the model's not-found error; ``.shows(obj)`` asks the same of a row in hand."""
+    return model.objects.readable(user, permission)
 
 
 class LastErrorMixin(models.Model):

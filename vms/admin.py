@@ -1,12 +1,14 @@
-"""The catalog (edited here) and VMs (status changes only through the services' actions)."""
+"""The catalog (edited here) and VMs (status changes only through ``clusters.operations``,
+as on the console and the API)."""
 
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from clusters.admin import StatusByServicesAdmin, run_service
+from clusters import operations
+from clusters.admin import StatusByServicesAdmin, run_each
 from portal.admin import ConsoleAdmin
 from portal.permissions import Perm
-from vms import progress, services
+from vms import progress
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
 
 
@@ -83,16 +85,16 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
 
     @admin.action(description=_("시작"))
     def start(self, request, queryset):
-        run_service(
-            self, request, queryset, services.start_vm, _("%(count)d대 시작을 요청했습니다.")
+        run_each(
+            self, request, queryset, operations.start_vm_op, _("%(count)d대 시작을 요청했습니다.")
         )
 
     @admin.action(description=_("중지"))
     def stop(self, request, queryset):
-        run_service(
-            self, request, queryset, services.stop_vm, _("%(count)d대 중지를 요청했습니다.")
+        run_each(
+            self, request, queryset, operations.stop_vm_op, _("%(count)d대 중지를 요청했습니다.")
         )
 
     @admin.action(description=_("지금 복구 (강제 조정)"))
     def force_reconcile(self, request, queryset):
-        run_service(self, request, queryset, progress.repair_vm, _("%(count)d대를 조정했습니다."))
+        run_each(self, request, queryset, progress.repair_vm, _("%(count)d대를 조정했습니다."))

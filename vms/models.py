@@ -5,6 +5,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.errors import VmNotFound
 from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
 
@@ -78,6 +79,16 @@ class FabricOffering(models.Model):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
 
 
+def offered_fabrics(zone_id, instance_type_id) -> list[str]:
+    """The fabrics instance type ``instance_type_id`` offers in zone ``zone_id``."""
+    return list(
+        FabricOffering.objects.filter(zone_id=zone_id, instance_type_id=instance_type_id)
+        .order_by("fabric")
+        .values_list("fabric", flat=True)
+        .distinct()
+    )
+
+
 class VmStatus(models.TextChoices):
     STOPPED = "STOPPED", _("중지됨")
     STARTING = "STARTING", _("시작중")
@@ -113,8 +124,18 @@ class BillingType(models.TextChoices):
 
 
 class VirtualMachineQuerySet(ProjectScopedQuerySet):
+    """A deleted VM is gone: no lookup finds it, whoever asks."""
+
+    not_found = VmNotFound
+
     def alive(self):
         return self.exclude(status=VmStatus.DELETED)
+
+    def findable(self):
+        return self.alive()
+
+    def is_findable(self, obj) -> bool:
+        return obj.status != VmStatus.DELETED
 
 
 class VirtualMachine(LastErrorMixin, models.Model):

@@ -26,6 +26,7 @@ from portal.errors import (
 )
 from portal.kernel import (
     Actor,
+    Refusal,
     check_perm,
     id_for_lookup,
     permission_refusal,
@@ -84,6 +85,48 @@ def delete_refusal(vm: VirtualMachine) -> RuleViolation | None:
     return None
 
 
+def create_refusal(
+    project: Project,
+    name: str,
+    zone: Zone | None,
+    instance_type: InstanceType | None,
+    billing_type: str | None,
+) -> RuleViolation | None:
+    """A zone, an instance type offered there, a billing type, and a name no live VM of the
+    project has (``name`` already passed the name rule)."""
+    if zone is None:
+        return ZoneRequired()
+    offered = FabricOffering.objects.filter(zone=zone, instance_type=instance_type)
+    if instance_type is None or not offered.exists():
+        return InstanceTypeNotOffered()
+    if billing_type not in BillingType.values:
+        return BillingTypeRequired()
+    return rename_refusal(VirtualMachine(project=project), name)
+
+
+def rename_refusal(vm: VirtualMachine, name: str) -> RuleViolation | None:
+    """A name no other live VM of its project has."""
+    taken = VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name)
+    return VmNameTaken() if taken.exclude(pk=vm.pk).exists() else None
+
+
+def preflight_create(
+    actor: Actor,
+    project: Project,
+    name: str,
+    zone: Zone | None,
+    instance_type: InstanceType | None,
+    billing_type: str | None,
+) -> Refusal:
+    return permission_refusal(actor, Perm.VM_CREATE, project) or create_refusal(
+        project, name, zone, instance_type, billing_type
+    )
+
+
+def preflight_rename(actor: Actor, vm: VirtualMachine, name: str) -> RuleViolation | None:
+    return permission_refusal(actor, Perm.VM_UPDATE, vm) or rename_refusal(vm, name)
+
+
 def preflight_start(
     actor: Actor, vm: VirtualMachine, cluster: VirtualCluster | None
 ) -> RuleViolation | None:
@@ -110,7 +153,7 @@ def create_vm(
     name: str | None,
     zone_id: object,
     instance_type_id: object,
-    billing_type: str | None,
+    billing_type: str,
     disaster_recovery: bool = False,
 ) -> VirtualMachine:
     """Create a stopped VM (중지됨) with a private IP from the backend."""
@@ -120,18 +163,8 @@ def create_vm(
         check_perm(actor, Perm.VM_CREATE, project)
         name = validate_name(name)
         zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
-        if zone is None:
-            raise ZoneRequired()
         instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
-        if (
-            instance_type is None
-            or not FabricOffering.objects.filter(zone=zone, instance_type=instance_type).exists()
-        ):
-            raise InstanceTypeNotOffered()
-        if billing_type not in BillingType.values:
-            raise BillingTypeRequired()
-        if VirtualMachine.objects.alive().filter(project=project, name=name).exists():
-            raise VmNameTaken()
+        raise_if(create_refusal(project, name, zone, instance_type, billing_type))
         vm = VirtualMachine(
             project=project,
             name=name,
@@ -158,8 +191,7 @@ def rename_vm(vm_id: object, *, actor: Actor, name: str | None) -> VirtualMachin
         name = validate_name(name)
         if name == vm.name:
             return vm
-        if VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name).exists():
-            raise VmNameTaken()
+        raise_if(rename_refusal(vm, name))
         att.message = f"{vm.name} → {name}"
         vm.name = name
         try:

@@ -1,4 +1,7 @@
-"""컴퓨트 > 가상머신: list, create, the edit page with its 클러스터 section, start/stop/delete."""
+"""컴퓨트 > 가상머신: list, create, the edit page with its 클러스터 section, start/stop/delete.
+
+Every change is a ``clusters.operations`` call, as on the API, so it leaves the same
+Operation; lookups go through ``readable`` (outside it, the 404 page)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,9 +18,9 @@ from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
 from portal.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
 from portal.kernel import check_perm
+from portal.models import readable
 from portal.permissions import Perm
 from portal.rendering import render_form
-from vms import services
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.models import VM_TRANSITIONAL, VirtualMachine
 
@@ -25,11 +28,9 @@ PAGE_SIZE = 50
 
 
 def _vm(request, pk):
+    vms = readable(request.user, Perm.VM_READ, VirtualMachine)
     return get_object_or_404(
-        VirtualMachine.objects.restrict(request.user, Perm.VM_READ)
-        .alive()
-        .select_related("zone", "instance_type", "cluster", "project"),
-        pk=pk,
+        vms.select_related("zone", "instance_type", "cluster", "project"), pk=pk
     )
 
 
@@ -115,17 +116,9 @@ def vm_create(request):
         check_perm(request.user, Perm.VM_CREATE, project)
         form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters)
         return _render_create(request, form)
+    # Who may not create is refused (and audited) whatever the form says.
+    operations.require_create_vms(request.user, project, request.POST.get("name", ""))
     form = VmCreateForm(request.POST, clusters=clusters)
-    if not request.user.has_perm(Perm.VM_CREATE, project):
-        # Let the service refuse (and audit) a POST without the permission, whatever its data.
-        services.create_vm(
-            actor=request.user,
-            project=project,
-            name=request.POST.get("name", ""),
-            zone_id=None,
-            instance_type_id=None,
-            billing_type="",
-        )
     if form.is_valid():
         try:
             url = _create(request, project, form.cleaned_data)
@@ -149,13 +142,14 @@ def _create(request, project, data) -> str:
         "disaster_recovery": data["disaster_recovery"],
     }
     cluster = data["cluster"]
-    if data["count"] == 1 and cluster is None:
-        vm = services.create_vm(**fields)
-        messages.success(request, _("%(name)s 가상머신을 생성했습니다.") % {"name": vm.name})
-        return reverse("vms:vm_edit", args=[vm.pk])
     operation = operations.create_vms(
         **fields, count=data["count"], cluster_id=cluster.pk if cluster else None
     )
+    if data["count"] == 1 and cluster is None:
+        vm = operation.items.get().vm
+        assert vm is not None  # the one VM just created
+        messages.success(request, _("%(name)s 가상머신을 생성했습니다.") % {"name": vm.name})
+        return reverse("vms:vm_edit", args=[vm.pk])
     messages.success(request, _("가상머신 %(n)d대를 생성했습니다.") % {"n": data["count"]})
     failed = operation.items.filter(status=OperationItem.Status.FAILED)
     if failed.exists():
@@ -240,7 +234,7 @@ def vm_edit(request, pk):
     saved = False
     if form.is_valid():
         try:
-            vm = services.rename_vm(vm.pk, actor=request.user, name=form.cleaned_data["name"])
+            operations.rename_vm_op(vm.pk, actor=request.user, name=form.cleaned_data["name"])
             saved = True
         except InvalidInput as exc:
             form.add_error("name", exc.message)
@@ -264,10 +258,10 @@ def vm_cluster(request, pk):
         try:
             if form.cleaned_data["action"] == VmClusterForm.ATTACH:
                 cluster = form.cleaned_data["cluster"]
-                cluster_services.attach_vm(vm.pk, cluster.pk, actor=request.user)
+                operations.attach_vm_op(vm.pk, cluster.pk, actor=request.user)
                 done = _("%(cluster)s 클러스터에 연결했습니다.") % {"cluster": cluster.name}
             else:
-                cluster_services.detach_vm(vm.pk, actor=request.user)
+                operations.detach_vm_op(vm.pk, actor=request.user)
                 done = _("클러스터에서 분리했습니다.")
             status = 200
         except RuleViolation as exc:
@@ -282,9 +276,9 @@ def vm_cluster(request, pk):
     return render(request, template, context, status=status)
 
 
-def _vm_action(request, pk, service, done):
+def _vm_action(request, pk, operation, done):
     vm = _vm(request, pk)
-    service(vm.pk, actor=request.user)
+    operation(vm.pk, actor=request.user)
     if request.htmx:
         response = _render_status(request, pk)
         trigger_client_event(response, "cluster-changed")
@@ -300,20 +294,20 @@ def _vm_action(request, pk, service, done):
 @login_required
 @require_POST
 def vm_start(request, pk):
-    return _vm_action(request, pk, services.start_vm, _("%(name)s 시작을 요청했습니다."))
+    return _vm_action(request, pk, operations.start_vm_op, _("%(name)s 시작을 요청했습니다."))
 
 
 @login_required
 @require_POST
 def vm_stop(request, pk):
-    return _vm_action(request, pk, services.stop_vm, _("%(name)s 중지를 요청했습니다."))
+    return _vm_action(request, pk, operations.stop_vm_op, _("%(name)s 중지를 요청했습니다."))
 
 
 @login_required
 @require_POST
 def vm_delete(request, pk):
     vm = _vm(request, pk)
-    services.delete_vm(vm.pk, actor=request.user)
+    operations.delete_vm_op(vm.pk, actor=request.user)
     messages.success(request, _("%(name)s 가상머신을 삭제했습니다.") % {"name": vm.name})
     url = reverse("vms:vm_list")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

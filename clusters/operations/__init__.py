@@ -19,13 +19,23 @@ from clusters.operations.fanout import (
     watch,
     watch_stale,
 )
-from clusters.operations.membership import attach_many, create_vms, detach_many
+from clusters.operations.membership import attach_many, create_vms, detach_many, require_create_vms
 from clusters.operations.reads import attach_candidates, visible_operations
-from clusters.operations.replace import advance_replace, replace_member, replace_refusal
+from clusters.operations.replace import (
+    advance_replace,
+    preflight_replace,
+    replace_member,
+    replace_refusal,
+)
 from clusters.operations.single import (
+    attach_vm_op,
     create_cluster_op,
     delete_cluster_op,
     delete_vm_op,
+    detach_vm_op,
+    rename_cluster_op,
+    rename_vm_op,
+    require_create_cluster,
     start_cluster_op,
     start_vm_op,
     stop_cluster_op,
@@ -35,12 +45,19 @@ from clusters.operations.validate import rank_order, start_validation, watch_val
 
 __all__ = [
     "attach_candidates",
+    "attach_vm_op",
     "attach_many",
     "create_cluster_op",
     "create_vms",
     "delete_cluster_op",
     "delete_vm_op",
     "detach_many",
+    "detach_vm_op",
+    "preflight_replace",
+    "rename_cluster_op",
+    "rename_vm_op",
+    "require_create_cluster",
+    "require_create_vms",
     "advance_replace",
     "replace_member",
     "replace_refusal",

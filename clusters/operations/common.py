@@ -11,7 +11,7 @@ from clusters.models import (
     OperationItem,
     VirtualCluster,
 )
-from portal.audit import Attempt, attempt
+from portal.audit import Attempt, attempt, require_perm
 from portal.errors import (
     IdempotencyConflict,
     RuleViolation,
@@ -19,7 +19,8 @@ from portal.errors import (
     TooManyTargets,
     VmNotFound,
 )
-from portal.kernel import Actor, parse_id, permission_refusal
+from portal.kernel import Actor, id_for_lookup, parse_id, permission_refusal
+from portal.models import readable
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
@@ -108,9 +109,7 @@ def _succeed(item: OperationItem) -> OperationItem:
 def _vm_refusal(actor: Actor, vm: VirtualMachine | None, permission: str) -> RuleViolation | None:
     """Who may not touch ``vm`` is refused as the single action would be: not found, then
     the permission."""
-    if vm is None or vm.status == VmStatus.DELETED:
-        return VmNotFound()
-    if actor is not None and not actor.has_perm(Perm.VM_READ, vm):
+    if not readable(actor, Perm.VM_READ, VirtualMachine).shows(vm):
         return VmNotFound()
     return permission_refusal(actor, permission, vm)
 
@@ -125,3 +124,15 @@ def _cluster_attempt(
     action: str, actor: Actor, cluster_id: object
 ) -> AbstractContextManager[Attempt]:
     return attempt(action, actor=actor, target_type="cluster", target_id=parse_id(cluster_id))
+
+
+def _require_vm_update(action: str, actor: Actor, cluster_id: object) -> None:
+    """Who may read the cluster but not update its project's VMs is refused the whole
+    request, up front and audited as the operation, before any target is read or any item
+    made (each item would say the same). An unreadable cluster is left to the operation's
+    own lookup, which refuses it as not found."""
+    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).filter(
+        pk=id_for_lookup(cluster_id)
+    )
+    for found in cluster:
+        require_perm(action, actor, Perm.VM_UPDATE, found, target_type="cluster")

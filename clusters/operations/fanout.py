@@ -32,6 +32,7 @@ from clusters.operations.common import (
     _finish,
     _item,
     _new_operation,
+    _require_vm_update,
     _succeed,
     _target_ids,
     _vm_refusal,
@@ -74,7 +75,8 @@ def _member_operation(
     idempotency: tuple[str, ...] | None,
 ) -> Operation:
     """Start or stop members: who may not update the project's VMs is refused whole, before
-    any item is made (one refusal, not one per member)."""
+    any item is made (one refusal, not one per member), whatever targets were named."""
+    _require_vm_update(f"operation.{kind}", actor, cluster_id)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:

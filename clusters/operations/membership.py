@@ -4,7 +4,6 @@ the fixed order, an item and an audit event per VM."""
 from collections.abc import Callable, Iterable
 
 from clusters import services
-from clusters.backends import get_backend
 from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members
 from clusters.models import (
@@ -20,14 +19,13 @@ from clusters.operations.common import (
     _finish,
     _item,
     _new_operation,
+    _require_vm_update,
     _succeed,
     _target_ids,
     _vm_refusal,
 )
-from portal.audit import Attempt, attempt, build_event, record_many
+from portal.audit import Attempt, attempt, build_event, record_many, require_perm
 from portal.errors import (
-    BackendError,
-    CapacityUnavailable,
     CountInvalid,
     NotMember,
     VmNameTaken,
@@ -61,11 +59,8 @@ def _attach_each(
                 att.message, att.cluster_id = cluster.name, cluster.pk
         if refusal is None and vm is not None:
             refusal = services.attach_refusal(vm, cluster) or hold_refusal(vm)
-        if refusal is None and cluster.status == ClusterStatus.RUNNING:
-            try:  # a running cluster's fabric grows with it: reserve the node now
-                get_backend().allocate(cluster, members + 1)
-            except (CapacityUnavailable, BackendError) as exc:
-                refusal = exc
+        if refusal is None:
+            refusal = services.reserve_node(cluster, members)
         if refusal is None and vm is not None:
             services.join(vm, cluster)
             members += 1
@@ -88,8 +83,9 @@ def _membership_operation(
 ) -> Operation:
     """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
     readable), the operation, ``each(operation, cluster, ids)``, its end and its audit.
-    Who may not update the project's VMs is refused whole here, before any item is made
+    Who may not update the project's VMs is refused whole, before the targets are even read
     (one refusal, one audit row: every item would say the same)."""
+    _require_vm_update(f"operation.{kind}", actor, cluster_id)
     ids = _target_ids(vm_ids)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
@@ -165,6 +161,12 @@ def detach_many(
     )
 
 
+def require_create_vms(actor: Actor, project: Project, name: str | None = "") -> None:
+    """Who may not create VMs in ``project`` is refused (and audited as the create) before
+    the request is read: the create's first check, which the console asks before its form."""
+    require_perm("vm.create", actor, Perm.VM_CREATE, project, target_type="vm", target_name=name)
+
+
 def create_vms(
     *,
     actor: Actor,
@@ -173,13 +175,14 @@ def create_vms(
     count: object,
     zone_id: object,
     instance_type_id: object,
-    billing_type: str | None,
+    billing_type: str,
     disaster_recovery: bool = False,
     cluster_id: object | None = None,
     idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, then
     attach each to ``cluster_id`` if given (an item per VM: created, and attached)."""
+    require_create_vms(actor, project, name)
     number = parse_id(count)
     if number is None or number > MAX_CREATE:
         raise CountInvalid(max=MAX_CREATE)

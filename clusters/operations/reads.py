@@ -1,9 +1,7 @@
 """What the pages and the API read about operations and attach candidates."""
 
-from django.db.models import QuerySet
-
 from clusters import services
-from clusters.models import Operation, VirtualCluster
+from clusters.models import Operation, OperationQuerySet, VirtualCluster
 from portal.errors import RuleViolation
 from portal.kernel import Actor, permission_refusal
 from portal.permissions import Perm
@@ -37,13 +35,14 @@ VM_KINDS = (
     Operation.Kind.STOP_VM,
     Operation.Kind.DELETE_VM,
     Operation.Kind.CREATE_VMS,
+    Operation.Kind.RENAME_VM,
 )
 
 
-def visible_operations(user: Actor) -> QuerySet[Operation]:
+def visible_operations(user: Actor) -> "OperationQuerySet":
     """Operations in the user's projects, newest first: every kind where they may read
     clusters, the VM kinds where they may read VMs."""
     by_cluster = Operation.objects.restrict(user, Perm.CLUSTER_READ)
     by_vm = Operation.objects.restrict(user, Perm.VM_READ).filter(kind__in=VM_KINDS)
-    visible: QuerySet[Operation] = (by_cluster | by_vm).order_by("-created_at", "-id")
+    visible: OperationQuerySet = (by_cluster | by_vm).order_by("-created_at", "-id")
     return visible

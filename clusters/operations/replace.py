@@ -31,13 +31,20 @@ from clusters.operations.common import (
     _finish,
     _item,
     _new_operation,
+    _require_vm_update,
     _succeed,
     _vm_refusal,
 )
 from clusters.operations.fanout import _actor_of
 from portal.audit import Attempt, build_event, record_many
 from portal.broker import publish
-from portal.errors import ClusterChanging, InvalidTransition, NotMember, RuleViolation, VmNotFound
+from portal.errors import (
+    ClusterChanging,
+    InvalidTransition,
+    NotMember,
+    RuleViolation,
+    VmNotFound,
+)
 from portal.kernel import Actor, id_for_lookup, raise_if
 from portal.models import AuditEvent
 from portal.permissions import Perm
@@ -46,20 +53,11 @@ from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 
 def replace_refusal(
-    actor: Actor,
-    cluster: VirtualCluster,
-    member: VirtualMachine | None,
-    spare: VirtualMachine | None,
+    cluster: VirtualCluster, member: VirtualMachine, spare: VirtualMachine
 ) -> RuleViolation | None:
-    """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: either VM unseen or
-    not the actor's to change, the member not in the cluster or on its way somewhere, the
-    spare not attachable (``attach_refusal``, SPEC §5.1-3: the member itself is refused
-    as already a member)."""
-    refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
-        actor, spare, Perm.VM_UPDATE
-    )
-    if refusal is not None or member is None or spare is None:
-        return refusal or VmNotFound()  # (a missing VM is refused above, as not found)
+    """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: the member not in
+    the cluster or on its way somewhere, membership closed, the spare not attachable
+    (``attach_refusal``, SPEC §5.1-3: the member itself is refused as already a member)."""
     if member.cluster_id != cluster.pk:
         return NotMember()
     if cluster.status not in MEMBERSHIP_OPEN:
@@ -67,6 +65,22 @@ def replace_refusal(
     if member.status in VM_TRANSITIONAL:
         return InvalidTransition()
     return services.attach_refusal(spare, cluster)
+
+
+def preflight_replace(
+    actor: Actor,
+    cluster: VirtualCluster,
+    member: VirtualMachine | None,
+    spare: VirtualMachine | None,
+) -> RuleViolation | None:
+    """``replace_refusal`` for ``actor``: either VM unseen (not found) or not theirs to
+    change (the permission) first."""
+    refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
+        actor, spare, Perm.VM_UPDATE
+    )
+    if refusal is not None or member is None or spare is None:
+        return refusal or VmNotFound()  # (a missing VM is refused above, as not found)
+    return replace_refusal(cluster, member, spare)
 
 
 def replace_member(
@@ -78,20 +92,19 @@ def replace_member(
     idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
-    when ``replace_refusal`` says so; otherwise the member is stopped if it runs and the
+    when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is)."""
+    _require_vm_update("operation.replace", actor, cluster_id)
     with _cluster_attempt("operation.replace", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ, att)
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         member = VirtualMachine.objects.filter(pk=id_for_lookup(member_vm_id)).first()
         # Locked: a start, delete or attach of the spare waits for this replace, then sees
         # the hold (``clusters.holds``).
         spare = (
             VirtualMachine.objects.select_for_update().filter(pk=id_for_lookup(spare_vm_id)).first()
         )
-        refusal = replace_refusal(actor, cluster, member, spare)
-        if refusal is not None or member is None or spare is None:
-            raise refusal or VmNotFound()
-        raise_if(hold_refusal(spare))
+        raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
+        assert member is not None and spare is not None  # refused above if missing
         operation = _new_operation(
             K.REPLACE,
             actor=actor,

@@ -1,4 +1,5 @@
-"""Single actions recorded as an Operation (the API answers every change with one)."""
+"""Single actions recorded as an Operation: the console, the API and the admin all change a
+cluster or a VM through these, so every change leaves the same record."""
 
 from collections.abc import Callable
 from typing import Any
@@ -7,11 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
-from clusters.models import (
-    Operation,
-    OperationItem,
-    VirtualCluster,
-)
+from clusters.models import Operation, OperationItem, VirtualCluster
 from clusters.operations.common import (
     K,
     _finish,
@@ -19,17 +16,14 @@ from clusters.operations.common import (
     _succeed,
 )
 from clusters.operations.fanout import stop_cluster_with_members, watch
+from portal.audit import require_perm
 from portal.broker import publish
-from portal.errors import (
-    ClusterNotFound,
-    RuleViolation,
-    VmNotFound,
-)
-from portal.kernel import Actor, id_for_lookup
-from portal.models import Project
+from portal.errors import RuleViolation
+from portal.kernel import Actor
+from portal.models import Project, readable
 from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import VirtualMachine, VmStatus
+from vms.models import VirtualMachine
 
 
 def _single(
@@ -70,30 +64,18 @@ def _single(
     return operation, result
 
 
-def _readable_cluster(cluster_id: object, actor: Actor) -> VirtualCluster:
-    cluster: VirtualCluster | None = VirtualCluster.objects.filter(
-        pk=id_for_lookup(cluster_id)
-    ).first()
-    if cluster is None or (actor is not None and not actor.has_perm(Perm.CLUSTER_READ, cluster)):
-        raise ClusterNotFound()
-    return cluster
-
-
-def _readable_vm(vm_id: object, actor: Actor) -> VirtualMachine:
-    vm: VirtualMachine | None = (
-        VirtualMachine.objects.filter(pk=id_for_lookup(vm_id))
-        .exclude(status=VmStatus.DELETED)
-        .first()
-    )
-    if vm is None or (actor is not None and not actor.has_perm(Perm.VM_READ, vm)):
-        raise VmNotFound()
-    return vm
+def require_create_cluster(actor: Actor, project: Project, name: object = "") -> None:
+    """Who may not create clusters in ``project`` is refused (and audited) before the
+    request is read: the create's first check, which the console asks before its form."""
+    perm = Perm.CLUSTER_CREATE
+    require_perm("cluster.create", actor, perm, project, target_type="cluster", target_name=name)
 
 
 def create_cluster_op(
     *, actor: Actor, project: Project, idempotency: tuple[str, ...] | None = None, **fields: Any
 ) -> tuple[Operation, VirtualCluster]:
     """``services.create_cluster`` as an Operation, done when the cluster is 미할당."""
+    require_create_cluster(actor, project, fields.get("name"))
     operation = _new_operation(
         K.CREATE_CLUSTER, actor=actor, project_id=project.pk, idempotency=idempotency
     )
@@ -116,11 +98,12 @@ def _cluster_op(
     actor: Actor,
     idempotency: tuple[str, ...] | None,
     watch_it: bool,
+    **args: Any,
 ) -> tuple[Operation, Any]:
-    cluster = _readable_cluster(cluster_id, actor)
+    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
     return _single(
         kind,
-        lambda: service(cluster.pk, actor=actor),
+        lambda: service(cluster.pk, actor=actor, **args),
         actor=actor,
         project_id=cluster.project_id,
         cluster=cluster,
@@ -177,6 +160,25 @@ def delete_cluster_op(
     )
 
 
+def rename_cluster_op(
+    cluster_id: object,
+    *,
+    actor: Actor,
+    name: str | None,
+    idempotency: tuple[str, ...] | None = None,
+) -> tuple[Operation, Any]:
+    """``services.rename_cluster`` as an Operation, done at once."""
+    return _cluster_op(
+        K.UPDATE,
+        services.rename_cluster,
+        cluster_id,
+        actor=actor,
+        idempotency=idempotency,
+        watch_it=False,
+        name=name,
+    )
+
+
 def _vm_op(
     kind: str,
     fn: Callable[..., object],
@@ -185,14 +187,16 @@ def _vm_op(
     actor: Actor,
     idempotency: tuple[str, ...] | None,
     watch_it: bool,
+    cluster: VirtualCluster | None = None,
+    **args: Any,
 ) -> tuple[Operation, Any]:
-    vm = _readable_vm(vm_id, actor)
+    vm = readable(actor, Perm.VM_READ, VirtualMachine).get_or_404(vm_id)
     return _single(
         kind,
-        lambda: fn(vm.pk, actor=actor),
+        lambda: fn(vm.pk, actor=actor, **args),
         actor=actor,
         project_id=vm.project_id,
-        cluster=vm.cluster,
+        cluster=cluster or vm.cluster,
         vm=vm,
         idempotency=idempotency,
         watch_it=watch_it,
@@ -226,4 +230,45 @@ def delete_vm_op(
         actor=actor,
         idempotency=idempotency,
         watch_it=False,
+    )
+
+
+def rename_vm_op(
+    vm_id: object, *, actor: Actor, name: str | None, idempotency: tuple[str, ...] | None = None
+) -> tuple[Operation, Any]:
+    """``vms.services.rename_vm`` as an Operation, done at once."""
+    return _vm_op(
+        K.RENAME_VM,
+        vm_services.rename_vm,
+        vm_id,
+        actor=actor,
+        idempotency=idempotency,
+        watch_it=False,
+        name=name,
+    )
+
+
+def attach_vm_op(
+    vm_id: object, cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
+) -> tuple[Operation, Any]:
+    """One VM attached by ``services.attach_vm`` (the VM page's 클러스터 section): refused
+    whole with the rule's error, as the page shows it, or an Operation done at once."""
+    return _vm_op(
+        K.ATTACH,
+        services.attach_vm,
+        vm_id,
+        actor=actor,
+        idempotency=idempotency,
+        watch_it=False,
+        cluster=readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id),
+        cluster_id=cluster_id,
+    )
+
+
+def detach_vm_op(
+    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
+) -> tuple[Operation, Any]:
+    """One VM out of its cluster by ``services.detach_vm`` (the VM page's 분리)."""
+    return _vm_op(
+        K.DETACH, services.detach_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=False
     )

@@ -3,7 +3,7 @@
 moves the run to its next phase and, after the last, writes the verdicts and ends the
 Operation. Everything is keyed by the VM the agent's metrics token belongs to.
 
-The portal parses the raw output itself (``metrics.toolparse``, the agent's own parsers):
+The portal parses the raw output itself (``metrics.vm_agent.toolparse``, the agent's own parsers):
 the figures a verdict is built on are always those of the text stored with it.
 """
 
@@ -17,7 +17,8 @@ from django.utils import timezone
 from clusters.models import OperationItem
 from clusters.validation import verdict
 from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
-from metrics import toolparse
+from metrics.vm_agent import toolparse
+from metrics.vm_agent.agent_jobs import NOT_FOUND
 from portal.audit import Attempt, build_event, record_many
 from portal.models import AuditEvent
 
@@ -100,6 +101,10 @@ def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:
     figures: dict[str, Any] = {}
     errors: list[str] = []
     for out in outputs:
+        if out["exit_code"] == NOT_FOUND:  # the tool is not installed on the member
+            if out["tool"] not in figures.setdefault("missing", []):
+                figures["missing"].append(out["tool"])
+            continue
         try:
             parsed = toolparse.parse(out["tool"], out["stdout"])
         except toolparse.ParseError as exc:

@@ -1,6 +1,8 @@
 """A member's verdict from its run's figures (issue 14 item 3): 정상, 점검 필요 (a figure
 below its threshold but within the margin, or a correctable-error trend), 불량 (a failed
 diag, a missing GPU, a figure far below, a link down), 응답 없음 (its agent did not answer).
+A member without the tools (a guest with no GPU software) is 점검 필요 and says which are
+missing, nothing else being measured there.
 
 Pure functions over plain data (what ``clusters.validation.jobs`` stores), so the rules are
 tested as a table. Each reason is ``{"code", "level", "params"}``; ``reason_text`` puts it in
@@ -52,7 +54,10 @@ REASONS = {
         "기준 %(threshold).0f GB/s의 %(percent).0f%%"
     ),
     "nccl_wrong": _("all_reduce_perf: 결과 값 오류 %(wrong)d건"),
+    "tools_missing": _("%(tools)s가 설치되어 있지 않습니다"),
 }
+# The tools in the order a run uses them (how a member missing several names them).
+TOOLS = ("nvidia-smi", "dcgmi", "ib_write_bw", "all_reduce_perf")
 
 
 def reason_text(reason: dict) -> str:
@@ -232,6 +237,7 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
     reasons: dict[int, list] = {m["id"]: [] for m in members}
     ports, pairs = _Shared(), _Shared()
     everyone: list = []
+    missing: dict = {}
     labels = dict(Kind.choices)
     owned = own_ports(jobs)
     for job in jobs:
@@ -243,6 +249,9 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
             reasons[vm].append(
                 reason("no_answer", Verdict.NO_ANSWER, check=check, seconds=job["timeout"])
             )
+            continue
+        if figures.get("missing"):  # nothing measured: the member lacks the software
+            missing.setdefault(vm, set()).update(figures["missing"])
             continue
         failed = job["status"] == JobStatus.FAILED
         if kind == Kind.GPU:
@@ -291,6 +300,9 @@ def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -
                     nodes=len(members),
                 )
             )
+    for vm, tools in missing.items():
+        named = "/".join(t for t in TOOLS if t in tools)
+        reasons[vm].append(reason("tools_missing", Verdict.WARN, tools=named))
     blamed = set()
     for shared in (ports, pairs):
         for key, low in shared.blamed():

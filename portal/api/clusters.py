@@ -7,7 +7,6 @@ from django.http import HttpResponse
 from ninja import Query, Router
 
 from clusters import operations as ops
-from clusters import services
 from clusters.launch import RANK_ORDER, hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import exposition, federate
@@ -39,6 +38,7 @@ from portal.api.schemas import (
 from portal.api.vms import VmFilters, readable_vms, vm_page
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
+from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -61,7 +61,7 @@ RUNNING_MEMBERS = member_count(VmStatus.RUNNING)
 def cluster_rows(user):
     """The clusters ``user`` may read as the dicts their JSON is made of (no model
     instances: the list's cost is the rows, not the ORM), member counts included."""
-    return VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ).values(
+    return readable(user, Perm.CLUSTER_READ, VirtualCluster).values(
         *CLUSTER_FIELDS,
         zone_code=F("zone__code"),
         type_code=F("instance_type__code"),
@@ -71,15 +71,8 @@ def cluster_rows(user):
 
 
 def readable_cluster(request, cluster_id: int) -> VirtualCluster:
-    cluster = (
-        VirtualCluster.objects.restrict(actor(request), Perm.CLUSTER_READ)
-        .select_related("instance_type")
-        .filter(pk=path_id(cluster_id, ClusterNotFound))
-        .first()
-    )
-    if cluster is None:
-        raise ClusterNotFound()
-    return cluster
+    clusters = readable(actor(request), Perm.CLUSTER_READ, VirtualCluster)
+    return clusters.select_related("instance_type").get_or_404(cluster_id)
 
 
 def cluster_json(row: dict, status_labels: dict[str, str]) -> dict:
@@ -115,10 +108,8 @@ def list_clusters(request, filters: Query[ClusterFilters]):
 
 @router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
 def get_cluster(request, cluster_id: int):
-    rows = cluster_rows(actor(request)).filter(pk=path_id(cluster_id, ClusterNotFound))
-    for row in rows:
-        return json_response(cluster_json(row, labels(ClusterStatus)))
-    raise ClusterNotFound()
+    row = cluster_rows(actor(request)).get_or_404(cluster_id)
+    return json_response(cluster_json(row, labels(ClusterStatus)))
 
 
 @router.get(
@@ -238,7 +229,7 @@ def create_cluster(request, payload: ClusterCreateIn):
     "/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터 이름 변경"
 )
 def rename_cluster(request, cluster_id: int, payload: RenameIn):
-    services.rename_cluster(
+    ops.rename_cluster_op(
         path_id(cluster_id, ClusterNotFound), actor=actor(request), name=payload.name
     )
     return get_cluster(request, cluster_id)

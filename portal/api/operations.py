@@ -20,10 +20,9 @@ from ninja import Query, Router
 from clusters.models import Operation
 from clusters.operations import visible_operations
 from portal.api import pagination
-from portal.api.common import actor, json_response, labels, path_id, stored_error_json
+from portal.api.common import actor, json_response, labels, stored_error_json
 from portal.api.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
 from portal.api.schemas import OperationOut, OperationPage, QueryInt
-from portal.errors import NotFound
 from portal.kernel import parse_id
 from portal.permissions import Perm
 
@@ -124,10 +123,8 @@ def accepted(request, run: Callable[[tuple[str, str, str] | None], Any]):
 
 @router.get("/operations/{int:operation_id}", response=OperationOut, summary="작업")
 def get_operation(request, operation_id: int):
-    operations = visible_operations(actor(request)).prefetch_related("items")
-    for row in operations.filter(pk=path_id(operation_id, NotFound)):
-        return json_response(operation_json(row, labels(Operation.Kind), actor(request)))
-    raise NotFound()
+    row = visible_operations(actor(request)).prefetch_related("items").get_or_404(operation_id)
+    return json_response(operation_json(row, labels(Operation.Kind), actor(request)))
 
 
 @router.get("/operations", response=OperationPage, summary="작업 목록")

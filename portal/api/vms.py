@@ -1,5 +1,5 @@
 """virtual-machines: list, read, create (one or many), rename, delete, start, stop.
-Reads go through ``restrict()``; changes call ``vms.services`` / ``clusters.operations``."""
+Reads go through ``restrict()``; every change is a ``clusters.operations`` call."""
 
 from ninja import Query, Router
 
@@ -10,8 +10,8 @@ from portal.api.operations import accepted
 from portal.api.schemas import OperationOut, QueryInt, RenameIn, VmCreateIn, VmOut, VmPage
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
+from portal.models import readable
 from portal.permissions import Perm
-from vms import services
 from vms.models import VirtualMachine, VmStatus
 
 router = Router(tags=["virtual-machines"])
@@ -27,16 +27,15 @@ class VmListFilters(VmFilters):
 
 
 def readable_vms(user):
+    """The VMs ``user`` may read, deleted ones included (a list shows them when asked)."""
     return VirtualMachine.objects.restrict(user, Perm.VM_READ).select_related(
         "zone", "instance_type"
     )
 
 
 def readable_vm(request, vm_id: int) -> VirtualMachine:
-    vm = readable_vms(actor(request)).alive().filter(pk=path_id(vm_id, VmNotFound)).first()
-    if vm is None:
-        raise VmNotFound()
-    return vm
+    vms = readable(actor(request), Perm.VM_READ, VirtualMachine)
+    return vms.select_related("zone", "instance_type").get_or_404(vm_id)
 
 
 def vm_json(vm: VirtualMachine, *, cluster_visible: bool, status_labels: dict[str, str]) -> dict:
@@ -115,7 +114,7 @@ def create_vms(request, payload: VmCreateIn):
 
 @router.patch("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신 이름 변경")
 def rename_vm(request, vm_id: int, payload: RenameIn):
-    services.rename_vm(path_id(vm_id, VmNotFound), actor=actor(request), name=payload.name)
+    ops.rename_vm_op(path_id(vm_id, VmNotFound), actor=actor(request), name=payload.name)
     return get_vm(request, vm_id)
 
 

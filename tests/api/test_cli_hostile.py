@@ -169,6 +169,8 @@ ANSWERS = {
     "list_without_items": (200, "application/json", b"[1, 2]", http.EXIT_SERVER),
     "items_not_objects": (200, "application/json", b'{"items": [1]}', http.EXIT_SERVER),
     "not_utf8": (200, "application/json", b"\xff\xfe", http.EXIT_SERVER),
+    "nested_too_deep": (200, "application/json", b"[" * 100_000, http.EXIT_SERVER),
+    "problem_nested_too_deep": (409, "application/problem+json", b"[" * 100_000, http.EXIT_REFUSED),
 }
 
 
@@ -179,6 +181,33 @@ def test_an_answer_of_another_shape_is_its_exit_code(stub, vc, answer):
     code, _out, err = vc("cluster", "list")
     assert code == expected, err
     assert err.startswith("vc: ") and "Traceback" not in err
+
+
+class ThenLastPage(dict):
+    """Routes whose list answers its looping page ``times`` times, then a last page (so a
+    client that never stops still ends, and the test fails instead of hanging)."""
+
+    def __init__(self, routes, key, times):
+        super().__init__(routes)
+        self.key, self.left = key, times
+
+    def get(self, key, default=None):
+        if key == self.key:
+            self.left -= 1
+            if self.left < 0:
+                return (200, {"Content-Type": "application/json"}, json.dumps(page()).encode())
+        return super().get(key, default)
+
+
+def test_a_list_whose_pages_never_end_is_exit_5(stub, vc):
+    """A server that answers the same next page again and again: vc stops at the repeat
+    instead of asking for ever."""
+    looping = {"items": [{"id": 1, "name": "c", "status": "RUNNING"}], "next_page_token": "t"}
+    stub.json("GET", "/virtual-clusters", looping)
+    stub.routes = ThenLastPage(stub.routes, ("GET", "/api/v1/virtual-clusters"), 20)
+    code, out, err = vc("cluster", "list")
+    assert code == http.EXIT_SERVER and err.startswith("vc: ") and out == ""
+    assert len(stub.seen) == 2
 
 
 def test_an_answer_that_is_not_http_is_exit_5(stub, vc):
@@ -202,7 +231,9 @@ def test_bad_arguments_are_usage_errors(vc, argv):
 
 
 @pytest.mark.parametrize(
-    "content", [b"[1]", b'{"url": 5}', b'{"token": ["x"]}', b"{not json", b"\xff", b'"s"']
+    "content",
+    [b"[1]", b'{"url": 5}', b'{"token": ["x"]}', b"{not json", b"\xff", b'"s"', b"[" * 100_000],
+    ids=["list", "url_number", "token_list", "not_json", "not_utf8", "string", "nested_too_deep"],
 )
 def test_a_malformed_config_file_is_a_usage_error(tmp_path, monkeypatch, capsys, content):
     config = tmp_path / "config.json"

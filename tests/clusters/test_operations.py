@@ -56,12 +56,16 @@ def test_attach_many_attaches_the_eligible_and_names_each_refusal(world):
     assert not per_vm.filter(target_name="theirs").exists()
 
 
-def test_attach_many_without_vm_update_is_refused_whole(world):
+def test_attach_many_without_vm_update_is_refused_whole_up_front(world):
+    """The console and the API give one answer: the permission error, no Operation, no
+    item, the refusal audited as the operation."""
     cluster = world.cluster()
     vms = [world.vm(f"node-{i}") for i in range(2)]
     with pytest.raises(errors.PermissionRequired):
         operations.attach_many(cluster.pk, [vm.pk for vm in vms], actor=world.users["viewer"])
-    assert not cluster.members.exists() and not Operation.objects.exists()
+    assert not Operation.objects.exists() and not cluster.members.exists()
+    refused = AuditEvent.objects.get(action="operation.attach")
+    assert (refused.outcome, refused.target_id) == ("REFUSED", cluster.pk)
 
 
 @pytest.mark.parametrize("bad", [[], None, "1,2", [1, "x"], [True], [2**70]])

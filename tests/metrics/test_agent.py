@@ -10,8 +10,9 @@ import pytest
 from django.core.cache import cache
 
 from clusters.models import ClusterStatus
-from metrics import agent, charts, services
+from metrics import charts, services
 from metrics.models import Sample
+from metrics.vm_agent import agent
 from tests.metrics.fake_nvml import FakeNvml
 from vms.models import VmStatus
 

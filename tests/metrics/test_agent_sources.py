@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics import agent, agent_devices, agent_exporters
 from metrics.device_models import GPU_NAMES, PORT_NAMES
+from metrics.vm_agent import agent, agent_devices, agent_exporters
 from tests.metrics.fake_nvml import FakeNvml
 
 FIXTURES = Path(__file__).parent / "fixtures"

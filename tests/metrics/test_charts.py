@@ -239,7 +239,7 @@ def test_no_data_says_so_and_explains_the_agent(login, cluster):
     url = reverse("metrics:cluster_charts", args=[cluster.pk])
     html = login("viewer").get(url).content.decode()
     assert "아직 수신된 메트릭이 없습니다" in html
-    assert "python -m metrics.agent --url http://testserver/api/metrics/ingest" in html
+    assert "vc-metrics-agent --url http://testserver/api/metrics/ingest" in html
     assert "application/json" not in html
 
 
@@ -270,3 +270,33 @@ def test_script_safe_escapes_closing_tags():
 def test_bucket_alignment_is_in_utc_epoch(cluster):
     data = charts.chart_data(cluster, "7d", now=datetime(2031, 1, 1, 12, 30, tzinfo=UTC))
     assert data.start == datetime(2030, 12, 25, 13, 0, tzinfo=UTC)
+
+
+@pytest.mark.django_db
+def test_gpu_charts_say_which_members_report_no_gpu_instead_of_drawing_zeros(
+    login, cluster, samples
+):
+    """A member without a GPU (a guest with no GPU, like the libvirt backend's emulated
+    hosts) sends null GPU fields: its GPU lines stay empty and the GPU charts say so."""
+    client = login("viewer")
+    figures, html = get_figures(client, cluster, range="6h")
+    assert "멤버 3대 중 1대가 GPU를 보고하지 않습니다" in html
+    assert html.count('class="metrics-no-gpu"') == 2  # GPU utilisation and GPU memory
+    no_gpu = cluster.members.order_by("pk")[2]
+    figures, html = get_figures(client, cluster, range="6h", per_member="1")
+    assert f"GPU를 보고하지 않는 멤버: {no_gpu.name}" in html
+    (trace,) = [t for t in figures["gpu"]["data"] if t["name"] == no_gpu.name]
+    assert all(value is None for value in trace["y"])  # never zeros
+
+
+@pytest.mark.django_db
+def test_a_cluster_whose_members_have_no_gpu_says_so(login, world):
+    cluster = world.cluster("cpu-only", status=ClusterStatus.RUNNING)
+    (vm,) = world.members(cluster, 1, status=VmStatus.RUNNING)
+    now = timezone.now()
+    storage.write_samples([(vm.pk, now - timedelta(seconds=30 * i), 20.0, 30.0, None, None,
+                            1e5, 1e5, None, None) for i in range(1, 10)])
+    figures, html = get_figures(login("viewer"), cluster, range="1h")
+    assert "멤버가 GPU를 보고하지 않습니다 (GPU가 없는 VM)" in html
+    assert all(v is None for v in figures["gpu"]["data"][0]["y"])
+    assert any(v is not None for v in figures["cpu"]["data"][0]["y"])

@@ -5,7 +5,7 @@ read off the fixture by hand."""
 
 from pathlib import Path
 
-from metrics import agent, agent_exporters
+from metrics.vm_agent import agent, agent_exporters
 from tests.metrics.test_agent_sources import serve_exporters
 
 REAL = Path(__file__).parent / "fixtures" / "real"

@@ -125,12 +125,12 @@ def test_fabric_in_gbps_with_the_share_of_the_link_and_the_slowest_port(login, c
 def test_never_reported_shows_the_install_steps_and_an_empty_range_says_so(login, cluster):
     client = login("viewer")
     html, _figures = page(client, cluster, range="1h")
-    assert "아직 수신된 메트릭이 없습니다" in html and "python -m metrics.agent" in html
+    assert "아직 수신된 메트릭이 없습니다" in html and "vc-metrics-agent --url" in html
     vm = cluster.members.first()
     long_ago = timezone.now() - timedelta(hours=3)
     storage.write_samples([(vm.pk, long_ago, 1.0, 1.0, None, None, 1.0, 1.0, None, None)])
     html, figures = page(client, cluster, range="1h")
-    assert "이 기간에 수신된 메트릭이 없습니다" in html and "python -m metrics.agent" not in html
+    assert "이 기간에 수신된 메트릭이 없습니다" in html and "vc-metrics-agent --url" not in html
     assert "마지막 수신" in html and timezone.localtime(long_ago).strftime("%H:%M:%S") in html
     assert not figures
     html, figures = page(client, cluster, range="24h")

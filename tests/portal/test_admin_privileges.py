@@ -175,3 +175,80 @@ def test_the_demo_has_a_project_staff_user(db, settings):
     assert page.status_code == 200
     assert "other" not in {b.project.slug for b in page.context["cl"].result_list}
     assert client.get(url(Role, "changelist")).status_code == 200
+
+
+def test_staff_only_look_where_their_role_is_less_than_admin(world):
+    """A staff user who is ``admin`` in one project and ``viewer`` in another manages the
+    first only: in the second they set no password, change no account, binding, project or
+    token (the model permissions a project admin gets are the same for every project, the
+    role says which)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.models import ApiToken
+
+    client, ops = staff_client(world, every_permission=False)
+    RoleBinding.objects.create(user=ops, project=world.other, role=builtin_role("viewer"))
+    theirs = world.users["other"]
+    password = theirs.password
+    user_url = reverse("admin:auth_user_password_change", args=[theirs.pk])
+    new = {"password1": "taken-2026-x", "password2": "taken-2026-x", "usable_password": "true"}
+    assert client.post(user_url, new).status_code == 403
+    form = {
+        "username": "renamed", "is_active": "on",
+        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",
+        "role_bindings-TOTAL_FORMS": "0", "role_bindings-INITIAL_FORMS": "0",
+    }  # fmt: skip
+    assert client.post(url(get_user_model(), "change", theirs.pk), form).status_code == 403
+    theirs.refresh_from_db()
+    assert (theirs.username, theirs.password) == ("other", password)
+
+    binding = RoleBinding.objects.get(user=theirs, project=world.other)
+    viewer = builtin_role("viewer")
+    change = {"user": theirs.pk, "project": world.other.pk, "role": viewer.pk}
+    assert client.post(url(RoleBinding, "change", binding.pk), change).status_code == 403
+    assert client.post(url(RoleBinding, "delete", binding.pk), {"post": "yes"}).status_code == 403
+    helper = get_user_model().objects.create_user("helper")
+    added = {"user": helper.pk, "project": world.other.pk, "role": builtin_role("admin").pk}
+    client.post(url(RoleBinding, "add"), added)
+    assert not RoleBinding.objects.filter(user=helper).exists()
+    assert RoleBinding.objects.get(pk=binding.pk).role.name == "admin"
+
+    project = {"name": "taken", "slug": "other", "bindings-TOTAL_FORMS": "0",
+               "bindings-INITIAL_FORMS": "0"}  # fmt: skip
+    assert client.post(url(type(world.other), "change", world.other.pk), project).status_code == 403
+    world.other.refresh_from_db()
+    assert world.other.name != "taken"
+
+    token = ApiToken.objects.create(
+        user=theirs, project=world.other, name="theirs", token_hash="b4" * 32,
+        prefix="vcp_theirs", expires_at=timezone.now() + timedelta(days=30),
+    )  # fmt: skip
+    revoke = {"action": "revoke", "_selected_action": [token.pk], "post": "yes"}
+    client.post(url(ApiToken, "changelist"), revoke)
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+    mine = RoleBinding.objects.get(user=world.users["viewer"], project=world.demo)
+    change = {"user": mine.user_id, "project": world.demo.pk, "role": builtin_role("operator").pk}
+    assert client.post(url(RoleBinding, "change", mine.pk), change).status_code == 302
+
+
+def test_staff_set_no_password_of_an_existing_account(world):
+    """Binding an account that has no role yet into one's own project must not make it one's
+    own: setting the password of an existing account is a platform admin's (or its owner's),
+    never a project admin's, or a bind followed by a reset takes the account over."""
+    client, _ops = staff_client(world, every_permission=False)
+    loner = get_user_model().objects.create_user("loner", password=PASSWORD)
+    password = loner.password
+    RoleBinding.objects.create(user=loner, project=world.demo, role=builtin_role("viewer"))
+    page = reverse("admin:auth_user_password_change", args=[loner.pk])
+    new = {"password1": "taken-2026-x", "password2": "taken-2026-x", "usable_password": "true"}
+    assert client.get(page).status_code == 403
+    assert client.post(page, new).status_code == 403
+    loner.refresh_from_db()
+    assert loner.password == password
+    root = Client()
+    root.force_login(get_user_model().objects.create_superuser("root", password=PASSWORD))
+    assert root.post(page, new).status_code == 302  # a platform admin still can

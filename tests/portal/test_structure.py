@@ -151,3 +151,152 @@ def test_the_vc_client_imports_only_the_standard_library_and_itself():
         if module.split(".")[0] not in {*sys.stdlib_module_names, "vc_cli"}
     ]
     assert offenders == []
+
+
+# ---------------------------------------------------------------------------------------------
+# One door per change: the surfaces (pages, API, admin) change state only through
+# ``clusters.operations``, and "readable or not found" is written once (``portal.models``).
+
+SERVICE_MODULES = ("clusters.services", "vms.services")
+
+
+def surface_modules():
+    """The modules a person or a program changes things through: pages, API, admin."""
+    for path in app_modules():
+        name = module_name(path)
+        leaf = name.split(".")[-1]
+        if leaf.startswith("views") or leaf == "admin" or name.startswith("portal.api."):
+            yield path
+
+
+def transitions():
+    """{(service module, function)} of every audited change: a service function that opens
+    an ``attempt``."""
+    found = set()
+    for module in SERVICE_MODULES:
+        tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+        for fn in tree.body:
+            if isinstance(fn, ast.FunctionDef) and any(
+                isinstance(node, ast.Call) and getattr(node.func, "id", "") == "attempt"
+                for node in ast.walk(fn)
+            ):
+                found.add((module, fn.name))
+    return found
+
+
+def direct_service_calls(path, changes):
+    """``service.change`` uses and ``from service import change`` imports in ``path``."""
+    tree = ast.parse(path.read_text())
+    aliases = {}  # local name -> service module
+    offenders = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in SERVICE_MODULES:
+                    aliases[alias.asname or alias.name] = full
+                elif (node.module, alias.name) in changes:
+                    offenders.append(f"imports {full}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            module = aliases.get(node.value.id)
+            if module is not None and (module, node.attr) in changes:
+                offenders.append(f"{module}.{node.attr} (line {node.lineno})")
+    return offenders
+
+
+def test_the_services_transitions_are_found():
+    names = {name for _module, name in transitions()}
+    assert {"start_cluster", "create_cluster", "rename_cluster", "start_vm", "attach_vm"} <= names
+
+
+def test_no_page_api_or_admin_module_calls_a_transition_service_directly():
+    """Every change goes through ``clusters.operations``, which leaves the Operation the
+    활동 tab and ``GET /api/v1/operations`` show, whichever surface it came from."""
+    changes = transitions()
+    offenders = {
+        module_name(path): calls
+        for path in surface_modules()
+        if (calls := direct_service_calls(path, changes))
+    }
+    assert offenders == {}
+
+
+def test_no_app_imports_another_apps_view_module():
+    offenders = []
+    for path in app_modules():
+        own_app = module_name(path).split(".")[0]
+        for module, names, _nested in imports_of(path):
+            targets = [module, *(f"{module}.{n}" for n in names)]
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] in APPS and parts[0] != own_app and parts[-1].startswith("views"):
+                    offenders.append(f"{module_name(path)} imports {target}")
+    assert offenders == []
+
+
+READ_PERMS = ("CLUSTER_READ", "VM_READ")
+TYPED_NOT_FOUND = ("ClusterNotFound", "VmNotFound")
+
+
+def _names(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    }
+
+
+def _refuses_not_found(statements) -> bool:
+    """The statements raise or return one of the typed not-found errors."""
+    for statement in statements:
+        for node in ast.walk(statement):
+            value = node.exc if isinstance(node, ast.Raise) else None
+            value = node.value if isinstance(node, ast.Return) else value
+            if value is not None and _names(value) & set(TYPED_NOT_FOUND):
+                return True
+    return False
+
+
+def hand_written_lookups(path):
+    """Where ``path`` decides "readable or not found" itself: a test of a read permission
+    or of a row fetched with ``.first()`` that refuses with a typed not-found error, or
+    ``get_object_or_404`` over a ``restrict()`` of its own."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        fetched = {
+            target.id
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "attr", "") == "first"
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(fn):
+            if isinstance(node, ast.If):
+                asks = _names(node.test)
+                reads = bool(asks & set(READ_PERMS)) and "has_perm" in asks
+                if (reads or asks & fetched) and _refuses_not_found(node.body):
+                    found.append(f"{fn.name} (line {node.lineno})")
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", "") == "get_object_or_404"
+                and node.args
+                and "restrict" in _names(node.args[0])
+            ):
+                found.append(f"{fn.name} (line {node.lineno}): get_object_or_404(restrict())")
+    return found
+
+
+def test_readable_or_not_found_is_written_once():
+    """``readable(user, perm, Model).get_or_404(pk)`` (``portal.models``) is the one
+    lookup: pages, API, operations and locks never decide it again by hand."""
+    home = ROOT / "portal" / "models.py"
+    offenders = {
+        module_name(path): found
+        for path in app_modules()
+        if path != home and (found := hand_written_lookups(path))
+    }
+    assert offenders == {}

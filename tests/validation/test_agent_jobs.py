@@ -15,8 +15,9 @@ from clusters import operations, services
 from clusters.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, ValidationJob
 from clusters.validation.models import Verdict
-from metrics import agent_jobs
+from clusters.validation.verdict import reason_text
 from metrics import services as metrics_services
+from metrics.vm_agent import agent_jobs
 from vms.models import VirtualMachine, VmStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -91,6 +92,37 @@ def test_agents_fetch_run_and_post_until_the_run_is_judged(world, live_server, t
         "a": (Verdict.WARN, ["nccl_local_low"]),
         "b": (Verdict.WARN, ["nccl_local_low"]),
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_members_without_the_tools_are_judged_to_need_a_look_naming_them(
+    world, live_server, running_pair, tmp_path, monkeypatch
+):
+    """A guest with no GPU software (no nvidia-smi, dcgmi, perftest, nccl-tests, mpirun, no
+    InfiniBand devices): every job answers, and each member is 점검 필요 saying what is not
+    installed — not 응답 없음 (its agent did answer) and not 불량 (nothing was measured)."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    cluster, tokens = running_pair
+    operation = operations.start_validation(cluster.pk, actor=world.admin)
+    url = f"{live_server.url}/api/metrics/ingest"
+    runners = [agent_jobs.JobRunner(url, t, infiniband_root=tmp_path / "no-ib")
+               for t in tokens.values()]
+    for _round in range(12):
+        for thread in [thread for runner in runners for thread in runner.poll_once()]:
+            thread.join(30)
+        operation.refresh_from_db()
+        if operation.done:
+            break
+    assert operation.done
+    run = operation.validation
+    assert set(run.jobs.values_list("status", flat=True)) == {ValidationJob.Status.DONE}
+    for verdict in run.verdicts.all():
+        assert verdict.verdict == Verdict.WARN
+        assert [r["code"] for r in verdict.reasons] == ["tools_missing"]
+        assert reason_text(verdict.reasons[0]) == (
+            "nvidia-smi/dcgmi/ib_write_bw/all_reduce_perf가 설치되어 있지 않습니다")
 
 
 @pytest.mark.django_db(transaction=True)

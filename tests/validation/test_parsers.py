@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics import toolparse
+from metrics.vm_agent import toolparse
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusters.validation import jobs
-from metrics import toolparse
+from metrics.vm_agent import toolparse
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FUZZ = settings(

@@ -8,7 +8,7 @@ import pytest
 from clusters.validation import verdict
 from clusters.validation.models import Verdict
 from clusters.validation.thresholds import threshold_for
-from metrics import toolparse
+from metrics.vm_agent import toolparse
 from vms.models import FabricType
 
 REAL = Path(__file__).parent / "fixtures" / "real"

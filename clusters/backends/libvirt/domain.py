@@ -88,6 +88,8 @@ def build(vm, *, host, domain_type, placement, gpus, vf, partition, boot, memory
         "<target dev='sda' bus='sata'/><readonly/></disk>",
         "<interface type='user'><model type='virtio'/></interface>",
         "<serial type='pty'/><console type='pty'/>",
+        # The QEMU guest agent's channel (guest-exec, fs-freeze); shutdown still works by ACPI.
+        "<channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>",
     ]
     if not host.emulated:
         devices += [

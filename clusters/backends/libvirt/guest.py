@@ -1,65 +1,89 @@
-"""What a guest boots from and the NoCloud seed it reads at boot (cloud-init's format, so a
-real cloud image reads it the same way).
+"""What the libvirt backend hands a guest: how it boots (the built image's kernel, initramfs
+and base volume) and its NoCloud seed — cloud-init's format, so a cloud image with cloud-init
+reads it the same way as the small image's own ``vc-nocloud`` does:
 
-The backend calls only these three: ``guest_boot`` (kernel/initrd/cmdline for a direct
-kernel boot, or none to boot the disk, and the base volume its overlay is made on),
-``seed_files`` (``meta-data``, ``user-data``, ``network-config``) and ``write_seed_iso``.
-"""
+- ``meta-data``: ``instance-id`` (stable per VM) and ``local-hostname`` (the VM's name made a
+  valid hostname);
+- ``network-config`` (version 2): the fabric NIC (matched by its MAC, ``fabric_mac``) with its
+  static address in the cluster's block, every other ethernet NIC by DHCP (the management
+  NIC: QEMU user networking, where the host's portal is 10.0.2.2);
+- ``user-data`` (``#cloud-config``; JSON is YAML): writes ``/etc/vc-metrics.env`` (portal URL
+  and this VM's own metrics token, root-only) and a systemd unit, then installs the agent with
+  pip where it is missing and starts it under systemd where there is one (the small image's
+  init runs it from that file itself).
 
-import shutil
-import subprocess
-import tempfile
+The seed is an ISO 9660 volume labelled ``cidata`` (``write_seed_iso``, pycdlib: pure Python)."""
+
+import io
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
-from portal.errors import BackendError
+from portal.errors import GuestImageMissing
+
+from . import fabric, guest_image
+
+INGEST_PATH = "/api/metrics/ingest"
+ENV_FILE = "/etc/vc-metrics.env"
+UNIT = """[Unit]
+Description=Virtual Cluster metrics agent
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+EnvironmentFile=/etc/vc-metrics.env
+ExecStart=/usr/bin/env vc-metrics-agent
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+"""
+# Where a cloud image without the agent gets it (the small image has it installed already).
+INSTALL = ("command -v vc-metrics-agent >/dev/null 2>&1 || "
+           "python3 -m pip install --quiet --break-system-packages {spec} || "
+           "python3 -m pip install --quiet {spec}")
+START = ("if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
+         "systemctl enable --now vc-metrics-agent.service; fi")
 
 
 @dataclass(frozen=True)
 class GuestBoot:
-    kernel: str | None
+    kernel: str | None  # None: boot the disk
     initrd: str | None
     cmdline: str
     base_volume: str | None  # a volume of the host's pool; None: an empty disk
 
 
 def guest_boot(vm) -> GuestBoot:
-    return GuestBoot(
-        kernel=None,
-        initrd=None,
-        cmdline="",
-        base_volume=getattr(settings, "LIBVIRT_BASE_VOLUME", "") or None,
-    )
+    """Direct kernel boot of the built image (``manage.py build_guest_image``), its base
+    volume named as ``guest_install`` puts it in the host's pool. ``LIBVIRT_BASE_VOLUME``
+    instead boots that volume's own kernel (a cloud image with cloud-init)."""
+    if getattr(settings, "LIBVIRT_BASE_VOLUME", ""):
+        return GuestBoot(None, None, "", settings.LIBVIRT_BASE_VOLUME)
+    if _on_test_driver(vm):
+        return GuestBoot(None, None, "", None)  # libvirt's test driver boots nothing
+    image = guest_image.current()
+    if image is None:
+        raise GuestImageMissing()
+    return GuestBoot(str(image.kernel), str(image.initrd), image.cmdline,
+                     image.base_volume_name)
 
 
-def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, bytes]:
-    """The NoCloud seed: the VM's hostname, its agent's token and the portal URL; its fabric
-    address (if a member of a running cluster) as a static address on the fabric NIC."""
-    meta = f"instance-id: vc-vm-{vm.pk}\nlocal-hostname: {vm.name}\n"
-    user = (
-        "#cloud-config\n"
-        "write_files:\n"
-        "  - path: /etc/vc-agent.env\n"
-        "    permissions: '0600'\n"
-        "    content: |\n"
-        f"      VC_PORTAL_URL={portal_url}\n"
-        f"      VC_METRICS_TOKEN={metrics_token}\n"
-        f"      VC_VM_ID={vm.pk}\n"
-    )
-    network = "version: 2\nethernets:\n  mgmt:\n    match: {name: 'e*'}\n    dhcp4: true\n"
-    if fabric_address is not None and fabric_address.ip:
-        network += (
-            "  fabric:\n"
-            f"    match: {{macaddress: '{fabric_mac(vm)}'}}\n"
-            f"    addresses: ['{fabric_address.ip}/21']\n"
-        )
-    return {
-        "meta-data": meta.encode(),
-        "user-data": user.encode(),
-        "network-config": network.encode(),
-    }
+def _on_test_driver(vm) -> bool:
+    from clusters.hosts.models import Placement
+
+    uri = Placement.objects.filter(vm_id=vm.pk).values_list("host__uri", flat=True).first()
+    return bool(uri and uri.startswith("test:"))
+
+
+def hostname(vm) -> str:
+    """The VM's name as a hostname (RFC 1123: lower-case ASCII letters, digits, hyphens)."""
+    name = re.sub(r"[^a-z0-9]+", "-", vm.name.lower()).strip("-")[:63].strip("-")
+    return name or f"vm-{vm.pk}"
 
 
 def fabric_mac(vm) -> str:
@@ -67,16 +91,62 @@ def fabric_mac(vm) -> str:
     return f"52:54:00:fa:{(vm.pk >> 8) & 0xFF:02x}:{vm.pk & 0xFF:02x}"
 
 
+def ingest_url(portal_url: str) -> str:
+    base = portal_url.rstrip("/")
+    return base if base.endswith(INGEST_PATH) else base + INGEST_PATH
+
+
+def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, bytes]:
+    """The NoCloud seed of ``vm``: meta-data, user-data and network-config.
+    ``fabric_address`` (a ``FabricAddress``) gives the fabric NIC's IP, in the cluster's
+    block; None or no IP: no fabric NIC is configured. The fabric entry, matched by MAC, is
+    the more specific one: the management entry's ``e*`` leaves that NIC to it."""
+    meta = {"instance-id": f"vc-vm-{vm.pk}", "local-hostname": hostname(vm)}
+    ethernets = {"mgmt": {"match": {"name": "e*"}, "dhcp4": True}}
+    if fabric_address is not None and getattr(fabric_address, "ip", None):
+        ethernets["fabric"] = {"match": {"macaddress": fabric_mac(vm)}, "dhcp4": False,
+                               "addresses": [f"{fabric_address.ip}/{fabric.BLOCK_PREFIX}"]}
+    network = {"version": 2, "ethernets": ethernets}
+    interval = getattr(settings, "GUEST_AGENT_INTERVAL", 10)
+    environment = (f"METRICS_AGENT_URL={ingest_url(portal_url)}\n"
+                   f"METRICS_AGENT_TOKEN={metrics_token}\n"
+                   f"METRICS_AGENT_INTERVAL={interval}\n")
+    spec = getattr(settings, "GUEST_AGENT_PIP_SPEC", "vc-metrics-agent")
+    user = {
+        "hostname": hostname(vm),
+        "write_files": [
+            {"path": ENV_FILE, "permissions": "0600", "content": environment},
+            {"path": "/etc/systemd/system/vc-metrics-agent.service", "permissions": "0644",
+             "content": UNIT},
+        ],
+        "runcmd": [["sh", "-c", INSTALL.format(spec=spec)], ["sh", "-c", START]],
+    }
+    return {
+        "meta-data": _yaml(meta),
+        "user-data": b"#cloud-config\n" + _yaml(user),
+        "network-config": _yaml(network),
+    }
+
+
+def _yaml(document) -> bytes:
+    """JSON is YAML: what cloud-init and vc-nocloud parse, with no YAML writer needed."""
+    return (json.dumps(document, indent=1, ensure_ascii=False) + "\n").encode()
+
+
 def write_seed_iso(files: dict[str, bytes], path) -> None:
-    """An ISO 9660 volume labelled ``cidata`` holding ``files`` (NoCloud's seed)."""
-    tool = shutil.which("genisoimage") or shutil.which("mkisofs") or shutil.which("xorrisofs")
-    if tool is None:
-        raise BackendError()
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, data in files.items():
-            Path(tmp, name).write_bytes(data)
-        subprocess.run(
-            [tool, "-quiet", "-output", str(path), "-volid", "cidata", "-joliet", "-rock", tmp],
-            check=True,
-            capture_output=True,
-        )
+    """An ISO 9660 image labelled ``cidata`` with ``files`` at its root (Rock Ridge and
+    Joliet names, as ``genisoimage -V cidata -J -r`` makes it)."""
+    import pycdlib
+
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
+    for number, (name, data) in enumerate(sorted(files.items())):
+        short = re.sub(r"[^A-Z0-9]", "", name.upper())[:8] or f"FILE{number}"
+        iso.add_fp(io.BytesIO(data), len(data), f"/{short}{number}.;1", rr_name=name,
+                   joliet_path=f"/{name}")
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")
+    iso.write(str(partial))
+    iso.close()
+    partial.chmod(0o644)
+    partial.replace(target)

@@ -75,17 +75,44 @@ def check_port(addrport: str) -> None:
             raise CommandError(str(exc)) from None
 
 
+def use_libvirt(addrport: str) -> dict[str, str]:
+    """The libvirt backend with TCG domains for this process and, through the returned
+    environment, its worker and beat; guests reach the portal at 10.0.2.2 (QEMU user
+    networking maps the host's loopback there), so that name is an allowed host."""
+    port = addrport.rsplit(":", 1)[-1]
+    env = {
+        "COMPUTE_BACKEND": "clusters.backends.libvirt.LibvirtBackend",
+        "LIBVIRT_DOMAIN_TYPE": os.environ.get("LIBVIRT_DOMAIN_TYPE", "qemu"),
+        "LIBVIRT_PORTAL_URL": os.environ.get("LIBVIRT_PORTAL_URL", f"http://10.0.2.2:{port}"),
+        "ALLOWED_HOSTS": ",".join(dict.fromkeys([*settings.ALLOWED_HOSTS, "10.0.2.2"])),
+    }
+    os.environ.update(env)
+    settings.COMPUTE_BACKEND = env["COMPUTE_BACKEND"]
+    settings.LIBVIRT_DOMAIN_TYPE = env["LIBVIRT_DOMAIN_TYPE"]
+    settings.LIBVIRT_PORTAL_URL = env["LIBVIRT_PORTAL_URL"]
+    settings.ALLOWED_HOSTS = env["ALLOWED_HOSTS"].split(",")
+    return env
+
+
 class Command(BaseCommand):
     help = "Run the portal with demo data: web server, Celery worker and beat."
 
     def add_arguments(self, parser):
         parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--backend", choices=("simulator", "libvirt"), default="simulator",
+            help="libvirt: real TCG guests on this machine (.ci/realvm-demo sets it up)")
 
-    def handle(self, *args, addrport, **options):
+    def handle(self, *args, addrport, backend, **options):
         check_port(addrport)
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+        if backend == "libvirt":
+            env.update(use_libvirt(addrport))
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
-        supervisor = stack({**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}).start()
+        if backend == "libvirt":
+            call_command("libvirt_demo_hosts")  # the image, this machine as GPU hosts
+        supervisor = stack(env).start()
         self.stdout.write(
             self.style.SUCCESS(f"Portal at http://{addrport}/ — worker and beat are running.")
         )

@@ -65,20 +65,26 @@ class Client:
             return payload.decode("utf-8", "replace")
         try:
             return json.loads(payload) if payload else None
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
             shown = content_type or "-"
             message = say("not_json", url=url, status=status, content_type=shown)
             raise CliError(message, EXIT_SERVER) from None
 
     def pages(self, path: str, query: dict):
-        """Every item of a list, page after page."""
+        """Every item of a list, page after page; a page token answered twice is a server
+        going round in circles (exit 5), not a reason to ask for ever."""
         query = dict(query, page_size=500)
+        asked = set()
         while True:
             page = self.call("GET", path, query=query)
             yield from page["items"]
-            if not page.get("next_page_token"):
+            token = page.get("next_page_token")
+            if not token:
                 return
-            query["page_token"] = page["next_page_token"]
+            if token in asked:
+                raise CliError(say("page_loop", url=self.base + path), EXIT_SERVER)
+            asked.add(token)
+            query["page_token"] = token
 
 
 def _problem(error: urllib.error.HTTPError, url: str) -> CliError:
@@ -90,7 +96,7 @@ def _problem(error: urllib.error.HTTPError, url: str) -> CliError:
         return CliError(say("redirect", url=url, status=status, location=location), EXIT_SERVER)
     try:
         problem = json.loads(error.read())
-    except (ValueError, OSError, http.client.HTTPException):
+    except (ValueError, RecursionError, OSError, http.client.HTTPException):
         problem = None
     problem = problem if isinstance(problem, dict) else {}
     detail, field = problem.get("detail"), problem.get("field")

@@ -120,7 +120,7 @@ def read_config(path: Path) -> dict:
         raise CliError(say("config_unreadable", path=path, reason=reason), EXIT_USAGE) from None
     try:
         config = json.loads(raw)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise CliError(say("config_unreadable", path=path, reason=error), EXIT_USAGE) from None
     if not isinstance(config, dict) or any(
         not isinstance(config.get(key, ""), str) for key in CONFIG_KEYS

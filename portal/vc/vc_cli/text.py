@@ -43,6 +43,10 @@ MESSAGES = {
         " 확인하세요",
         "{url}: the answer is not JSON (HTTP {status}, {content_type}); is VC_URL the portal?",
     ),
+    "page_loop": (
+        "{url}: 포털이 같은 다음 페이지를 다시 알려 줍니다. 목록을 끝까지 읽지 않고 멈춥니다",
+        "{url}: the portal names the same next page again; stopping instead of reading for ever",
+    ),
     "bad_answer": (
         "포털의 응답이 예상한 형태가 아닙니다 ({detail})",
         "the portal's answer is not of the expected shape ({detail})",

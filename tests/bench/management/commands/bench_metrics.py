@@ -38,8 +38,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from metrics import storage
-from metrics.agent import FIELDS
 from metrics.storage import COPY_SQL, PG_TYPES
+from metrics.vm_agent.agent import FIELDS
 from tests.bench import devices
 from tests.bench.ingest_clients import hammer, in_threads
 from tests.bench.processes import (

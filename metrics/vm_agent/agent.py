@@ -1,12 +1,13 @@
 """The metrics agent: runs on a member VM and reports its usage to the portal (SPEC §7).
 
-    python -m metrics.agent --url https://portal/api/metrics/ingest --token vcm_… \
+    vc-metrics-agent --url https://portal/api/metrics/ingest --token vcm_… \
         [--interval 10] [--source auto|nvml|exporters]
 
-Three files, standard library plus ``psutil`` (and ``nvidia-ml-py`` where there are GPUs,
-``prometheus_client`` for ``--source exporters``), so they can be copied onto a VM alone
-(``agent.py``, ``agent_devices.py``, ``agent_exporters.py``; ``python3 agent.py …``). Every
-interval it takes one sample:
+Installed with pip as the ``vc-metrics-agent`` distribution (``metrics/vm_agent``): standard
+library plus ``psutil``; ``nvidia-ml-py`` where there are GPUs (extra ``nvml``),
+``prometheus-client`` to read the stock exporters (extra ``exporters``). URL and token may
+come from ``METRICS_AGENT_URL`` / ``METRICS_AGENT_TOKEN`` (a guest's NoCloud seed writes them
+to ``/etc/vc-metrics.env``). Every interval it takes one sample:
 
 - CPU and memory utilisation (psutil);
 - network rx/tx in bytes/s, summed over the host's interfaces except loopback, InfiniBand
@@ -45,16 +46,7 @@ from itertools import islice
 
 import psutil
 
-try:
-    from metrics import agent_devices
-except ImportError:  # copied onto a VM as files beside agent.py
-    import agent_devices  # type: ignore[import-not-found, no-redef]
-
-# issue 14 (클러스터 검증): the job runner, beside this file when copied onto a VM.
-try:
-    from metrics import agent_jobs
-except ImportError:
-    import agent_jobs  # type: ignore[import-not-found, no-redef]
+from . import agent_devices, agent_jobs
 
 log = logging.getLogger("metrics.agent")
 
@@ -322,16 +314,21 @@ def check(url, token, timeout=10.0):
 
 
 def make_collector(source, infiniband_root=INFINIBAND_ROOT, dcgm_url=None, node_url=None):
-    """The collector for ``--source``: where GPU and port figures come from."""
-    if source == "nvml":
+    """The collector for ``--source``: where GPU and port figures come from. Without
+    prometheus-client (the ``[exporters]`` extra) ``auto`` reads NVML and sysfs only."""
+    exporters = None
+    if source != "nvml":
+        try:
+            from . import agent_exporters as exporters
+        except ImportError:
+            if source == "exporters":
+                raise
+            log.info("prometheus-client is not installed: the exporters are not read")
+    if exporters is None:
         nvml = agent_devices.open_nvml()
         return Collector(infiniband_root, gpus=nvml and agent_devices.NvmlGpus(nvml))
-    try:
-        from metrics import agent_exporters
-    except ImportError:  # copied onto a VM as files beside agent.py
-        import agent_exporters  # type: ignore[import-not-found]
-    exporter_gpus = agent_exporters.ExporterGpus(dcgm_url or agent_exporters.DCGM_URL)
-    exporter_ports = agent_exporters.ExporterPorts(node_url or agent_exporters.NODE_URL)
+    exporter_gpus = exporters.ExporterGpus(dcgm_url or exporters.DCGM_URL)
+    exporter_ports = exporters.ExporterPorts(node_url or exporters.NODE_URL)
     if source == "exporters":
         return Collector(infiniband_root, gpus=exporter_gpus, ports=exporter_ports)
     nvml = agent_devices.open_nvml()
@@ -345,9 +342,10 @@ def make_collector(source, infiniband_root=INFINIBAND_ROOT, dcgm_url=None, node_
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m metrics.agent",
+    parser = argparse.ArgumentParser(prog="vc-metrics-agent",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--url", required=True, help="the portal's /api/metrics/ingest URL")
+    parser.add_argument("--url", default=os.environ.get("METRICS_AGENT_URL"),
+                        help="the portal's /api/metrics/ingest URL (or METRICS_AGENT_URL)")
     parser.add_argument("--token", default=os.environ.get("METRICS_AGENT_TOKEN"),
                         help="this VM's metrics token (or METRICS_AGENT_TOKEN)")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds")
@@ -366,8 +364,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    if not args.token:
-        parser.error("--token or METRICS_AGENT_TOKEN is required")
+    if not args.url or not args.token:
+        parser.error("--url (or METRICS_AGENT_URL) and --token (or METRICS_AGENT_TOKEN) "
+                     "are required")
     if args.interval <= 0 or args.buffer <= 0 or not 0 < args.batch <= MAX_BATCH:
         parser.error("--interval and --buffer must be positive, --batch 1..1000")
     if args.check:

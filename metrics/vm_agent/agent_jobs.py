@@ -3,20 +3,21 @@
 It polls the portal for this VM's jobs with the agent's token (``POST …/api/metrics/jobs/next``;
 the portal never connects to a VM), runs the real tools with timeouts (``subprocess``, an
 argument list, never a shell) and posts their raw output with the figures parsed from it
-(``metrics.toolparse``) to ``…/jobs/result``. Jobs handed out together run together
+(``toolparse``) to ``…/jobs/result``. Jobs handed out together run together
 (an ``ib_write_bw`` server and client of one ring step must overlap), each on its own
 thread. A tool that is missing or runs past its time is reported as such (exit 127 / 124);
 the portal judges that, the agent never guesses a figure.
 
-Standard library only, beside ``agent.py``: copy ``agent.py``, ``agent_jobs.py`` and
-``toolparse.py`` together. The NCCL tests binary is ``$NCCL_TESTS_BIN`` (default
-``all_reduce_perf``); multi-node all-reduces use ``mpirun`` with passwordless SSH between
+Standard library only, part of the agent's distribution (``metrics/vm_agent``). The NCCL
+tests binary is ``$NCCL_TESTS_BIN`` (default ``all_reduce_perf``); multi-node all-reduces use
+``mpirun`` with passwordless SSH between
 the members, as any MPI job on the cluster does.
 """
 
 import json
 import logging
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -24,10 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-try:
-    from metrics import toolparse
-except ImportError:  # copied onto the VM beside agent.py
-    import toolparse  # type: ignore[import-not-found, no-redef]
+from . import toolparse
 
 log = logging.getLogger("metrics.agent.jobs")
 POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch
@@ -59,6 +57,11 @@ def run_tool(tool, argv, timeout, env=None, **extra) -> dict:
         stdout, code = f"[agent] {argv[0]}: {exc}\n", NOT_FOUND
     log.info("%s exited %d after %.1f s", argv[0], code, time.monotonic() - started)
     return {"tool": tool, "stdout": stdout, "exit_code": code, **extra}
+
+
+def not_installed(tool, binary) -> dict:
+    """The output of a job whose tool is not on this VM (a guest without GPU software)."""
+    return {"tool": tool, "stdout": f"[agent] {binary}: not installed\n", "exit_code": NOT_FOUND}
 
 
 def local_devices(root) -> list[str]:
@@ -193,6 +196,12 @@ class JobRunner:
                 run_tool("nvidia-smi", ["nvidia-smi", "-L"], min(30, left())),
                 run_tool("dcgmi", ["dcgmi", "diag", "-r", str(params["level"]), "--json"], left()),
             ]
+        if kind.startswith("nccl") and shutil.which(self.nccl_bin) is None:
+            return [not_installed("all_reduce_perf", self.nccl_bin)]
+        if kind in ("nccl_pair", "nccl_all") and shutil.which("mpirun") is None:
+            return [not_installed("all_reduce_perf", "mpirun")]
+        if kind.startswith("ib") and shutil.which("ib_write_bw") is None:
+            return [not_installed("ib_write_bw", "ib_write_bw")]
         if kind == "nccl_local":
             argv = [self.nccl_bin, *params["args"], "-g", str(params["gpus"])]
             return [run_tool("all_reduce_perf", argv, left(), env=params.get("env"))]

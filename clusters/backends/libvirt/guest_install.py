@@ -1,0 +1,66 @@
+"""Put the built guest image where a host's domains use it: the host's storage pool (a
+directory pool under ``/var/lib/libvirt/images`` is defined when the host has none) gets the
+image's base volume (``vc-base-<key>.qcow2``, uploaded through libvirt's stream API, so a
+remote ``qemu+ssh://`` host works the same), on which each VM's overlay is made. The kernel
+and initramfs are booted from the portal machine's path: on a remote host, build the image
+there too (or set ``LIBVIRT_BASE_VOLUME`` to a cloud image with cloud-init and no kernel)."""
+
+from pathlib import Path
+
+from clusters.backends.libvirt.connection import connect, lookup
+
+from . import guest_image
+
+POOL_ROOT = Path("/var/lib/libvirt/images")
+CHUNK = 4 << 20
+
+
+def ensure_pool(conn, name):
+    """The host's storage pool, defined as a directory pool, built and started if needed."""
+    pool = lookup(conn.storagePoolLookupByName, name)
+    if pool is None:
+        target = POOL_ROOT / name
+        pool = conn.storagePoolDefineXML(
+            f"<pool type='dir'><name>{name}</name><target><path>{target}</path></target></pool>",
+            0)
+        pool.build(0)
+        pool.setAutostart(True)
+    if not pool.isActive():
+        pool.create(0)
+    return pool
+
+
+def ensure_base(pool, image: "guest_image.Image") -> str:
+    """The image's base volume in ``pool`` (uploaded once); returns its name."""
+    name = image.base_volume_name
+    if lookup(pool.storageVolLookupByName, name) is not None:
+        return name
+    size = image.base_volume.stat().st_size
+    partial = f"{name}.partial"
+    stale = lookup(pool.storageVolLookupByName, partial)
+    if stale is not None:
+        stale.delete(0)
+    volume = pool.createXML(
+        f"<volume><name>{partial}</name><capacity unit='B'>{size}</capacity>"
+        "<target><format type='raw'/></target></volume>", 0)
+    stream = pool.connect().newStream(0)
+    volume.upload(stream, 0, size, 0)
+    with image.base_volume.open("rb") as source:
+        while chunk := source.read(CHUNK):
+            stream.send(chunk)
+    stream.finish()
+    # A volume is renamed by cloning it: write the final name only once the upload is whole.
+    pool.createXMLFrom(
+        f"<volume><name>{name}</name><capacity unit='B'>{size}</capacity>"
+        "<target><format type='qcow2'/></target></volume>", volume, 0)
+    volume.delete(0)
+    pool.refresh(0)
+    return name
+
+
+def install(host, image=None) -> str:
+    """Pool and base volume of ``image`` (default: the current build) on ``host``."""
+    image = image or guest_image.current()
+    if image is None:
+        raise guest_image.ImageError("no guest image: run manage.py build_guest_image first")
+    return ensure_base(ensure_pool(connect(host), host.storage_pool), image)

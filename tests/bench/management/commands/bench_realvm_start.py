@@ -1,0 +1,227 @@
+"""``manage.py bench_realvm_start``: the portal's overhead on real guests. 클러스터 시작 +
+멤버 모두 시작 of a 4-member cluster through the portal (the libvirt backend on this machine's
+libvirtd, tasks run eagerly in this process, one after the other as one worker would), timed
+until all four are 실행중, against the same libvirt calls made directly: the cluster's fabric
+network defined and started, and per member its overlay volume, its seed volume with the
+same seed uploaded, the same domain XML defined and started (recorded from the portal's run
+and replayed; odd rounds run the portal first, even rounds the replay of the previous round
+first, as the later starts compete with the guests already booting). Prints both figures per
+round, their medians and the ratio (target ≤ 1.2).
+
+Needs root, libvirt, QEMU and the built guest image (``bash .ci/realvm-demo`` or
+``manage.py build_guest_image``); PostgreSQL, on a scratch database of its own. Each round's
+guests are destroyed as soon as they run (4 at most at once); everything is removed at the
+end. ``DATABASE_URL=postgres://… DJANGO_SETTINGS_MODULE=tests.settings python manage.py
+bench_realvm_start [--rounds 3]``
+"""
+
+import logging
+import statistics
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.test.utils import override_settings
+
+from tests.bench.scratch import scratch_database
+
+MEMBERS = 4
+
+
+class Command(BaseCommand):
+    help = "Time 4 members to 실행중 through the portal against the same libvirt calls."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--rounds", type=int, default=3)
+        parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+
+    def handle(self, *args, **opts):
+        if connection.vendor != "postgresql":
+            raise CommandError("bench_realvm_start measures PostgreSQL: set DATABASE_URL")
+        from clusters.backends.libvirt import guest_image
+
+        if guest_image.current() is None:
+            raise CommandError("no guest image: run manage.py build_guest_image first")
+        from portal.celery import app
+
+        eager = app.conf.task_always_eager
+        app.conf.task_always_eager = True
+        try:
+            with (
+                scratch_database(keep=opts["keep"], say=self.stdout.write),
+                override_settings(COMPUTE_BACKEND="clusters.backends.libvirt.LibvirtBackend",
+                                  LIBVIRT_DOMAIN_TYPE="qemu",
+                                  LIBVIRT_PORTAL_URL="http://10.0.2.2:8000"),
+            ):
+                self.run_bench(opts["rounds"])
+        finally:
+            app.conf.task_always_eager = eager
+
+    def run_bench(self, rounds):
+        from django.contrib.auth import get_user_model
+
+        from clusters import operations
+        from clusters import services as cluster_services
+        from clusters.backends import get_backend
+        from clusters.backends.libvirt import guest_image, guest_install
+        from clusters.backends.libvirt.inventory import sync_host
+        from clusters.hosts.models import GpuHost
+        from clusters.models import VirtualCluster
+        from portal.models import Project, Role, RoleBinding
+        from portal.permissions import BUILTIN_ROLES
+        from vms.models import (
+            FabricOffering,
+            FabricType,
+            InstanceType,
+            VirtualMachine,
+            VmStatus,
+            Zone,
+        )
+
+        zone = Zone.objects.create(code="bench-1a", name="bench")
+        itype = InstanceType.objects.create(code="gpu.h100x8", gpu_model="H100", gpu_count=8,
+                                            vcpu=192, memory_gib=2048)
+        ib = FabricType.INFINIBAND
+        FabricOffering.objects.create(zone=zone, instance_type=itype, fabric=ib)
+        host = GpuHost.objects.create(
+            name="local", zone=zone, uri="qemu:///system", domain_type="qemu", fabric=ib,
+            emulated_gpus=8 * MEMBERS, emulated_gpu_model="H100", emulated_vfs=MEMBERS)
+        sync_host(host)
+        guest_install.install(host, guest_image.current())
+        project = Project.objects.create(slug="bench", name="bench")
+        admin = get_user_model().objects.create_user("bench-admin")
+        role, _ = Role.objects.get_or_create(
+            name="admin", defaults={"permissions": sorted(BUILTIN_ROLES["admin"])})
+        RoleBinding.objects.create(user=admin, project=project, role=role)
+        # Ids far from other databases' (domain and network names are per id on one libvirtd).
+        with connection.cursor() as cursor:
+            for model in (VirtualMachine, VirtualCluster):
+                cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)",
+                               [model._meta.db_table, 2_000_000_000 + int(time.time()) % 10**8])
+        conn = _connect()
+        portal_times, direct_times, previous = [], [], None
+        logging.disable(logging.INFO)  # the audit and task lines of every step
+        try:
+            for number in range(1, rounds + 1):
+                cluster = VirtualCluster.objects.create(
+                    project=project, zone=zone, instance_type=itype, fabric_type=ib,
+                    name=f"bench-{number}", status="UNALLOCATED")
+                vms = [VirtualMachine.objects.create(
+                    project=project, zone=zone, instance_type=itype, name=f"b{number}-{i}",
+                    status=VmStatus.STOPPED) for i in range(MEMBERS)]
+                for vm in vms:
+                    cluster_services.attach_vm(vm.pk, cluster.pk, actor=admin)
+                if previous is not None and number % 2 == 0:  # alternate which goes first
+                    direct_times.append(_replay(conn, previous))
+                    _remove(conn, previous)
+                started = time.perf_counter()
+                cluster_services.start_cluster(cluster.pk, actor=admin)
+                operations.start_members(cluster.pk, actor=admin)
+                running = VirtualMachine.objects.filter(cluster=cluster, status=VmStatus.RUNNING)
+                _until(lambda running=running: running.count() == MEMBERS, 600)
+                portal_times.append(time.perf_counter() - started)
+                previous = _recorded(conn, cluster.pk, [vm.pk for vm in vms])
+                _remove(conn, previous)
+                if len(direct_times) < len(portal_times):
+                    direct_times.append(_replay(conn, previous))
+                    _remove(conn, previous)
+                # The portal's records catch up (its guests are gone) before the next round.
+                operations.stop_cluster_with_members(cluster.pk, actor=admin)
+                self.stdout.write(f"round {number}: portal {portal_times[-1]:.2f} s, "
+                                  f"direct libvirt {direct_times[-1]:.2f} s")
+                for vm in vms:
+                    get_backend().delete_vm(vm)
+                get_backend().release(cluster)
+        finally:
+            logging.disable(logging.NOTSET)
+            conn.close()
+        portal, direct = statistics.median(portal_times), statistics.median(direct_times)
+        self.stdout.write(
+            f"{MEMBERS} members to 실행중 (median of {rounds}): portal {portal:.2f} s, "
+            f"the same libvirt calls directly {direct:.2f} s, ratio {portal / direct:.2f} "
+            f"(target <= 1.2)")
+
+
+def _connect():
+    import libvirt
+
+    return libvirt.open("qemu:///system")
+
+
+def _until(predicate, seconds):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise CommandError(f"not all {MEMBERS} members 실행중 after {seconds} s")
+        time.sleep(0.05)
+
+
+def _recorded(conn, cluster_id, vm_ids):
+    """What the portal made in libvirt, as the calls that make it again: the network's XML,
+    each VM's volume XMLs (the seed's bytes too) and its domain's inactive XML."""
+    import libvirt
+
+    from clusters.backends.libvirt import domain, fabric
+
+    pool = conn.storagePoolLookupByName("vc-pool")
+    net = conn.networkLookupByName(fabric.network_name(cluster_id))
+    members = []
+    for vm_id in vm_ids:
+        dom = conn.lookupByName(domain.domain_name(vm_id))
+        disk = pool.storageVolLookupByName(domain.disk_volume(vm_id))
+        seed = pool.storageVolLookupByName(domain.seed_volume(vm_id))
+        with open(seed.path(), "rb") as source:
+            data = source.read().rstrip(b"\0")  # the ISO uploaded, not the volume's tail
+        data += b"\0" * (-len(data) % 2048)
+        members.append({
+            "name": dom.name(), "xml": dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE),
+            "disk": disk.XMLDesc(0), "seed_name": seed.name(), "seed": data})
+    return {"network": net.XMLDesc(libvirt.VIR_NETWORK_XML_INACTIVE), "net_name": net.name(),
+            "members": members}
+
+
+def _replay(conn, calls):
+    """The same libvirt calls, made directly, timed: network, then per member volumes,
+    seed upload, define and start."""
+    started = time.perf_counter()
+    net = conn.networkDefineXML(calls["network"])
+    net.create()
+    pool = conn.storagePoolLookupByName("vc-pool")
+    for member in calls["members"]:
+        pool.createXML(member["disk"], 0)
+        seed = pool.createXML(
+            f"<volume><name>{member['seed_name']}</name><capacity unit='KiB'>1024</capacity>"
+            "<target><format type='raw'/></target></volume>", 0)
+        stream = conn.newStream(0)
+        seed.upload(stream, 0, len(member["seed"]), 0)
+        stream.send(member["seed"])
+        stream.finish()
+        conn.defineXML(member["xml"]).create()
+    return time.perf_counter() - started
+
+
+def _remove(conn, calls):
+    """Destroy and undefine the domains, remove their volumes and the network."""
+    import libvirt
+
+    pool = conn.storagePoolLookupByName("vc-pool")
+    for member in calls["members"]:
+        try:
+            dom = conn.lookupByName(member["name"])
+            if dom.isActive():
+                dom.destroy()
+            dom.undefine()
+        except libvirt.libvirtError:
+            pass
+        for name in (f"{member['name']}.qcow2", member["seed_name"]):
+            try:
+                pool.storageVolLookupByName(name).delete(0)
+            except libvirt.libvirtError:
+                pass
+    try:
+        net = conn.networkLookupByName(calls["net_name"])
+        if net.isActive():
+            net.destroy()
+        net.undefine()
+    except libvirt.libvirtError:
+        pass

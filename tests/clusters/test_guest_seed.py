@@ -1,0 +1,76 @@
+"""A libvirt guest's NoCloud seed (cloud-init's format): hostname, its own metrics token and the
+portal URL, the fabric NIC's static address matched by MAC, on an ISO 9660 volume labelled
+``cidata``; and a clear error when no guest image was built."""
+
+import io
+import json
+
+import pycdlib
+import pytest
+
+from clusters.backends.base import FabricAddress
+from clusters.backends.libvirt import guest, guest_image
+from portal.errors import GuestImageMissing
+
+
+class Vm:
+    def __init__(self, pk, name):
+        self.pk, self.name = pk, name
+
+
+def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
+    vm = Vm(42, "GPU-노드-01")
+    files = guest.seed_files(vm, fabric_address=FabricAddress(ip="172.16.8.12"),
+                             portal_url="http://10.0.2.2:8000/", metrics_token="vcm_secret")
+    assert set(files) == {"meta-data", "user-data", "network-config"}
+    meta = json.loads(files["meta-data"])
+    assert meta == {"instance-id": "vc-vm-42", "local-hostname": "gpu-01"}
+    assert files["user-data"].startswith(b"#cloud-config\n")
+    user = json.loads(files["user-data"].split(b"\n", 1)[1])
+    env = next(f for f in user["write_files"] if f["path"] == "/etc/vc-metrics.env")
+    assert env["permissions"] == "0600"
+    assert "METRICS_AGENT_URL=http://10.0.2.2:8000/api/metrics/ingest\n" in env["content"]
+    assert "METRICS_AGENT_TOKEN=vcm_secret\n" in env["content"]
+    assert any("vc-metrics-agent" in " ".join(cmd) for cmd in user["runcmd"])
+    network = json.loads(files["network-config"])
+    assert network == {"version": 2, "ethernets": {
+        "mgmt": {"match": {"name": "e*"}, "dhcp4": True},
+        "fabric": {"match": {"macaddress": guest.fabric_mac(vm)}, "dhcp4": False,
+                   "addresses": ["172.16.8.12/21"]}}}
+    assert guest.fabric_mac(Vm(43, "x")) != guest.fabric_mac(vm)
+    no_fabric = guest.seed_files(vm, fabric_address=None, portal_url="http://h",
+                                 metrics_token="t")
+    assert "fabric" not in json.loads(no_fabric["network-config"])["ethernets"]
+
+
+def test_a_name_without_ascii_gets_a_hostname_from_its_id():
+    assert guest.hostname(Vm(7, "노드")) == "vm-7"
+
+
+def test_the_seed_iso_is_labelled_cidata_with_the_files_by_their_names(tmp_path):
+    files = {"meta-data": b"{}\n", "user-data": b"#cloud-config\n{}\n",
+             "network-config": b'{"version": 2}\n'}
+    path = tmp_path / "seed.iso"
+    guest.write_seed_iso(files, path)
+    iso = pycdlib.PyCdlib()
+    iso.open(str(path))
+    try:
+        assert iso.pvd.volume_identifier.decode().strip() == "cidata"
+        for name, data in files.items():
+            out = io.BytesIO()
+            iso.get_file_from_iso_fp(out, rr_path=f"/{name}")
+            assert out.getvalue() == data
+            out = io.BytesIO()
+            iso.get_file_from_iso_fp(out, joliet_path=f"/{name}")
+            assert out.getvalue() == data
+    finally:
+        iso.close()
+
+
+@pytest.mark.django_db
+def test_without_a_built_image_starting_says_to_build_it(settings, tmp_path):
+    settings.GUEST_IMAGE_DIR = str(tmp_path)
+    assert guest_image.current() is None
+    with pytest.raises(GuestImageMissing) as raised:
+        guest.guest_boot(Vm(1, "a"))
+    assert "build_guest_image" in raised.value.message

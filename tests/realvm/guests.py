@@ -1,0 +1,185 @@
+"""Helpers of the real tier: the local libvirtd with the built guest image, a host record
+with declared GPU slots, the QEMU guest agent, and what must be gone afterwards."""
+
+import base64
+import json
+import os
+import random
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from clusters.backends.libvirt import domain, fabric, guest_image, guest_install
+from clusters.hosts.models import GpuHost
+
+URI = "qemu:///system"
+BOOT_SECONDS = 420  # TCG guests on a loaded 2-core machine: generous, decided by state
+DAEMONS = ("virtlogd", "libvirtd")
+
+
+def ensure_daemons():
+    """libvirtd and virtlogd, started when nothing supervises them (no systemd here)."""
+    for daemon in DAEMONS:
+        if subprocess.run(["pgrep", "-x", daemon], capture_output=True).returncode:
+            subprocess.run([daemon, "-d"], check=True)
+    wait_for(lambda: _connects(), 30, "libvirtd to answer")
+
+
+def _connects():
+    import libvirt
+
+    try:
+        libvirt.open(URI).close()
+        return True
+    except libvirt.libvirtError:
+        return False
+
+
+def image_or_skip():
+    """The built guest image with the daemons up, or the test skipped where it cannot run."""
+    if os.geteuid() != 0 or missing_tools():
+        pytest.skip(f"the real tier needs root and {missing_tools()} (bash .ci/run installs them)")
+    ensure_daemons()
+    image, _built = guest_image.build(out=None)
+    return image
+
+
+def far_ids():
+    """Start this database's VM and cluster ids far from other databases' (one libvirtd is
+    shared: domains and fabric networks are named by id); returns the first."""
+    from django.db import connection
+
+    from clusters.models import VirtualCluster
+    from vms.models import VirtualMachine
+
+    base = random.randrange(10**6, 10**9)
+    with connection.cursor() as cursor:
+        for model in (VirtualMachine, VirtualCluster):
+            cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)",
+                           [model._meta.db_table, base])
+    return base
+
+
+def use_libvirt(settings, live_server):
+    """This process's portal on the libvirt backend, guests reporting to ``live_server``."""
+    settings.COMPUTE_BACKEND = "clusters.backends.libvirt.LibvirtBackend"
+    settings.LIBVIRT_DOMAIN_TYPE = "qemu"
+    settings.LIBVIRT_PORTAL_URL = f"http://10.0.2.2:{live_server.thread.port}"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "10.0.2.2"]
+    settings.GUEST_AGENT_INTERVAL = 5
+
+
+def missing_tools():
+    return [tool for tool in ("libvirtd", "virtlogd", "qemu-system-x86_64", "qemu-img",
+                              "mmdebstrap", "mkfs.ext4")
+            if shutil.which(tool) is None]
+
+
+def wait_for(predicate, seconds, what):
+    """Poll ``predicate`` until it answers something true; fail naming ``what``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def local_host(zone, fabric_type, gpus=32, vfs=4, gpu_model="H100"):
+    """This machine as a GPU host with declared (emulated) GPU slots, its pool holding the
+    image's base volume."""
+    from clusters.backends.libvirt.inventory import sync_host
+
+    host = GpuHost.objects.create(
+        name="local", zone=zone, uri=URI, domain_type="qemu", fabric=fabric_type,
+        block="b1", leaf="l1", rack="r1", emulated_gpus=gpus, emulated_gpu_model=gpu_model,
+        emulated_vfs=vfs)
+    sync_host(host)
+    guest_install.install(host, guest_image.current())
+    return host
+
+
+def conn():
+    import libvirt
+
+    return libvirt.open(URI)
+
+
+def agent(dom, command, **arguments):
+    import libvirt_qemu
+
+    body = {"execute": command, **({"arguments": arguments} if arguments else {})}
+    return json.loads(libvirt_qemu.qemuAgentCommand(dom, json.dumps(body), 10, 0))["return"]
+
+
+def agent_up(dom):
+    import libvirt
+
+    try:
+        agent(dom, "guest-ping")
+        return True
+    except libvirt.libvirtError:
+        return False
+
+
+def guest_exec(dom, *argv, seconds=30):
+    """(exit code, stdout) of ``argv`` run in the guest by its QEMU agent."""
+    pid = agent(dom, "guest-exec", path=argv[0], arg=list(argv[1:]),
+                **{"capture-output": True})["pid"]
+    status = wait_for(lambda: (lambda s: s if s["exited"] else None)(
+        agent(dom, "guest-exec-status", pid=pid)), seconds, f"{argv} in the guest")
+    return status.get("exitcode"), base64.b64decode(status.get("out-data", "")).decode()
+
+
+def leftovers(vm_ids, cluster_ids):
+    """Domains, networks and volumes of these VMs and clusters that libvirt still has."""
+    c = conn()
+    try:
+        names = {domain.domain_name(i) for i in vm_ids}
+        found = [d.name() for d in c.listAllDomains(0) if d.name() in names]
+        nets = {fabric.network_name(i) for i in cluster_ids}
+        found += [n.name() for n in c.listAllNetworks(0) if n.name() in nets]
+        for pool in c.listAllStoragePools(0):
+            if pool.isActive():
+                pool.refresh(0)
+                found += [v for v in pool.listVolumes()
+                          if any(v.startswith(f"{n}.") or v.startswith(f"{n}-") for n in names)]
+        return found
+    finally:
+        c.close()
+
+
+def destroy_everything(vm_ids, cluster_ids):
+    """Whatever a failed test left: its domains, fabric networks and volumes."""
+    import libvirt
+
+    c = conn()
+    try:
+        names = {domain.domain_name(i) for i in vm_ids}
+        for dom in c.listAllDomains(0):
+            if dom.name() in names:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
+        nets = {fabric.network_name(i) for i in cluster_ids}
+        for net in c.listAllNetworks(0):
+            if net.name() in nets:
+                if net.isActive():
+                    net.destroy()
+                if net.isPersistent():
+                    net.undefine()
+        for pool in c.listAllStoragePools(0):
+            if not pool.isActive():
+                continue
+            for name in pool.listVolumes():
+                if any(name.startswith(f"{n}.") or name.startswith(f"{n}-") for n in names):
+                    try:
+                        pool.storageVolLookupByName(name).delete(0)
+                    except libvirt.libvirtError:
+                        pass
+    finally:
+        c.close()
