@@ -18,6 +18,7 @@ from clusters.validation.models import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
 from clusters.views_members import readable_cluster
+from portal.errors import SpotOrDrVm, VmNotEligible
 from portal.permissions import Perm
 from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine
 
@@ -52,7 +53,13 @@ def help_page(request):
         }
         for action, perms in REQUIREMENTS
     ]
-    return render(request, "clusters/help.html", {"requirements": rows, "project": project})
+    context = {
+        "requirements": rows,
+        "project": project,
+        # The attach rules in their own words (each message lives in its error class).
+        "attach_rules": [VmNotEligible().message, SpotOrDrVm().message],
+    }
+    return render(request, "clusters/help.html", context)
 
 
 @login_required
