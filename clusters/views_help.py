@@ -10,6 +10,8 @@ shows the default a run would make from ``clusters.validation.thresholds``, with
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
@@ -47,7 +49,11 @@ def help_page(request):
     rows = [
         {
             "action": action,
-            "perms": perms,
+            # Break a long permission name only at its dots (a phone's narrow column).
+            "perms": [
+                format_html_join(mark_safe(".<wbr>"), "{}", ((w,) for w in p.split(".")))
+                for p in perms
+            ],
             "granted": project is not None
             and all(request.user.has_perm(p, project) for p in perms),
         }
@@ -108,7 +114,9 @@ def _threshold(instance_type, fabric):
     row = ValidationThreshold.objects.filter(instance_type=instance_type, fabric=fabric).first()
     if row is None:
         row = ValidationThreshold(
-            instance_type=instance_type, fabric=fabric, **default_for(instance_type, fabric).__dict__
+            instance_type=instance_type,
+            fabric=fabric,
+            **default_for(instance_type, fabric).__dict__,
         )
         row.is_default = True
     return row

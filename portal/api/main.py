@@ -70,8 +70,13 @@ class LocalSwagger(DocsBase):
         base = request.path.rstrip("/")
         openapi_url = escape(self.get_openapi_url(api, kwargs))
         # The way back to the console, in the console's language.
-        back = translation.gettext("← 콘솔로 돌아가기")
-        tokens_label = translation.gettext("API 토큰")
+        links = " · ".join(
+            f'<a href="{reverse(name)}">{escape(label)}</a>'
+            for name, label in (
+                ("clusters:cluster_list", translation.gettext("← 콘솔로 돌아가기")),
+                ("api_tokens", translation.gettext("API 토큰")),
+            )
+        )
         html = f"""<!doctype html>
 <html lang="{translation.get_language()}"><head><meta charset="utf-8">
 <title>{escape(api.title)}</title>
@@ -81,7 +86,7 @@ class LocalSwagger(DocsBase):
 <script type="application/json" id="swagger-settings">
 {{"url": "{openapi_url}", "layout": "BaseLayout", "deepLinking": true}}
 </script>
-<nav id="console-links"><a href="{reverse("clusters:cluster_list")}">{escape(back)}</a> · <a href="{reverse("api_tokens")}">{escape(tokens_label)}</a></nav>
+<nav id="console-links">{links}</nav>
 <div id="swagger-ui"></div>
 <script src="{base}/assets/swagger-ui-bundle.js"></script>
 <script src="{base}/assets/swagger-ui-init.js"></script>

@@ -45,7 +45,8 @@ FIRST_CLUSTER = (
     "First create the cluster, then attach separately created virtual machines to it.",
 )
 PREREQUISITES = (
-    "Resource.VirtualCluster.CREATE 권한 (가상머신 연결 시에는 Resource.VirtualMachine.UPDATE 도 필요)",
+    "Resource.VirtualCluster.CREATE 권한 "
+    "(가상머신 연결 시에는 Resource.VirtualMachine.UPDATE 도 필요)",
     "attaching a virtual machine also needs Resource.VirtualMachine.UPDATE",
 )
 IB_TITLE = ("InfiniBand 설정 및 벤치마크", "InfiniBand setup and benchmarks")
@@ -112,15 +113,23 @@ def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thre
     world, login
 ):
     cluster = world.cluster(
-        "roce", status=ClusterStatus.RUNNING, instance_type=world.l40s,
+        "roce",
+        status=ClusterStatus.RUNNING,
+        instance_type=world.l40s,
         fabric_type=FabricType.ROCE_V2,
     )
     for i, vm in enumerate(world.members(cluster, 2, status=VmStatus.RUNNING)):
         vm.private_ip = f"10.0.0.{i + 11}"
         vm.save()
     ValidationThreshold.objects.create(
-        instance_type=world.l40s, fabric=FabricType.ROCE_V2, ports=2, port_gbps=200,
-        intra_busbw_gbs=21.5, multi_busbw_gbs=17.25, ib_write_bw_gbps=191.0, margin_percent=7,
+        instance_type=world.l40s,
+        fabric=FabricType.ROCE_V2,
+        ports=2,
+        port_gbps=200,
+        intra_busbw_gbs=21.5,
+        multi_busbw_gbs=17.25,
+        ib_write_bw_gbps=191.0,
+        margin_percent=7,
     )
     client = login("viewer")
     detail = body(client.get(reverse("clusters:cluster_detail", args=[cluster.pk])))
@@ -148,8 +157,13 @@ def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thre
 
 def test_the_generic_benchmark_page_lists_the_stored_thresholds(world, login):
     ValidationThreshold.objects.create(
-        instance_type=world.h100, fabric=FabricType.INFINIBAND, ports=8, port_gbps=400,
-        intra_busbw_gbs=455.0, multi_busbw_gbs=433.0, ib_write_bw_gbps=377.0,
+        instance_type=world.h100,
+        fabric=FabricType.INFINIBAND,
+        ports=8,
+        port_gbps=400,
+        intra_busbw_gbs=455.0,
+        multi_busbw_gbs=433.0,
+        ib_write_bw_gbps=377.0,
     )
     page = html.unescape(body(login("admin").get(reverse("clusters:infiniband_help"))))
     assert "≥ 455 GB/s" in page and "≥ 433 GB/s" in page and "≥ 377 Gb/s" in page
