@@ -65,6 +65,21 @@ STATEMENTS = [
 ]
 
 
+def stored_threshold(instance_type, fabric, ports, port_gbps, figures, margin=10):
+    """A 검증 기준 row as an admin would store it: (intra, multi busbw GB/s, ib_write_bw Gb/s)."""
+    intra, multi, ib = figures
+    return ValidationThreshold.objects.create(
+        instance_type=instance_type,
+        fabric=fabric,
+        ports=ports,
+        port_gbps=port_gbps,
+        intra_busbw_gbs=intra,
+        multi_busbw_gbs=multi,
+        ib_write_bw_gbps=ib,
+        margin_percent=margin,
+    )
+
+
 def body(response):
     assert response.status_code == 200, response.status_code
     return response.content.decode()
@@ -121,16 +136,7 @@ def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thre
     for i, vm in enumerate(world.members(cluster, 2, status=VmStatus.RUNNING)):
         vm.private_ip = f"10.0.0.{i + 11}"
         vm.save()
-    ValidationThreshold.objects.create(
-        instance_type=world.l40s,
-        fabric=FabricType.ROCE_V2,
-        ports=2,
-        port_gbps=200,
-        intra_busbw_gbs=21.5,
-        multi_busbw_gbs=17.25,
-        ib_write_bw_gbps=191.0,
-        margin_percent=7,
-    )
+    stored_threshold(world.l40s, FabricType.ROCE_V2, 2, 200, (21.5, 17.25, 191.0), margin=7)
     client = login("viewer")
     detail = body(client.get(reverse("clusters:cluster_detail", args=[cluster.pk])))
     ib_url = reverse("clusters:cluster_infiniband", args=[cluster.pk])
@@ -156,15 +162,7 @@ def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thre
 
 
 def test_the_generic_benchmark_page_lists_the_stored_thresholds(world, login):
-    ValidationThreshold.objects.create(
-        instance_type=world.h100,
-        fabric=FabricType.INFINIBAND,
-        ports=8,
-        port_gbps=400,
-        intra_busbw_gbs=455.0,
-        multi_busbw_gbs=433.0,
-        ib_write_bw_gbps=377.0,
-    )
+    stored_threshold(world.h100, FabricType.INFINIBAND, 8, 400, (455.0, 433.0, 377.0))
     page = html.unescape(body(login("admin").get(reverse("clusters:infiniband_help"))))
     assert "≥ 455 GB/s" in page and "≥ 433 GB/s" in page and "≥ 377 Gb/s" in page
     assert 'data-threshold="gpu.l40sx4/ROCE_V2"' in page
