@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from clusters.models import Operation, OperationItem
 from metrics import series_sql
 from metrics.models import HOST, METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
@@ -87,6 +88,8 @@ class ChartData:
     # Aggregate mode: {series: [value or None per bucket]}. Per-member mode:
     # {metric: {vm_id: [value or None per bucket]}}.
     series: dict = field(default_factory=dict)
+    # Former members replaced by 교체 within the range: their samples stay, marked 교체됨.
+    replaced: frozenset = frozenset()
 
     @property
     def start(self):
@@ -134,16 +137,33 @@ def cluster_members(cluster):
     )
 
 
+def replaced_members(cluster, since) -> list:
+    """[(vm_id, name)] of the VMs a 교체 took out of ``cluster`` since ``since`` (and not
+    members again): the evidence of why they were replaced stays in the charts."""
+    rows = (
+        OperationItem.objects.filter(
+            operation__cluster=cluster, operation__kind=Operation.Kind.REPLACE, position=0,
+            status=OperationItem.Status.SUCCEEDED, finished_at__gte=since)
+        .exclude(vm__cluster=cluster).exclude(vm__isnull=True)
+        .order_by("vm__name", "vm_id").values_list("vm_id", "vm__name")
+    )
+    return list(dict.fromkeys(rows))
+
+
 def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
-    """The series of ``cluster``'s members over ``range_key`` ending at ``now``."""
+    """The series of ``cluster``'s members over ``range_key`` ending at ``now``, and of the
+    members replaced within it (``replaced``)."""
     window = RANGES[range_key]
-    members = cluster_members(cluster)
     now = now or timezone.now()
+    gone = replaced_members(cluster, now - timedelta(seconds=window.seconds))
+    current = cluster_members(cluster)
+    members = current + [m for m in gone if m not in current]
     shown = _slowest(members, window, now) if per_member else []
     step = window_step(window, shown if per_member else members, per_member)
     last = int(now.timestamp()) // step
     points = window.seconds // step
-    data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown)
+    data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown,
+                     replaced=frozenset(vm_id for vm_id, _n in gone))
     if not members:
         return data
     drawn = shown if per_member else members
@@ -241,6 +261,8 @@ def figures(data, capacity_gbps=None, markers=None):
         if data.per_member:
             for metric in metrics:
                 for vm_id, name in data.shown:
+                    if vm_id in data.replaced:
+                        name = _("%(name)s (교체됨)") % {"name": name}
                     label = name if len(metrics) == 1 else f"{name} {direction[metric[-2:]]}"
                     traces.append(_trace(label, data.series[metric][vm_id], scale, digits,
                                          x0, dx, dash=metric.endswith("_tx")))

@@ -112,3 +112,37 @@ def fetch_means(series, parts: list, vm_ids: list, names) -> list:
 
 def _param(moment):
     return connection.ops.adapt_datetimefield_value(moment)
+
+
+def fetch_spans(series, parts: list, vm_ids: list) -> dict:
+    """{vm_id: seconds} from each device's first sample to its last over ``parts`` (a rollup
+    row counts as its whole minute or hour): how long each one has been reporting in the
+    range. A VM with no rows is absent."""
+    if not parts or not vm_ids:
+        return {}
+    placeholders = ", ".join(["%s"] * len(vm_ids))
+    selects, params = [], []
+    for part in parts:
+        model = {"raw": series.raw, "minute": series.minute, "hour": series.hour}[part.source]
+        column = "ts" if part.source == "raw" else "bucket"
+        width = UNITS.get(part.source, 0)
+        selects.append(
+            f"SELECT vm_id, min({column}) AS lo, max({column}) AS hi, {width} AS width "
+            f"FROM {model._meta.db_table} WHERE vm_id IN ({placeholders}) "
+            f"AND {column} >= %s AND {column} < %s GROUP BY vm_id")
+        params += [*vm_ids, _param(part.start), _param(part.stop)]
+    bounds = {}
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(selects), params)
+        for vm_id, lo, hi, width in cursor.fetchall():
+            lo, hi = _moment(lo), _moment(hi) + timedelta(seconds=width)
+            old = bounds.get(vm_id)
+            bounds[vm_id] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
+    return {vm_id: (hi - lo).total_seconds() for vm_id, (lo, hi) in bounds.items()}
+
+
+def _moment(value):
+    """A datetime as the backend returns it (SQLite: text) as an aware datetime."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -101,7 +101,8 @@ def cluster_charts(request, pk):
     # Device figures name the nodes: VM data, like the per-member breakdown.
     devices = straggler.DeviceView()
     if data.has_data and request.user.has_perm(Perm.VM_READ, cluster):
-        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds)
+        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds,
+                                        replaced=data.replaced)
     heatmap = straggler.heatmap_figure(devices, heatmap_labels())
     figures = []
     if data.has_data:
