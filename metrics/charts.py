@@ -103,6 +103,17 @@ class ChartData:
             lines = self.series.values()
         return any(v is not None for line in lines for v in line)
 
+    @property
+    def few_points(self):
+        """Data in fewer than three buckets (a new cluster, the current hour of 7일): drawn
+        as points, and the page says the range is still filling (집계 대기 중)."""
+        if self.per_member:
+            lines = [line for by_vm in self.series.values() for line in by_vm.values()]
+        else:
+            lines = list(self.series.values())
+        filled = {i for line in lines for i, v in enumerate(line) if v is not None}
+        return 0 < len(filled) < 3
+
     def no_gpu(self):
         """Members that reported in the window without any GPU figure (a VM with no GPU):
         names in per-member mode, else (how many, of how many reporting); None if none."""
@@ -341,8 +352,24 @@ def _markers(events, y_range):
 
 
 def _trace(name, values, scale, digits, x0, dx, dash=False):
+    """A line; with markers when a point has no neighbour to draw a line to, or there are
+    only a couple (the current hour of 7일, a new cluster's 24시간), which a line alone
+    leaves invisible."""
     trace = {"type": "scatter", "mode": "lines", "name": name, "x0": x0, "dx": dx,
              "y": _round(values, scale, digits)}
+    if _isolated(values):
+        trace["mode"], trace["marker"] = "lines+markers", {"size": 6}
     if dash:
         trace["line"] = {"dash": "dot"}
     return trace
+
+
+def _isolated(values) -> bool:
+    """Whether some value of ``values`` has no value on either side, or there are fewer than
+    three (a line that short is a pixel wide on a day's axis)."""
+    if 0 < sum(v is not None for v in values) < 3:
+        return True
+    last = len(values) - 1
+    return any(
+        v is not None and (i == 0 or values[i - 1] is None) and (i == last or values[i + 1] is None)
+        for i, v in enumerate(values))
