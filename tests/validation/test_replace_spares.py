@@ -5,28 +5,12 @@ is stopping."""
 
 import re
 
-import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters import services
-from clusters.models import ClusterStatus, Operation
+from clusters.models import Operation
 from clusters.validation.models import ValidationRun, ValidationVerdict, Verdict
 from vms.models import VirtualMachine, VmStatus
-
-NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04"]
-
-
-@pytest.fixture
-def running(world):
-    world.capacity(16)
-    cluster = world.cluster("train")
-    for name in NODES:
-        services.attach_vm(world.vm(name).pk, cluster.pk, actor=world.admin)
-    cluster.members.update(status=VmStatus.RUNNING)
-    type(cluster).objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
-    cluster.refresh_from_db()
-    return cluster
 
 
 def judge(cluster, verdicts):
