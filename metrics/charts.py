@@ -89,7 +89,7 @@ class ChartData:
     # {metric: {vm_id: [value or None per bucket]}}.
     series: dict = field(default_factory=dict)
     # Former members replaced by 교체 within the range: their samples stay, marked 교체됨.
-    replaced: frozenset = frozenset()
+    replaced: dict = field(default_factory=dict)  # {vm_id: when it left}
 
     @property
     def start(self):
@@ -149,16 +149,18 @@ def cluster_members(cluster):
 
 
 def replaced_members(cluster, since) -> list:
-    """[(vm_id, name)] of the VMs a 교체 took out of ``cluster`` since ``since`` (and not
-    members again): the evidence of why they were replaced stays in the charts."""
+    """{(vm_id, name): when it left} of the VMs a 교체 took out of ``cluster`` since ``since``
+    (and not members again): the evidence of why they were replaced stays in the charts,
+    up to the moment each left."""
     rows = (
         OperationItem.objects.filter(
             operation__cluster=cluster, operation__kind=Operation.Kind.REPLACE, position=0,
             status=OperationItem.Status.SUCCEEDED, finished_at__gte=since)
         .exclude(vm__cluster=cluster).exclude(vm__isnull=True)
-        .order_by("vm__name", "vm_id").values_list("vm_id", "vm__name")
+        .order_by("vm__name", "vm_id", "finished_at")
+        .values_list("vm_id", "vm__name", "finished_at")
     )
-    return list(dict.fromkeys(rows))
+    return {(vm_id, name): left for vm_id, name, left in rows}
 
 
 def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
@@ -169,17 +171,19 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
     gone = replaced_members(cluster, now - timedelta(seconds=window.seconds))
     current = cluster_members(cluster)
     members = current + [m for m in gone if m not in current]
+    until = {vm_id: left for (vm_id, _name), left in gone.items()}
     shown = _slowest(members, window, now) if per_member else []
     step = window_step(window, shown if per_member else members, per_member)
     last = int(now.timestamp()) // step
     points = window.seconds // step
     data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown,
-                     replaced=frozenset(vm_id for vm_id, _n in gone))
+                     replaced=until)
     if not members:
         return data
     drawn = shown if per_member else members
     rows = _query(window.source, step, [vm_id for vm_id, _name in drawn],
-                  data.start, datetime.fromtimestamp((last + 1) * step, tz=UTC), per_member)
+                  data.start, datetime.fromtimestamp((last + 1) * step, tz=UTC), per_member,
+                  until)
     if per_member:
         data.series = {name: {vm_id: [None] * points for vm_id, _n in shown}
                        for name in METRIC_NAMES}
@@ -210,11 +214,11 @@ def _slowest(members, window, now):
     return [member for member in members if member[0] in chosen]
 
 
-def _query(source, step, vm_ids, start, stop, per_member):
+def _query(source, step, vm_ids, start, stop, per_member, until=None):
     """Each member's mean per bucket (from the coarsest tables that cover [start, stop)
     exactly, ``series_sql``), then across the members unless ``per_member``."""
     parts = series_sql.pieces(start, stop, series_sql.rolled_up_to(), source)
-    level1, params = series_sql.means_sql(HOST, parts, vm_ids, step)
+    level1, params = series_sql.means_sql(HOST, parts, vm_ids, step, until=until)
     if per_member:
         sql = f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id"
     else:

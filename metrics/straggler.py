@@ -99,10 +99,12 @@ class DeviceView:
 
 
 def device_view(members: list, seconds: int, now: datetime | None = None,
-                replaced=frozenset()) -> DeviceView:
+                replaced=None) -> DeviceView:
     """The per-device figures of ``members`` ([(vm_id, name)]) over the last ``seconds``;
-    those of ``replaced`` (vm ids) and the ones 방금 합류 are shown but not ranked."""
+    those of ``replaced`` ({vm_id: when it left}, figures up to then) and the ones 방금 합류
+    are shown but not ranked."""
     view = DeviceView()
+    replaced = replaced or {}
     if not members:
         return view
     now = now or timezone.now()
@@ -116,11 +118,12 @@ def device_view(members: list, seconds: int, now: datetime | None = None,
     view.joined = [names[vm_id] for vm_id, _n in members if vm_id in joined]
     view.replaced = [names[vm_id] for vm_id, _n in members if vm_id in replaced]
     unranked = joined | set(replaced)
-    gpu_rows = series_sql.fetch_means(GPU, parts, names, HEATMAP_METRICS)
+    gpu_rows = series_sql.fetch_means(GPU, parts, names, HEATMAP_METRICS, replaced)
     for _b, vm_id, gpu, util, temp, power in gpu_rows:
         view.gpus.append(GpuFigure(vm_id, names[vm_id], gpu, util, temp, power))
     view.gpus.sort(key=lambda g: (order[g.vm_id], g.gpu))
-    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(PORT, parts, names, PORT_METRICS):
+    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(PORT, parts, names, PORT_METRICS,
+                                                                 replaced):
         view.ports.append(PortFigure(vm_id, names[vm_id], port, _gbps(rx), _gbps(tx), rate))
     view.ports.sort(key=lambda p: (order[p.vm_id], p.port))
     measured = [g for g in view.gpus if g.util is not None and g.vm_id not in unranked]

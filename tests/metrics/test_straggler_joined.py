@@ -62,6 +62,7 @@ def test_a_member_is_judged_on_the_time_it_was_reporting_not_the_whole_range(
 
 
 def test_a_replaced_members_samples_stay_marked_replaced(login, cluster, world):
+    """Up to the moment it left: what it sent later (run alone, say) is not this cluster's."""
     now = timezone.now()
     old = list(cluster.members.order_by("name"))
     write(old, now - timedelta(minutes=40), now - timedelta(minutes=10),
@@ -69,12 +70,16 @@ def test_a_replaced_members_samples_stay_marked_replaced(login, cluster, world):
     bad = old[2]
     bad.cluster, bad.node_rank, bad.status = None, None, VmStatus.STOPPED
     bad.save()
+    left = now - timedelta(minutes=10)
     operation = Operation.objects.create(kind=Operation.Kind.REPLACE, project=cluster.project,
-                                         cluster=cluster, finished_at=now)
+                                         cluster=cluster, finished_at=left)
     OperationItem.objects.create(operation=operation, position=0, vm=bad, target_name=bad.name,
-                                 status=OperationItem.Status.SUCCEEDED, finished_at=now)
+                                 status=OperationItem.Status.SUCCEEDED, finished_at=left)
+    write([bad], left + timedelta(seconds=10), now, lambda i, g, rng: 99.0)
     html, figures = page(login("viewer"), cluster, range="1h")
-    assert f"{bad.name} (교체됨)" in figures["heatmap"]["data"][0]["y"]
+    heat = figures["heatmap"]["data"][0]
+    row = heat["z"][heat["y"].index(f"{bad.name} (교체됨)")]
+    assert row == [20.0] * 8
     assert 'id="metrics-replaced"' in html
     assert f"가장 느린 멤버: {bad.name}" not in html
     html, figures = page(login("viewer"), cluster, range="1h", per_member="1")
