@@ -128,20 +128,30 @@ def _param(moment):
 def fetch_spans(series, parts: list, vm_ids: list) -> dict:
     """{vm_id: seconds} from each device's first sample to its last over ``parts`` (a rollup
     row counts as its whole minute or hour): how long each one has been reporting in the
-    range. A VM with no rows is absent."""
+    range. A VM with no rows is absent. On PostgreSQL two index probes per VM and piece
+    (first, last), so a week of minute rollups is not read to find them."""
     if not parts or not vm_ids:
         return {}
-    placeholders = ", ".join(["%s"] * len(vm_ids))
     selects, params = [], []
     for part in parts:
         model = {"raw": series.raw, "minute": series.minute, "hour": series.hour}[part.source]
-        column = "ts" if part.source == "raw" else "bucket"
-        width = UNITS.get(part.source, 0)
-        selects.append(
-            f"SELECT vm_id, min({column}) AS lo, max({column}) AS hi, {width} AS width "
-            f"FROM {model._meta.db_table} WHERE vm_id IN ({placeholders}) "
-            f"AND {column} >= %s AND {column} < %s GROUP BY vm_id")
-        params += [*vm_ids, _param(part.start), _param(part.stop)]
+        table, column = model._meta.db_table, "ts" if part.source == "raw" else "bucket"
+        width, window = UNITS.get(part.source, 0), [_param(part.start), _param(part.stop)]
+        if connection.vendor == "postgresql":
+            probe = (f"(SELECT {column} AS t FROM {table} WHERE vm_id = v.id AND {column} >= %s"
+                     f" AND {column} < %s ORDER BY {column} {{}} LIMIT 1)")
+            selects.append(
+                f"SELECT v.id, lo.t, hi.t, {width} FROM unnest(%s::bigint[]) AS v(id) "
+                f"CROSS JOIN LATERAL {probe.format('ASC')} AS lo "
+                f"CROSS JOIN LATERAL {probe.format('DESC')} AS hi")
+            params += [list(vm_ids), *window, *window]
+        else:
+            placeholders = ", ".join(["%s"] * len(vm_ids))
+            selects.append(
+                f"SELECT vm_id, min({column}), max({column}), {width} FROM {table} "
+                f"WHERE vm_id IN ({placeholders}) AND {column} >= %s AND {column} < %s "
+                f"GROUP BY vm_id")
+            params += [*vm_ids, *window]
     bounds = {}
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(selects), params)

@@ -112,7 +112,9 @@ def device_view(members: list, seconds: int, now: datetime | None = None,
     start, upto = now - timedelta(seconds=seconds), series_sql.rolled_up_to()
     parts = series_sql.pieces(start, now, upto, "hour")
     order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
-    spans = series_sql.fetch_spans(HOST, parts, list(names))
+    # Minutes at the coarsest: an hour rollup would make three minutes of samples an hour.
+    spans = series_sql.fetch_spans(HOST, series_sql.pieces(start, now, upto, "minute"),
+                                   list(names))
     joined = {vm_id for vm_id, span in spans.items()
               if span < JOINED_SECONDS and vm_id not in replaced}
     view.joined = [names[vm_id] for vm_id, _n in members if vm_id in joined]

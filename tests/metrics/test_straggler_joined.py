@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import ClusterStatus, Operation, OperationItem
+from metrics import storage, straggler
 from tests.metrics.test_straggler import page, write
 from vms.models import VmStatus
 
@@ -87,3 +88,19 @@ def test_a_replaced_members_samples_stay_marked_replaced(login, cluster, world):
     assert f"{bad.name} (교체됨)" in names
     gpu = next(t for t in figures["gpu"]["data"] if t["name"] == f"{bad.name} (교체됨)")
     assert any(v is not None for v in gpu["y"])
+
+
+def test_three_minutes_in_a_rolled_up_hour_are_still_just_joined(cluster, world):
+    """7일 reads whole hours from the hour rollups: the spare's three minutes in such an hour
+    count as three minutes, not as the hour."""
+    hour = storage.floor_to(timezone.now(), 3600) - timedelta(hours=1)
+    old = list(cluster.members.order_by("name"))
+    write(old, hour - timedelta(minutes=50), hour + timedelta(minutes=59), _busy)
+    spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
+    write([spare], hour + timedelta(minutes=56), hour + timedelta(minutes=59),
+          lambda i, g, rng: 40.0)
+    storage.rollup(now=hour + timedelta(hours=1, minutes=10))
+    members = [(vm.pk, vm.name) for vm in [*old, spare]]
+    view = straggler.device_view(members, 7 * 86400, now=hour + timedelta(hours=1))
+    assert view.joined == ["late-spare"]
+    assert view.slowest.node != "late-spare"
