@@ -137,14 +137,16 @@ def replace_url(verdict, cluster, can_update: bool) -> str:
 
 def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
     """The cluster's last runs, newest first: when, who, how long, verdicts, jobs; 교체 is
-    offered on the latest run's 불량 members that are still members."""
+    offered on the latest run's 불량 members that are still members and not on their way."""
     operations = (
         Operation.objects.filter(cluster=cluster, kind=Operation.Kind.VALIDATE)
         .select_related("actor", "validation")
         .order_by("-created_at")[:limit]
     )
     history = []
-    members = set(cluster.members.values_list("pk", flat=True))
+    # Not on a member on its way somewhere (stopping for a 교체 already under way, say).
+    members = set(
+        cluster.members.exclude(status__in=VM_TRANSITIONAL).values_list("pk", flat=True))
     for operation in operations:
         run = getattr(operation, "validation", None)
         if run is None:

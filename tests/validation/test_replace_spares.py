@@ -58,5 +58,8 @@ def test_no_replace_button_while_the_member_is_stopping(login, world, running):
     client = login("admin")
     members = reverse("clusters:cluster_members", args=[running.pk])
     assert client.get(members).text.count(url) == 1
+    section = reverse("clusters:validation_section", args=[running.pk])
+    assert client.get(section).text.count(url) == 1
     VirtualMachine.objects.filter(pk=member.pk).update(status=VmStatus.STOPPING)
     assert url not in client.get(members).text
+    assert url not in client.get(section).text
