@@ -1,10 +1,13 @@
 from django.urls import path
 
-from clusters import views, views_members, views_validation
+from clusters import views, views_help, views_members, views_validation
 
 app_name = "clusters"
 urlpatterns = [
     path("", views.cluster_list, name="cluster_list"),
+    path("help/", views_help.help_page, name="help"),
+    path("help/infiniband/", views_help.infiniband_page, name="infiniband_help"),
+    path("<int:pk>/infiniband/", views_help.infiniband_page, name="cluster_infiniband"),
     path("new/", views.cluster_create, name="cluster_create"),
     path("new/options/", views.cluster_form_options, name="cluster_form_options"),
     path("<int:pk>/", views.cluster_tab, {"tab": "info"}, name="cluster_detail"),

@@ -6,14 +6,13 @@ by the middleware."""
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from clusters import operations
 from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.rules import preflight_validate
+from clusters.views_members import _answer as answer
 from clusters.views_members import readable_cluster, shown_reason
 from portal.kernel import parse_id
 from portal.models import readable
@@ -91,11 +90,10 @@ def member_replace(request, pk):
     the swap (``member`` and ``spare`` in the form; the service decides)."""
     cluster = readable_cluster(request, pk)
     if request.method == "POST":
-        operations.replace_member(
+        operation = operations.replace_member(
             cluster.pk, request.POST.get("member"), request.POST.get("spare"), actor=request.user
         )
-        url = reverse("clusters:cluster_members", args=[cluster.pk])
-        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+        return answer(request, operation)
     member = get_object_or_404(
         readable(request.user, Perm.VM_READ, VirtualMachine),
         pk=parse_id(request.GET.get("member")),
@@ -103,6 +101,12 @@ def member_replace(request, pk):
     )
     spares = [
         vm for vm, refusal in operations.attach_candidates(request.user, cluster) if refusal is None
+    ]
+    last = display.vm_verdicts(vm.pk for vm in spares)
+    spares = [
+        {"vm": vm, "badge": display.verdict_badge(last.get(vm.pk)),
+         "suspect": vm.pk in last and last[vm.pk].verdict in display.SUSPECT}
+        for vm in spares
     ]
     verdict = display.latest_verdicts(cluster).get(member.pk)
     context = {

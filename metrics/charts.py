@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from clusters.models import Operation, OperationItem
 from metrics import series_sql
 from metrics.models import HOST, METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
@@ -87,6 +88,8 @@ class ChartData:
     # Aggregate mode: {series: [value or None per bucket]}. Per-member mode:
     # {metric: {vm_id: [value or None per bucket]}}.
     series: dict = field(default_factory=dict)
+    # Former members replaced by 교체 within the range: their samples stay, marked 교체됨.
+    replaced: dict = field(default_factory=dict)  # {vm_id: when it left}
 
     @property
     def start(self):
@@ -99,6 +102,17 @@ class ChartData:
         else:
             lines = self.series.values()
         return any(v is not None for line in lines for v in line)
+
+    @property
+    def few_points(self):
+        """Data in fewer than three buckets (a new cluster, the current hour of 7일): drawn
+        as points, and the page says the range is still filling (집계 대기 중)."""
+        if self.per_member:
+            lines = [line for by_vm in self.series.values() for line in by_vm.values()]
+        else:
+            lines = list(self.series.values())
+        filled = {i for line in lines for i, v in enumerate(line) if v is not None}
+        return 0 < len(filled) < 3
 
     def no_gpu(self):
         """Members that reported in the window without any GPU figure (a VM with no GPU):
@@ -134,21 +148,42 @@ def cluster_members(cluster):
     )
 
 
+def replaced_members(cluster, since) -> dict:
+    """{(vm_id, name): when it left} of the VMs a 교체 took out of ``cluster`` since ``since``
+    (and not members again): the evidence of why they were replaced stays in the charts,
+    up to the moment each left."""
+    rows = (
+        OperationItem.objects.filter(
+            operation__cluster=cluster, operation__kind=Operation.Kind.REPLACE, position=0,
+            status=OperationItem.Status.SUCCEEDED, finished_at__gte=since)
+        .exclude(vm__cluster=cluster).exclude(vm__isnull=True)
+        .order_by("vm__name", "vm_id", "finished_at")
+        .values_list("vm_id", "vm__name", "finished_at")
+    )
+    return {(vm_id, name): left for vm_id, name, left in rows}
+
+
 def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
-    """The series of ``cluster``'s members over ``range_key`` ending at ``now``."""
+    """The series of ``cluster``'s members over ``range_key`` ending at ``now``, and of the
+    members replaced within it (``replaced``)."""
     window = RANGES[range_key]
-    members = cluster_members(cluster)
     now = now or timezone.now()
+    gone = replaced_members(cluster, now - timedelta(seconds=window.seconds))
+    current = cluster_members(cluster)
+    members = current + [m for m in gone if m not in current]
+    until = {vm_id: left for (vm_id, _name), left in gone.items()}
     shown = _slowest(members, window, now) if per_member else []
     step = window_step(window, shown if per_member else members, per_member)
     last = int(now.timestamp()) // step
     points = window.seconds // step
-    data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown)
+    data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown,
+                     replaced=until)
     if not members:
         return data
     drawn = shown if per_member else members
     rows = _query(window.source, step, [vm_id for vm_id, _name in drawn],
-                  data.start, datetime.fromtimestamp((last + 1) * step, tz=UTC), per_member)
+                  data.start, datetime.fromtimestamp((last + 1) * step, tz=UTC), per_member,
+                  until)
     if per_member:
         data.series = {name: {vm_id: [None] * points for vm_id, _n in shown}
                        for name in METRIC_NAMES}
@@ -179,11 +214,11 @@ def _slowest(members, window, now):
     return [member for member in members if member[0] in chosen]
 
 
-def _query(source, step, vm_ids, start, stop, per_member):
+def _query(source, step, vm_ids, start, stop, per_member, until=None):
     """Each member's mean per bucket (from the coarsest tables that cover [start, stop)
     exactly, ``series_sql``), then across the members unless ``per_member``."""
     parts = series_sql.pieces(start, stop, series_sql.rolled_up_to(), source)
-    level1, params = series_sql.means_sql(HOST, parts, vm_ids, step)
+    level1, params = series_sql.means_sql(HOST, parts, vm_ids, step, until=until)
     if per_member:
         sql = f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id"
     else:
@@ -241,6 +276,8 @@ def figures(data, capacity_gbps=None, markers=None):
         if data.per_member:
             for metric in metrics:
                 for vm_id, name in data.shown:
+                    if vm_id in data.replaced:
+                        name = _("%(name)s (교체됨)") % {"name": name}
                     label = name if len(metrics) == 1 else f"{name} {direction[metric[-2:]]}"
                     traces.append(_trace(label, data.series[metric][vm_id], scale, digits,
                                          x0, dx, dash=metric.endswith("_tx")))
@@ -319,8 +356,24 @@ def _markers(events, y_range):
 
 
 def _trace(name, values, scale, digits, x0, dx, dash=False):
+    """A line; with markers when a point has no neighbour to draw a line to, or there are
+    only a couple (the current hour of 7일, a new cluster's 24시간), which a line alone
+    leaves invisible."""
     trace = {"type": "scatter", "mode": "lines", "name": name, "x0": x0, "dx": dx,
              "y": _round(values, scale, digits)}
+    if _isolated(values):
+        trace["mode"], trace["marker"] = "lines+markers", {"size": 6}
     if dash:
         trace["line"] = {"dash": "dot"}
     return trace
+
+
+def _isolated(values) -> bool:
+    """Whether some value of ``values`` has no value on either side, or there are fewer than
+    three (a line that short is a pixel wide on a day's axis)."""
+    if 0 < sum(v is not None for v in values) < 3:
+        return True
+    last = len(values) - 1
+    return any(
+        v is not None and (i == 0 or values[i - 1] is None) and (i == last or values[i + 1] is None)
+        for i, v in enumerate(values))

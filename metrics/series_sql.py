@@ -69,9 +69,10 @@ def bucket_expr(column: str, step: int | None) -> str:
     return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"
 
 
-def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None):
+def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, until=None):
     """(sql, params): per bucket and device key (``series.keys``), the mean of each metric
-    of ``names`` (default all) over ``parts``: columns ``b, <keys>, <names>``."""
+    of ``names`` (default all) over ``parts``: columns ``b, <keys>, <names>``; a VM of
+    ``until`` ({vm_id: moment}, members that left) only up to its moment."""
     names = names or series.names
     keys = ", ".join(series.keys)
     placeholders = ", ".join(["%s"] * len(vm_ids))
@@ -86,12 +87,13 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None):
             sums = ", ".join(
                 f"sum({n}_avg * n) AS {n}_s, sum(CASE WHEN {n}_avg IS NOT NULL THEN n END) "
                 f"AS {n}_w" for n in names)
+        cut, cut_params = _until(time_column, until)
         selects.append(
             f"SELECT {bucket_expr(time_column, step)} AS b, {keys}, {sums} FROM {table} "
             f"WHERE vm_id IN ({placeholders}) AND {time_column} >= %s AND {time_column} < %s "
-            f"GROUP BY b, {keys}"
+            f"{cut}GROUP BY b, {keys}"
         )
-        params += [*vm_ids, _param(part.start), _param(part.stop)]
+        params += [*vm_ids, _param(part.start), _param(part.stop), *cut_params]
     means = ", ".join(
         f"sum({n}_s) / CAST(NULLIF(sum({n}_w), 0) AS DOUBLE PRECISION) AS {n}" for n in names)
     sql = (f"SELECT b, {keys}, {means} FROM ({' UNION ALL '.join(selects)}) pieces "
@@ -99,11 +101,20 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None):
     return sql, params
 
 
-def fetch_means(series, parts: list, vm_ids: Iterable[int], names) -> list:
+def _until(column, until):
+    """The clause (and its params) that drops the rows of each VM of ``until`` from its
+    moment on."""
+    if not until:
+        return "", []
+    clause = "".join(f"AND NOT (vm_id = %s AND {column} >= %s) " for _vm in until)
+    return clause, [p for vm_id, moment in until.items() for p in (vm_id, _param(moment))]
+
+
+def fetch_means(series, parts: list, vm_ids: Iterable[int], names, until=None) -> list:
     """Rows of ``means_sql`` over the whole of ``parts`` (one bucket): ``0, <keys>, <names>``."""
     if not parts or not vm_ids:
         return []
-    sql, params = means_sql(series, parts, list(vm_ids), None, names)
+    sql, params = means_sql(series, parts, list(vm_ids), None, names, until)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET LOCAL jit = off")  # costs more than these aggregates
@@ -113,3 +124,47 @@ def fetch_means(series, parts: list, vm_ids: Iterable[int], names) -> list:
 
 def _param(moment):
     return connection.ops.adapt_datetimefield_value(moment)
+
+
+def fetch_spans(series, parts: list, vm_ids: list) -> dict:
+    """{vm_id: seconds} from each device's first sample to its last over ``parts`` (a rollup
+    row counts as its whole minute or hour): how long each one has been reporting in the
+    range. A VM with no rows is absent. On PostgreSQL two index probes per VM and piece
+    (first, last), so a week of minute rollups is not read to find them."""
+    if not parts or not vm_ids:
+        return {}
+    selects, params = [], []
+    for part in parts:
+        model = {"raw": series.raw, "minute": series.minute, "hour": series.hour}[part.source]
+        table, column = model._meta.db_table, "ts" if part.source == "raw" else "bucket"
+        width, window = UNITS.get(part.source, 0), [_param(part.start), _param(part.stop)]
+        if connection.vendor == "postgresql":
+            probe = (f"(SELECT {column} AS t FROM {table} WHERE vm_id = v.id AND {column} >= %s"
+                     f" AND {column} < %s ORDER BY {column} {{}} LIMIT 1)")
+            selects.append(
+                f"SELECT v.id, lo.t, hi.t, {width} FROM unnest(%s::bigint[]) AS v(id) "
+                f"CROSS JOIN LATERAL {probe.format('ASC')} AS lo "
+                f"CROSS JOIN LATERAL {probe.format('DESC')} AS hi")
+            params += [list(vm_ids), *window, *window]
+        else:
+            placeholders = ", ".join(["%s"] * len(vm_ids))
+            selects.append(
+                f"SELECT vm_id, min({column}), max({column}), {width} FROM {table} "
+                f"WHERE vm_id IN ({placeholders}) AND {column} >= %s AND {column} < %s "
+                f"GROUP BY vm_id")
+            params += [*vm_ids, *window]
+    bounds: dict = {}
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(selects), params)
+        for vm_id, lo, hi, width in cursor.fetchall():
+            lo, hi = _moment(lo), _moment(hi) + timedelta(seconds=width)
+            old = bounds.get(vm_id)
+            bounds[vm_id] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
+    return {vm_id: (hi - lo).total_seconds() for vm_id, (lo, hi) in bounds.items()}
+
+
+def _moment(value):
+    """A datetime as the backend returns it (SQLite: text) as an aware datetime."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -5,6 +5,13 @@ One query per series: each device's mean over the range from the coarsest tables
 cover it (``series_sql``: hour rollups for whole hours, then minutes, then raw rows), so the
 24h view reads about as many rows as the 1h one. A GPU is compared by its mean utilisation;
 the gap to the median is in percentage points.
+
+Only members that have been reporting for a while are ranked. A figure is a mean over the
+samples a member sent, i.e. over the time it was running, never over the whole range; and a
+member with less than ``JOINED_SECONDS`` of samples in the range (a 교체 spare, a member
+attached or started a minute ago, still warming up) is shown as 방금 합류 and never named
+the slowest. Replaced members (``replaced``) keep their cells in the heatmap, marked 교체됨,
+and are not ranked either: they are no longer in the cluster.
 """
 
 import statistics
@@ -14,11 +21,13 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from metrics import series_sql
 from metrics.models import GPU, HOST, PORT
 
 BOTTOM = 5
+JOINED_SECONDS = 300  # less data than this in the range: 방금 합류, not ranked
 HEATMAP_METRICS = ("util", "temp", "power")
 PORT_METRICS = ("rx", "tx", "rate_gbps")
 
@@ -65,6 +74,15 @@ class DeviceView:
     median_port_gbps: float | None = None
     slowest_port: PortFigure | None = None
     slowest_member: tuple | None = None  # (node, mean GPU util) without per-GPU rows
+    joined: list = field(default_factory=list)  # names of members 방금 합류 (not ranked)
+    replaced: list = field(default_factory=list)  # names of replaced members (not ranked)
+
+    @property
+    def marks(self) -> dict:
+        """{node name: why it is not ranked} for the heatmap's row labels."""
+        marks = {name: _("방금 합류") for name in self.joined}
+        marks.update({name: _("교체됨") for name in self.replaced})
+        return marks
 
     @property
     def has_gpus(self) -> bool:
@@ -82,9 +100,13 @@ class DeviceView:
         return None
 
 
-def device_view(members: list, seconds: int, now: datetime | None = None) -> DeviceView:
-    """The per-device figures of ``members`` ([(vm_id, name)]) over the last ``seconds``."""
+def device_view(members: list, seconds: int, now: datetime | None = None,
+                replaced=None) -> DeviceView:
+    """The per-device figures of ``members`` ([(vm_id, name)]) over the last ``seconds``;
+    those of ``replaced`` ({vm_id: when it left}, figures up to then) and the ones 방금 합류
+    are shown but not ranked."""
     view = DeviceView()
+    replaced = replaced or {}
     if not members:
         return view
     now = now or timezone.now()
@@ -92,33 +114,43 @@ def device_view(members: list, seconds: int, now: datetime | None = None) -> Dev
     start, upto = now - timedelta(seconds=seconds), series_sql.rolled_up_to()
     parts = series_sql.pieces(start, now, upto, "hour")
     order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
-    gpu_rows = series_sql.fetch_means(GPU, parts, names, HEATMAP_METRICS)
+    # Minutes at the coarsest: an hour rollup would make three minutes of samples an hour.
+    spans = series_sql.fetch_spans(HOST, series_sql.pieces(start, now, upto, "minute"),
+                                   list(names))
+    joined = {vm_id for vm_id, span in spans.items()
+              if span < JOINED_SECONDS and vm_id not in replaced}
+    view.joined = [names[vm_id] for vm_id, _n in members if vm_id in joined]
+    view.replaced = [names[vm_id] for vm_id, _n in members if vm_id in replaced]
+    unranked = joined | set(replaced)
+    gpu_rows = series_sql.fetch_means(GPU, parts, names, HEATMAP_METRICS, replaced)
     for _b, vm_id, gpu, util, temp, power in gpu_rows:
         view.gpus.append(GpuFigure(vm_id, names[vm_id], gpu, util, temp, power))
     view.gpus.sort(key=lambda g: (order[g.vm_id], g.gpu))
-    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(PORT, parts, names, PORT_METRICS):
+    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(PORT, parts, names, PORT_METRICS,
+                                                                 replaced):
         view.ports.append(PortFigure(vm_id, names[vm_id], port, _gbps(rx), _gbps(tx), rate))
     view.ports.sort(key=lambda p: (order[p.vm_id], p.port))
-    measured = [g for g in view.gpus if g.util is not None]
+    measured = [g for g in view.gpus if g.util is not None and g.vm_id not in unranked]
     if measured:
         view.median_util = statistics.median(g.util for g in measured)
         ranked = sorted(measured, key=lambda g: (g.util, order[g.vm_id], g.gpu))
         view.slowest = ranked[0]
         view.bottom = [(g, g.util - view.median_util) for g in ranked[:BOTTOM]]
     else:
-        _slowest_member(view, parts, names, order)
-    carried = [p for p in view.ports if p.gbps is not None]
+        _slowest_member(view, parts, names, order, unranked)
+    carried = [p for p in view.ports if p.gbps is not None and p.vm_id not in unranked]
     if carried:
         view.median_port_gbps = statistics.median(p.gbps for p in carried)
         view.slowest_port = min(carried, key=lambda p: (p.gbps, order[p.vm_id], p.port))
     return view
 
 
-def _slowest_member(view, parts, names, order):
+def _slowest_member(view, parts, names, order, unranked):
     """Agents that send no per-GPU rows (older ones): the member whose mean GPU utilisation
     is lowest, by the per-VM series (``slowest_member``, no GPU index)."""
     rows = series_sql.fetch_means(HOST, parts, names, ("gpu_util",))
-    means = [(vm_id, util) for _b, vm_id, util in rows if util is not None]
+    means = [(vm_id, util) for _b, vm_id, util in rows
+             if util is not None and vm_id not in unranked]
     if means:
         view.median_util = statistics.median(util for _vm, util in means)
         vm_id, util = min(means, key=lambda item: (item[1], order[item[0]]))
@@ -158,6 +190,7 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
     the others a button away. Nodes top to bottom in member order."""
     if not view.gpus:
         return None
+    marks = view.marks
     nodes, columns = [], sorted({g.gpu for g in view.gpus})
     cells: dict = {}
     for g in view.gpus:
@@ -166,6 +199,7 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
             cells[g.node] = {}
         cells[g.node][g.gpu] = g
     x = [f"GPU {index}" for index in columns]
+    y = [f"{node} ({marks[node]})" if node in marks else node for node in nodes]
     traces, buttons = [], []
     for position, (metric, (label, unit, scale, z_range)) in enumerate(labels.items()):
         z = [
@@ -173,13 +207,8 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
             for node in nodes
         ]
         trace = {
-            "type": "heatmap",
-            "x": x,
-            "y": nodes,
-            "z": z,
-            "name": label,
-            "visible": position == 0,
-            "colorscale": scale,
+            "type": "heatmap", "x": x, "y": y, "z": z, "name": label,
+            "visible": position == 0, "colorscale": scale,
             "colorbar": {"title": {"text": unit}, "thickness": 10},
             "hovertemplate": f"%{{y}} %{{x}}: %{{z}} {unit}<extra></extra>",
             "xgap": 1,

@@ -101,7 +101,8 @@ def cluster_charts(request, pk):
     # Device figures name the nodes: VM data, like the per-member breakdown.
     devices = straggler.DeviceView()
     if data.has_data and request.user.has_perm(Perm.VM_READ, cluster):
-        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds)
+        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds,
+                                        replaced=data.replaced)
     heatmap = straggler.heatmap_figure(devices, heatmap_labels())
     figures = []
     if data.has_data:
@@ -126,17 +127,18 @@ def cluster_charts(request, pk):
     return render(request, template, context)
 
 
-# Low utilisation is the finding: red, through amber, to green at full (on 0-100 %, so a
-# uniformly busy cluster stays green rather than stretching noise over the whole scale).
-UTIL_SCALE = [[0.0, "#b2182b"], [0.5, "#f4a582"], [0.75, "#fee08b"], [1.0, "#1a9850"]]
+# Colour-blind-safe scales (no red-green axis), by the names plotly.js knows (the vendored
+# cartesian bundle has them): utilisation on 0-100 % in cividis, dark at idle and yellow at
+# full, so a uniformly busy cluster stays bright rather than stretching noise over the scale.
+UTIL_SCALE = "Cividis"
 
 
 def heatmap_labels():
     """The heatmap's metrics: {field: (button, unit, colorscale, z range or None)}."""
     return {
         "util": (_("사용률"), "%", UTIL_SCALE, (0, 100)),
-        "temp": (_("온도"), "°C", "YlOrRd", None),
-        "power": (_("전력"), "W", "Blues", None),
+        "temp": (_("온도"), "°C", "Viridis", None),
+        "power": (_("전력"), "W", "Viridis", None),
     }
 
 

@@ -7,6 +7,8 @@ import uuid
 from typing import NamedTuple
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.shortcuts import render
 from django.utils import translation
 
@@ -110,3 +112,41 @@ def render_refusal(request, exc):
         response["HX-Reswap"] = "innerHTML"
         return response
     return render(request, "portal/refusal.html", context, status=exc.status)
+
+
+class ConsoleErrorPageMiddleware:
+    """A page that is not found or not allowed is the console's 404/403 page (its base
+    template, its tone), also with ``DEBUG`` on, where Django would show its technical page
+    (with it off, Django's own handlers render the same templates).
+    The API answers problem+json itself (``portal.guard``) and is left alone."""
+
+    TEMPLATES = {404: "404.html", 403: "403.html"}
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        # A path no URL matches never reaches a view, so process_exception never sees it.
+        if (
+            settings.DEBUG
+            and response.status_code == 404
+            and getattr(request, "resolver_match", None) is None
+            and not _is_api(request)
+            and response.get("Content-Type", "").startswith("text/html")
+        ):
+            return render(request, self.TEMPLATES[404], status=404)
+        return response
+
+    def process_exception(self, request, exception):
+        if _is_api(request):
+            return None
+        if isinstance(exception, Http404):
+            return render(request, self.TEMPLATES[404], status=404)
+        if isinstance(exception, PermissionDenied):
+            return render(request, self.TEMPLATES[403], status=403)
+        return None
+
+
+def _is_api(request) -> bool:
+    return request.path_info.startswith("/api/")

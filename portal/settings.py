@@ -122,6 +122,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentProjectMiddleware",
     "portal.guard.ConsoleNulMiddleware",
+    "portal.middleware.ConsoleErrorPageMiddleware",
     "portal.middleware.RuleViolationMiddleware",
 ]
 

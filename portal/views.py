@@ -11,6 +11,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -22,7 +23,20 @@ def home(request):
     return redirect("clusters:cluster_list")
 
 
-class ThrottledLoginForm(AuthenticationForm):
+class ConsoleLoginForm(AuthenticationForm):
+    """Django's login form, refusing in the console's words: one sentence, no hint which of
+    the two was wrong."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": gettext_lazy(
+            "사용자 이름 또는 비밀번호가 올바르지 않습니다. 다시 입력하세요."
+        ),
+        "inactive": gettext_lazy("사용할 수 없는 계정입니다. 관리자에게 문의하세요."),
+    }
+
+
+class ThrottledLoginForm(ConsoleLoginForm):
     """The login form while the username or address is throttled: refuses without ever
     checking the password, so a guess made during the lockout tells the attacker nothing."""
 
@@ -43,7 +57,7 @@ class LoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def get_form_class(self):
-        return ThrottledLoginForm if self.throttled else super().get_form_class()
+        return ThrottledLoginForm if self.throttled else ConsoleLoginForm
 
     def form_invalid(self, form):
         if not self.throttled:

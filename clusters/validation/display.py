@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from clusters.models import Operation
 from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation.verdict import reason_text
+from vms.models import VM_TRANSITIONAL
 
 BADGE: dict[str, str] = {
     Verdict.OK: "running",
@@ -34,6 +35,22 @@ def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
     return {v.vm_id: v for v in run.verdicts.all() if v.vm_id is not None}
 
 
+def vm_verdicts(vm_ids) -> dict[int, ValidationVerdict]:
+    """Each VM's last verdict in any finished run, of whichever cluster it was in then: a
+    spare judged 불량 in its old cluster is still suspect."""
+    verdicts: dict = {}
+    rows = ValidationVerdict.objects.filter(
+        vm_id__in=list(vm_ids), run__finished_at__isnull=False
+    ).order_by("vm_id", "-run_id")
+    for verdict in rows:
+        verdicts.setdefault(verdict.vm_id, verdict)
+    return verdicts
+
+
+# Verdicts that make a VM a poor spare: marked in the 교체 list.
+SUSPECT = (Verdict.BAD, Verdict.WARN)
+
+
 def verdict_badge(verdict: ValidationVerdict | None):
     if verdict is None:
         return "-"
@@ -48,11 +65,12 @@ def verdict_badge(verdict: ValidationVerdict | None):
 
 
 def verdict_cell(verdict, vm, cluster, can_update: bool):
-    """The 검증 cell of a member row: its verdict, and on 불량 the 교체 button."""
+    """The 검증 cell of a member row: its verdict, and on 불량 the 교체 button (not while the
+    member is on its way somewhere, e.g. stopping for a 교체 already under way)."""
     if verdict is None:
         return "-"
     badge = verdict_badge(verdict)
-    url = replace_url(verdict, cluster, can_update)
+    url = replace_url(verdict, cluster, can_update and vm.status not in VM_TRANSITIONAL)
     if not url:
         return badge
     return format_html(
@@ -119,14 +137,16 @@ def replace_url(verdict, cluster, can_update: bool) -> str:
 
 def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
     """The cluster's last runs, newest first: when, who, how long, verdicts, jobs; 교체 is
-    offered on the latest run's 불량 members that are still members."""
+    offered on the latest run's 불량 members that are still members and not on their way."""
     operations = (
         Operation.objects.filter(cluster=cluster, kind=Operation.Kind.VALIDATE)
         .select_related("actor", "validation")
         .order_by("-created_at")[:limit]
     )
     history: list = []
-    members = set(cluster.members.values_list("pk", flat=True))
+    # Not on a member on its way somewhere (stopping for a 교체 already under way, say).
+    members = set(
+        cluster.members.exclude(status__in=VM_TRANSITIONAL).values_list("pk", flat=True))
     for operation in operations:
         run = getattr(operation, "validation", None)
         if run is None:

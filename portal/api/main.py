@@ -13,6 +13,7 @@ from pathlib import Path
 import ninja
 import orjson
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils import translation
 from django.utils.html import escape
 from django.views.decorators.cache import cache_control
@@ -68,6 +69,14 @@ class LocalSwagger(DocsBase):
     def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs) -> HttpResponse:
         base = request.path.rstrip("/")
         openapi_url = escape(self.get_openapi_url(api, kwargs))
+        # The way back to the console, in the console's language.
+        links = " · ".join(
+            f'<a href="{reverse(name)}">{escape(label)}</a>'
+            for name, label in (
+                ("clusters:cluster_list", translation.gettext("← 콘솔로 돌아가기")),
+                ("api_tokens", translation.gettext("API 토큰")),
+            )
+        )
         html = f"""<!doctype html>
 <html lang="{translation.get_language()}"><head><meta charset="utf-8">
 <title>{escape(api.title)}</title>
@@ -77,6 +86,7 @@ class LocalSwagger(DocsBase):
 <script type="application/json" id="swagger-settings">
 {{"url": "{openapi_url}", "layout": "BaseLayout", "deepLinking": true}}
 </script>
+<nav id="console-links">{links}</nav>
 <div id="swagger-ui"></div>
 <script src="{base}/assets/swagger-ui-bundle.js"></script>
 <script src="{base}/assets/swagger-ui-init.js"></script>

@@ -64,8 +64,10 @@ def test_validate_finds_gpu_node_03_and_replace_keeps_its_rank(browser_login, li
 
     page.locator('tr[data-vm="gpu-node-03"]').get_by_role("link", name="gpu-node-03 교체").click()
     page.get_by_label("gpu-reserved-01").check()
+    page.once("dialog", lambda dialog: dialog.accept())  # 교체 asks first
     page.get_by_role("button", name="교체").click()
-    page.wait_for_url(f"{live_server.url}/clusters/{cluster.pk}/vms/")
+    expect(page.locator("#operations .op-card.op-done")).to_have_count(1)  # its progress card
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/vms/")
     expect(page.locator('tr[data-vm="gpu-reserved-01"]')).to_contain_text("실행중")
     expect(page.locator('tr[data-vm="gpu-node-03"]')).to_have_count(0)
 

@@ -174,12 +174,13 @@ def test_gpu_errors_and_link_downs_become_activity_rows_and_markers(login, clust
 
 
 def test_without_per_gpu_rows_the_slowest_member_is_named_from_the_vm_series(login, cluster):
-    """Agents older than the per-GPU rows: the line still names a VM (no GPU index)."""
+    """Agents older than the per-GPU rows: the line still names a VM (no GPU index); six
+    minutes of samples, so none of them is 방금 합류."""
     members = list(cluster.members.order_by("name"))
     now = timezone.now()
     rows = [(vm.pk, now - timedelta(seconds=10 * k + 3), 1.0, 1.0, util, 50.0, 1.0, 1.0,
              None, None)
-            for vm, util in zip(members, (95.0, 61.5, 93.0), strict=True) for k in range(30)]
+            for vm, util in zip(members, (95.0, 61.5, 93.0), strict=True) for k in range(36)]
     storage.write_samples(rows)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 멤버: {members[1].name}</strong>" in html

@@ -122,7 +122,7 @@ def test_project_switcher_remembers_the_choice(world, login):
 def test_wrong_password_and_missing_csrf(world, client):
     response = client.post("/login/", {"username": "admin", "password": "nope"})
     assert response.status_code == 200
-    assert "올바른" in response.content.decode()  # Django's Korean login error
+    assert "사용자 이름 또는 비밀번호가 올바르지 않습니다" in response.content.decode()
     strict = type(client)(enforce_csrf_checks=True)
     strict.force_login(world.admin)
     response = strict.post(

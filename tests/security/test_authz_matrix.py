@@ -288,6 +288,10 @@ MATRIX = {
     "clusters:cluster_activity": [Case("get", object_read(), target="cluster")],
     "clusters:cluster_header": [Case("get", object_read(), target="cluster")],
     "clusters:cluster_hostfile": [Case("get", object_read(), target="running")],
+    # Help: any signed-in user; the benchmark page of a cluster is read like its detail.
+    "clusters:help": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
+    "clusters:infiniband_help": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
+    "clusters:cluster_infiniband": [Case("get", object_read(), target="running")],
     "clusters:cluster_start": [
         Case(
             "post",

@@ -1,26 +1,11 @@
 """The 검증 section, the verdict column with 교체 on 불량, raw output on demand and the
 replace page (issue 14 item 3, 4 UI), through the test client."""
 
-import pytest
 from django.urls import reverse
 
-from clusters import operations, services
-from clusters.models import ClusterStatus, Operation, ValidationJob
+from clusters import operations
+from clusters.models import Operation, ValidationJob
 from vms.models import VirtualMachine, VmStatus
-
-NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04"]
-
-
-@pytest.fixture
-def running(world):
-    world.capacity(16)
-    cluster = world.cluster("train")
-    for name in NODES:
-        services.attach_vm(world.vm(name).pk, cluster.pk, actor=world.admin)
-    cluster.members.update(status=VmStatus.RUNNING)
-    type(cluster).objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
-    cluster.refresh_from_db()
-    return cluster
 
 
 def test_the_button_runs_a_validation_and_the_section_shows_it(

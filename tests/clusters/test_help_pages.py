@@ -1,0 +1,217 @@
+"""The product page's statements are all in the console, in Korean and in English: the fabric
+descriptions, the status meanings, the VM create rule, the empty states, 사전 요건 on the help
+page, and "InfiniBand 설정 및 벤치마크" filled in from the cluster it is opened from. Also the
+console's own 404/403 pages (with DEBUG on too), the login refusal's wording, and the links
+between the console and the API docs."""
+
+import html
+
+import pytest
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.test import RequestFactory
+from django.urls import reverse
+
+from clusters.models import ClusterStatus
+from clusters.validation.models import ValidationThreshold
+from portal.middleware import ConsoleErrorPageMiddleware
+from vms.models import FabricType, VmStatus
+
+FABRIC_IB = (
+    "InfiniBand 프로토콜 기반 전용 고속 네트워크. 최저 지연·최대 대역폭이 필요한 워크로드용",
+    "For workloads that need the lowest latency and the highest bandwidth",
+)
+FABRIC_ROCE = (
+    "RoCEv2 프로토콜 기반 전용 고속 네트워크. Ethernet 기반 환경 호환성 우선",
+    "Compatibility with Ethernet-based environments first",
+)
+FABRIC_CHOICE = (
+    "선택은 워크로드 요구사항과 사용 가능한 인스턴스 유형에 따라 달라집니다.",
+    "The choice depends on the workload's requirements and the instance types available.",
+)
+STATUS_MEANINGS = [
+    ("프로비저닝 중", "Provisioning in progress"),
+    ("클러스터가 만들어졌지만 자원이 할당되지 않은 상태", "no resources are allocated"),
+    ("자원이 할당되었으나 아직 실행 전", "Resources are allocated, not running yet"),
+    ("클러스터 가동 중", "The cluster is up"),
+    ("종료 또는 삭제된 상태", "Stopped or deleted"),
+]
+SAME_ZONE_TYPE = (
+    "클러스터에 추가할 가상머신은 같은 영역·같은 인스턴스 유형으로 생성해야 합니다.",
+    "Create the virtual machines to add to a cluster in the same zone and with the same",
+)
+FIRST_CLUSTER = (
+    "먼저 클러스터를 만들어 두고, 별도로 생성한 가상머신을 그 클러스터에 연결하는 흐름입니다.",
+    "First create the cluster, then attach separately created virtual machines to it.",
+)
+PREREQUISITES = (
+    "Resource.VirtualCluster.CREATE 권한 "
+    "(가상머신 연결 시에는 Resource.VirtualMachine.UPDATE 도 필요)",
+    "attaching a virtual machine also needs Resource.VirtualMachine.UPDATE",
+)
+IB_TITLE = ("InfiniBand 설정 및 벤치마크", "InfiniBand setup and benchmarks")
+
+STATEMENTS = [
+    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE]),
+    ("clusters:cluster_list", STATUS_MEANINGS + [FIRST_CLUSTER]),
+    ("vms:vm_create", [SAME_ZONE_TYPE]),
+    ("vms:vm_list", [FIRST_CLUSTER]),
+    (
+        "clusters:help",
+        [PREREQUISITES, FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, FIRST_CLUSTER, IB_TITLE]
+        + STATUS_MEANINGS,
+    ),
+    ("clusters:infiniband_help", [IB_TITLE]),
+]
+
+
+def stored_threshold(instance_type, fabric, ports, port_gbps, figures, margin=10):
+    """A 검증 기준 row as an admin would store it: (intra, multi busbw GB/s, ib_write_bw Gb/s)."""
+    intra, multi, ib = figures
+    return ValidationThreshold.objects.create(
+        instance_type=instance_type,
+        fabric=fabric,
+        ports=ports,
+        port_gbps=port_gbps,
+        intra_busbw_gbs=intra,
+        multi_busbw_gbs=multi,
+        ib_write_bw_gbps=ib,
+        margin_percent=margin,
+    )
+
+
+def body(response):
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+@pytest.mark.parametrize(("name", "statements"), STATEMENTS, ids=[s[0] for s in STATEMENTS])
+def test_every_statement_of_the_product_page_is_shown(login, name, statements, language):
+    client = login("admin")
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = language
+    page = html.unescape(body(client.get(reverse(name))))
+    for ko, en in statements:
+        assert (ko if language == "ko" else en) in page, (ko, en)
+
+
+@pytest.mark.parametrize("role", ["admin", "operator", "viewer", "other", "norole"])
+def test_help_pages_render_for_each_role_with_what_the_role_may_do(world, login, role):
+    client = login(role)
+    page = body(client.get(reverse("clusters:help")))
+    assert "사전 요건" in page and "Resource.VirtualMachine.UPDATE" in page
+    granted = page.count('data-granted="yes"')
+    # admin (and other, admin of its own project) may do all 9 actions; operator all but the
+    # creates and deletes; viewer only the two READ rows; no role, nothing.
+    expected = {"admin": 9, "other": 9, "operator": 5, "viewer": 2, "norole": 0}[role]
+    assert granted == expected
+    assert body(client.get(reverse("clusters:infiniband_help"))).count("all_reduce_perf") >= 2
+
+
+def test_empty_cluster_list_offers_create_and_a_filtered_one_offers_clearing(world, login):
+    client = login("admin")
+    page = body(client.get(reverse("clusters:cluster_list")))
+    assert 'id="empty-create"' in page and "가상 클러스터 생성" in page
+    world.cluster("train")
+    page = body(client.get(reverse("clusters:cluster_list") + "?q=nomatch"))
+    assert "조건에 맞는 가상 클러스터가 없습니다." in page
+    assert f'id="clear-filters" href="{reverse("clusters:cluster_list")}"' in page
+    assert 'id="empty-create"' not in page
+    page = body(client.get(reverse("vms:vm_list") + "?q=nomatch"))
+    assert "조건에 맞는 가상머신이 없습니다." in page and "필터 지우기" in page
+    # A viewer is not offered what it may not do.
+    page = body(login("viewer").get(reverse("clusters:cluster_list") + "?q=zzz&status="))
+    assert 'id="empty-create"' not in page
+
+
+def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thresholds(
+    world, login
+):
+    cluster = world.cluster(
+        "roce",
+        status=ClusterStatus.RUNNING,
+        instance_type=world.l40s,
+        fabric_type=FabricType.ROCE_V2,
+    )
+    for i, vm in enumerate(world.members(cluster, 2, status=VmStatus.RUNNING)):
+        vm.private_ip = f"10.0.0.{i + 11}"
+        vm.save()
+    stored_threshold(world.l40s, FabricType.ROCE_V2, 2, 200, (21.5, 17.25, 191.0), margin=7)
+    client = login("viewer")
+    detail = body(client.get(reverse("clusters:cluster_detail", args=[cluster.pk])))
+    ib_url = reverse("clusters:cluster_infiniband", args=[cluster.pk])
+    assert f'href="{ib_url}"' in detail
+    page = html.unescape(body(client.get(ib_url)))
+    assert "export NCCL_IB_GID_INDEX=3" in page and "export NCCL_IB_TC=106" in page
+    assert "-H 10.0.0.11:4,10.0.0.12:4 -x NCCL_IB_DISABLE" in page and "-np 8" in page
+    assert "ib_write_bw -d mlx5_0 -s 1048576 -D 5 -F --report_gbits -x 3 10.0.0.11" in page
+    assert "all_reduce_perf -b 512M -e 8G -f 2 -g 4" in page
+    # The thresholds are the database's row, not the code's defaults.
+    assert "≥ 22 GB/s" in page and "≥ 17 GB/s" in page and "≥ 191 Gb/s" in page
+    assert "7%" in page
+
+    ib = world.cluster("ib", status=ClusterStatus.RUNNING)
+    page = html.unescape(body(client.get(reverse("clusters:cluster_infiniband", args=[ib.pk]))))
+    assert "NCCL_IB_GID_INDEX" not in page and "NCCL_IB_DISABLE=0" in page
+    assert "≥ 460 GB/s" in page and "≥ 375 Gb/s" in page  # the default, shown…
+    assert not ValidationThreshold.objects.filter(instance_type=world.h100).exists()  # …not made
+
+    foreign = world.cluster("theirs", project=world.other)
+    response = client.get(reverse("clusters:cluster_infiniband", args=[foreign.pk]))
+    assert response.status_code == 404
+
+
+def test_the_generic_benchmark_page_lists_the_stored_thresholds(world, login):
+    stored_threshold(world.h100, FabricType.INFINIBAND, 8, 400, (455.0, 433.0, 377.0))
+    page = html.unescape(body(login("admin").get(reverse("clusters:infiniband_help"))))
+    assert "≥ 455 GB/s" in page and "≥ 433 GB/s" in page and "≥ 377 Gb/s" in page
+    assert 'data-threshold="gpu.l40sx4/ROCE_V2"' in page
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_not_found_pages_are_the_consoles_also_with_debug(world, login, settings, debug):
+    settings.DEBUG = debug
+    client = login("admin")
+    foreign = world.cluster("theirs", project=world.other)
+    for path in (reverse("clusters:cluster_detail", args=[foreign.pk]), "/no-such-page/"):
+        response = client.get(path)
+        page = response.content.decode()
+        assert response.status_code == 404
+        assert 'class="topbar"' in page and 'data-error="404"' in page
+        assert "요청한 리소스를 찾을 수 없거나 볼 수 있는 권한이 없습니다." in page
+    # The API keeps answering problem+json.
+    response = client.get("/api/v1/no-such-thing")
+    assert response.status_code == 404 and "problem+json" in response["Content-Type"]
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_forbidden_page_is_the_consoles(world, language):
+    request = RequestFactory().get("/clusters/")
+    request.user = world.admin
+    request.project = world.demo
+    request.session = {}
+    request.COOKIES[settings.LANGUAGE_COOKIE_NAME] = language
+    from django.utils import translation
+
+    with translation.override(language):
+        response = ConsoleErrorPageMiddleware(lambda r: None).process_exception(
+            request, PermissionDenied()
+        )
+    page = response.content.decode()
+    assert response.status_code == 403 and 'class="topbar"' in page
+    assert {"ko": "권한이 없습니다", "en": "Not allowed"}[language] in page
+
+
+def test_login_refusal_is_in_the_consoles_words(world, client):
+    response = client.post("/login/", {"username": "admin", "password": "wrong"})
+    page = response.content.decode()
+    assert "사용자 이름 또는 비밀번호가 올바르지 않습니다. 다시 입력하세요." in page
+    assert "대문자와 소문자" not in page  # Django's own sentence
+
+
+def test_api_docs_are_linked_from_the_console_and_back(login):
+    client = login("admin")
+    docs = reverse("api:openapi-view")
+    assert f'href="{docs}"' in body(client.get(reverse("clusters:cluster_list")))
+    page = body(client.get(docs))
+    assert f'href="{reverse("clusters:cluster_list")}"' in page and "콘솔로 돌아가기" in page

@@ -1,0 +1,59 @@
+"""Charts draw the points they have: a range whose data fills a bucket or two (7일's current
+hour, a new cluster's 24시간) draws markers and says 집계 대기 중 instead of empty axes; a
+range change shows it is loading; the heatmap's scales are colour-blind safe and known to the
+vendored plotly.js bundle."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from clusters.models import ClusterStatus
+from metrics import storage
+from metrics.views import heatmap_labels
+from tests.metrics.test_charts import get_figures
+from vms.models import VmStatus
+
+
+@pytest.fixture
+def cluster(world):
+    cluster = world.cluster("fresh", status=ClusterStatus.RUNNING)
+    world.members(cluster, 2, status=VmStatus.RUNNING)
+    return cluster
+
+
+@pytest.mark.parametrize("range_key", ["7d", "24h"])
+def test_a_new_clusters_few_points_are_drawn_as_markers(login, cluster, range_key):
+    now = timezone.now()
+    vm = cluster.members.first()
+    storage.write_samples([(vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0,
+                            1.0, 1.0, None, None) for i in range(1, 6)])
+    figures, html = get_figures(login("viewer"), cluster, range=range_key)
+    cpu = figures["cpu"]["data"][0]
+    assert [v for v in cpu["y"] if v is not None] in ([10.0], [10.0, 10.0])  # a bucket edge
+    assert "markers" in cpu["mode"]
+    assert 'id="metrics-pending"' in html and "집계 대기 중" in html
+
+
+def test_a_full_range_draws_lines_without_the_pending_note(login, cluster):
+    now = timezone.now()
+    vm = cluster.members.first()
+    storage.write_samples([(vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0,
+                            1.0, 1.0, None, None) for i in range(1, 300)])
+    figures, html = get_figures(login("viewer"), cluster, range="1h")
+    assert figures["cpu"]["data"][0]["mode"] == "lines"
+    assert "집계 대기 중" not in html
+
+
+def test_a_range_change_shows_it_is_loading(login, cluster):
+    _figures, html = get_figures(login("viewer"), cluster, range="1h")
+    assert 'hx-indicator="#metrics-panel"' in html and 'id="metrics-loading"' in html
+
+
+def test_heatmap_scales_are_colour_blind_safe_and_in_the_bundle():
+    bundle = (Path(settings.BASE_DIR) / "static/metrics/vendor/plotly-cartesian.min.js").read_text()
+    for _label, _unit, scale, _range in heatmap_labels().values():
+        assert scale in ("Cividis", "Viridis")
+        assert f"{scale}:[[0," in bundle

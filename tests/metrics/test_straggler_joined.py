@@ -1,0 +1,106 @@
+"""The straggler line never blames a member for the time it was not running: a figure is a
+member's mean over its own samples, a member with only a few minutes of samples in the range
+is 방금 합류 and not ranked, and a member replaced by 교체 keeps its samples in the charts and
+the heatmap, marked 교체됨."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from clusters.models import ClusterStatus, Operation, OperationItem
+from metrics import storage, straggler
+from tests.metrics.test_straggler import page, write
+from vms.models import VmStatus
+
+
+@pytest.fixture
+def cluster(world):
+    cluster = world.cluster("late", status=ClusterStatus.RUNNING)
+    world.members(cluster, 3, status=VmStatus.RUNNING)
+    return cluster
+
+
+def _busy(index, gpu, rng):
+    return 90.0 + rng.uniform(0, 5)
+
+
+def test_a_spare_that_joined_two_minutes_ago_is_just_joined_never_the_slowest(
+        login, cluster, world):
+    """Its first minute is the warm-up (low); the others ran the whole hour at ~92%."""
+    now = timezone.now()
+    old = list(cluster.members.order_by("name"))
+    write(old, now - timedelta(minutes=50), now - timedelta(seconds=5), _busy)
+    spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
+    write([spare], now - timedelta(minutes=2), now - timedelta(seconds=60),
+          lambda i, g, rng: 30.0 + rng.uniform(0, 5))
+    write([spare], now - timedelta(seconds=60), now - timedelta(seconds=5), _busy)
+    html, figures = page(login("viewer"), cluster, range="1h")
+    assert "가장 느린 멤버: late-spare" not in html
+    assert "가장 느린 멤버: late-m" in html
+    assert 'id="metrics-joined"' in html and "late-spare" in html.split('id="metrics-joined"')[1]
+    heat = figures["heatmap"]["data"][0]
+    assert "late-spare (방금 합류)" in heat["y"]
+    bottom = html.split('class="table metrics-bottom-table"')[1].split("</table>")[0]
+    assert "late-spare" not in bottom
+
+
+def test_a_member_is_judged_on_the_time_it_was_reporting_not_the_whole_range(
+        login, cluster, world):
+    """A member started 20 minutes ago at 93% would be 31% over the hour if the hour counted:
+    it is ranked on its own samples, so the real straggler (70%) is the one named."""
+    now = timezone.now()
+    old = list(cluster.members.order_by("name"))
+    write(old, now - timedelta(minutes=55), now - timedelta(seconds=5),
+          lambda i, g, rng: 70.0 if i == 1 else 95.0)
+    late = world.vm("late-newer", cluster=cluster, status=VmStatus.RUNNING)
+    write([late], now - timedelta(minutes=20), now - timedelta(seconds=5),
+          lambda i, g, rng: 93.0)
+    html, figures = page(login("viewer"), cluster, range="1h")
+    assert f"가장 느린 멤버: {old[1].name} (GPU 0)" in html
+    assert "방금 합류" not in html
+    assert "late-newer" in figures["heatmap"]["data"][0]["y"]
+
+
+def test_a_replaced_members_samples_stay_marked_replaced(login, cluster, world):
+    """Up to the moment it left: what it sent later (run alone, say) is not this cluster's."""
+    now = timezone.now()
+    old = list(cluster.members.order_by("name"))
+    write(old, now - timedelta(minutes=40), now - timedelta(minutes=10),
+          lambda i, g, rng: 20.0 if i == 2 else 95.0)
+    bad = old[2]
+    bad.cluster, bad.node_rank, bad.status = None, None, VmStatus.STOPPED
+    bad.save()
+    left = now - timedelta(minutes=10)
+    operation = Operation.objects.create(kind=Operation.Kind.REPLACE, project=cluster.project,
+                                         cluster=cluster, finished_at=left)
+    OperationItem.objects.create(operation=operation, position=0, vm=bad, target_name=bad.name,
+                                 status=OperationItem.Status.SUCCEEDED, finished_at=left)
+    write([bad], left + timedelta(seconds=10), now, lambda i, g, rng: 99.0)
+    html, figures = page(login("viewer"), cluster, range="1h")
+    heat = figures["heatmap"]["data"][0]
+    row = heat["z"][heat["y"].index(f"{bad.name} (교체됨)")]
+    assert row == [20.0] * 8
+    assert 'id="metrics-replaced"' in html
+    assert f"가장 느린 멤버: {bad.name}" not in html
+    html, figures = page(login("viewer"), cluster, range="1h", per_member="1")
+    names = [trace["name"] for trace in figures["gpu"]["data"]]
+    assert f"{bad.name} (교체됨)" in names
+    gpu = next(t for t in figures["gpu"]["data"] if t["name"] == f"{bad.name} (교체됨)")
+    assert any(v is not None for v in gpu["y"])
+
+
+def test_three_minutes_in_a_rolled_up_hour_are_still_just_joined(cluster, world):
+    """7일 reads whole hours from the hour rollups: the spare's three minutes in such an hour
+    count as three minutes, not as the hour."""
+    hour = storage.floor_to(timezone.now(), 3600) - timedelta(hours=1)
+    old = list(cluster.members.order_by("name"))
+    write(old, hour - timedelta(minutes=50), hour + timedelta(minutes=59), _busy)
+    spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
+    write([spare], hour + timedelta(minutes=56), hour + timedelta(minutes=59),
+          lambda i, g, rng: 40.0)
+    storage.rollup(now=hour + timedelta(hours=1, minutes=10))
+    members = [(vm.pk, vm.name) for vm in [*old, spare]]
+    view = straggler.device_view(members, 7 * 86400, now=hour + timedelta(hours=1))
+    assert view.joined == ["late-spare"]
+    assert view.slowest.node != "late-spare"
