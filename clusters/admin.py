@@ -173,7 +173,13 @@ class SimulatorAllocationAdmin(ProjectScopedAdmin):
 class OperationItemInline(admin.TabularInline):
     model = OperationItem
     readonly_fields = (
-        "position", "target_name", "vm", "status", "last_error", "started_at", "finished_at"
+        "position",
+        "target_name",
+        "vm",
+        "status",
+        "last_error",
+        "started_at",
+        "finished_at",
     )
     fields = readonly_fields
     extra = 0
@@ -206,6 +212,7 @@ class OperationAdmin(StatusByServicesAdmin):
 
     def scope(self, queryset, user):
         return queryset.restrict(user, Perm.CLUSTER_READ)
+
 
 # GPU hosts, their inventory, placements and partitions (superusers only).
 from clusters.hosts import admin as _hosts_admin  # noqa: E402, F401

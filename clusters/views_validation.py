@@ -104,8 +104,11 @@ def member_replace(request, pk):
     ]
     last = display.vm_verdicts(vm.pk for vm in spares)
     spares = [
-        {"vm": vm, "badge": display.verdict_badge(last.get(vm.pk)),
-         "suspect": vm.pk in last and last[vm.pk].verdict in display.SUSPECT}
+        {
+            "vm": vm,
+            "badge": display.verdict_badge(last.get(vm.pk)),
+            "suspect": vm.pk in last and last[vm.pk].verdict in display.SUSPECT,
+        }
         for vm in spares
     ]
     verdict = display.latest_verdicts(cluster).get(member.pk)

@@ -10,20 +10,15 @@ per bucket (so every member weighs the same, however many samples it sent), then
 members: averages for utilisations, the minimum for the slowest member's GPU utilisation,
 sums for throughputs. Only the points drawn come back to Python.
 
-Figures are plotly figure dicts serialised by ``plotly.io.to_json`` (orjson engine). Building
-``go.Figure`` objects validated every property on each request (~5-8 ms a figure, six
-figures a tab); the tests build ``go.Figure`` from the same dicts, so the schema is still
-checked by plotly itself, once, not per request.
+The figures drawn from this data are ``metrics.figures``.
 """
 
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-import plotly.io as pio
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from clusters.models import Operation, OperationItem
 from metrics import series_sql
@@ -119,9 +114,12 @@ class ChartData:
         names in per-member mode, else (how many, of how many reporting); None if none."""
         if self.per_member:
             series = self.series
-            names = [name for vm_id, name in self.shown
-                     if any(v is not None for v in series["cpu_util"][vm_id])
-                     and all(v is None for v in series["gpu_util"][vm_id])]
+            names = [
+                name
+                for vm_id, name in self.shown
+                if any(v is not None for v in series["cpu_util"][vm_id])
+                and all(v is None for v in series["gpu_util"][vm_id])
+            ]
             return names or None
         reporting = max((v for v in self.series.get("reporting", ()) if v), default=0)
         with_gpu = max((v for v in self.series.get("reporting_gpu", ()) if v), default=0)
@@ -154,9 +152,14 @@ def replaced_members(cluster, since) -> dict:
     up to the moment each left."""
     rows = (
         OperationItem.objects.filter(
-            operation__cluster=cluster, operation__kind=Operation.Kind.REPLACE, position=0,
-            status=OperationItem.Status.SUCCEEDED, finished_at__gte=since)
-        .exclude(vm__cluster=cluster).exclude(vm__isnull=True)
+            operation__cluster=cluster,
+            operation__kind=Operation.Kind.REPLACE,
+            position=0,
+            status=OperationItem.Status.SUCCEEDED,
+            finished_at__gte=since,
+        )
+        .exclude(vm__cluster=cluster)
+        .exclude(vm__isnull=True)
         .order_by("vm__name", "vm_id", "finished_at")
         .values_list("vm_id", "vm__name", "finished_at")
     )
@@ -176,17 +179,25 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
     step = window_step(window, shown if per_member else members, per_member)
     last = int(now.timestamp()) // step
     points = window.seconds // step
-    data = ChartData(range_key, step, last - points + 1, points, members, per_member, shown=shown,
-                     replaced=until)
+    data = ChartData(
+        range_key, step, last - points + 1, points, members, per_member, shown=shown, replaced=until
+    )
     if not members:
         return data
     drawn = shown if per_member else members
-    rows = _query(window.source, step, [vm_id for vm_id, _name in drawn],
-                  data.start, datetime.fromtimestamp((last + 1) * step, tz=UTC), per_member,
-                  until)
+    rows = _query(
+        window.source,
+        step,
+        [vm_id for vm_id, _name in drawn],
+        data.start,
+        datetime.fromtimestamp((last + 1) * step, tz=UTC),
+        per_member,
+        until,
+    )
     if per_member:
-        data.series = {name: {vm_id: [None] * points for vm_id, _n in shown}
-                       for name in METRIC_NAMES}
+        data.series = {
+            name: {vm_id: [None] * points for vm_id, _n in shown} for name in METRIC_NAMES
+        }
         for bucket, vm_id, *values in rows:
             for name, value in zip(METRIC_NAMES, values, strict=True):
                 data.series[name][vm_id][bucket - data.first_bucket] = value
@@ -208,8 +219,9 @@ def _slowest(members, window, now):
     rows = series_sql.fetch_means(HOST, parts, [vm_id for vm_id, _n in members], ("gpu_util",))
     util = {vm_id: value for _b, vm_id, value in rows}
     order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
-    ranked = sorted(members, key=lambda m: (util.get(m[0]) is None, util.get(m[0]) or 0.0,
-                                            order[m[0]]))
+    ranked = sorted(
+        members, key=lambda m: (util.get(m[0]) is None, util.get(m[0]) or 0.0, order[m[0]])
+    )
     chosen = {vm_id for vm_id, _name in ranked[:PER_MEMBER_SHOWN]}
     return [member for member in members if member[0] in chosen]
 
@@ -234,146 +246,3 @@ def _query(source, step, vm_ids, start, stop, per_member, until=None):
 
 # ---------------------------------------------------------------------------------------------
 # Figures
-
-
-def _round(values, scale, digits):
-    return [None if v is None else round(v / scale, digits) for v in values]
-
-
-def _panels():
-    """(id, title, y-axis title, scale, digits, y-range, aggregate traces, metric for per-member)"""
-    percent = (0, 100)
-    return [
-        ("gpu", _("GPU 사용률"), _("GPU 사용률 (%)"), 1, 1, percent,
-         [("gpu_util", _("멤버 평균")), ("gpu_util_min", _("가장 느린 멤버"))], ["gpu_util"]),
-        ("gpu-mem", _("GPU 메모리"), _("GPU 메모리 사용률 (%)"), 1, 1, percent,
-         [("gpu_mem_util", _("멤버 평균"))], ["gpu_mem_util"]),
-        ("cpu", _("CPU"), _("CPU 사용률 (%)"), 1, 1, percent,
-         [("cpu_util", _("멤버 평균"))], ["cpu_util"]),
-        ("mem", _("메모리"), _("메모리 사용률 (%)"), 1, 1, percent,
-         [("mem_util", _("멤버 평균"))], ["mem_util"]),
-        ("net", _("네트워크"), _("네트워크 처리량 (MB/s)"), 1e6, 2, None,
-         [("net_rx", _("수신 합계")), ("net_tx", _("송신 합계"))], ["net_rx", "net_tx"]),
-        ("fabric", _("패브릭"), _("패브릭 처리량 (Gb/s)"), GBIT, 1, None,
-         [("fabric_rx", _("수신 합계")), ("fabric_tx", _("송신 합계"))],
-         ["fabric_rx", "fabric_tx"]),
-    ]
-
-
-def figures(data, capacity_gbps=None, markers=None):
-    """[{"id", "title", "figure" (plotly dict), "json"}] for the tab, x as start + step.
-
-    ``capacity_gbps``: the members' summed link rate, for the fabric's "% of link" axis;
-    ``markers``: {panel id: [(local time text, label)]} of error events to mark.
-    """
-    x0 = timezone.localtime(data.start).strftime("%Y-%m-%d %H:%M:%S")
-    dx = data.step * 1000  # milliseconds on a date axis
-    direction = {"rx": _("수신"), "tx": _("송신")}
-    no_gpu = data.no_gpu()
-    out = []
-    for key, title, y_title, scale, digits, y_range, aggregate, metrics in _panels():
-        traces = []
-        if data.per_member:
-            for metric in metrics:
-                for vm_id, name in data.shown:
-                    if vm_id in data.replaced:
-                        name = _("%(name)s (교체됨)") % {"name": name}
-                    label = name if len(metrics) == 1 else f"{name} {direction[metric[-2:]]}"
-                    traces.append(_trace(label, data.series[metric][vm_id], scale, digits,
-                                         x0, dx, dash=metric.endswith("_tx")))
-        else:
-            for series, label in aggregate:
-                traces.append(_trace(label, data.series[series], scale, digits, x0, dx,
-                                     dash=series.endswith("_min")))
-        layout = {
-            "height": 240,
-            "margin": {"l": 56, "r": 12, "t": 24, "b": 40},
-            "hovermode": "x unified",
-            "showlegend": True,
-            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
-            # Numeric formats: plotly.js ships English month names only.
-            "xaxis": {"type": "date", "title": {"text": _("시각")},
-                      "tickformat": TICK_FORMATS[data.range_key],
-                      "hoverformat": "%Y-%m-%d %H:%M"},
-            "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        }
-        if y_range:
-            layout["yaxis"]["range"] = list(y_range)
-        if key == "fabric" and capacity_gbps and not data.per_member:
-            _link_share(traces, layout, data, capacity_gbps, x0, dx)
-        if markers and markers.get(key):
-            traces.append(_markers(markers[key], y_range))
-        figure = {"data": traces, "layout": layout}
-        out.append({"id": key, "title": title, "figure": figure,
-                    "note": _no_gpu_note(no_gpu) if key in GPU_PANELS else None,
-                    "json": script_safe(pio.to_json(figure, validate=False, engine="orjson"))})
-    return out
-
-
-def _no_gpu_note(no_gpu):
-    """What a GPU chart says of members that report no GPU (their lines are empty, not 0)."""
-    if not no_gpu:
-        return None
-    if isinstance(no_gpu, list):
-        return _("GPU를 보고하지 않는 멤버: %(names)s") % {"names": ", ".join(no_gpu)}
-    missing, reporting = no_gpu
-    if missing == reporting:
-        return _("멤버가 GPU를 보고하지 않습니다 (GPU가 없는 VM)")
-    return _("멤버 %(total)d대 중 %(count)d대가 GPU를 보고하지 않습니다") % {
-        "total": reporting, "count": missing}
-
-
-_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
-
-
-def script_safe(json_text):
-    """JSON that can sit inside <script type="application/json"> (as Django's json_script)."""
-    return json_text.translate(_SCRIPT_ESCAPES)
-
-
-def _link_share(traces, layout, data, capacity_gbps, x0, dx):
-    """Receive and send as % of the members' link rate, on a right-hand axis."""
-    for series, label in (("fabric_rx", _("수신 (링크 대비 %)")),
-                          ("fabric_tx", _("송신 (링크 대비 %)"))):
-        trace = _trace(label, data.series[series], GBIT * capacity_gbps / 100, 1, x0, dx,
-                       dash=True)
-        trace["yaxis"] = "y2"
-        traces.append(trace)
-    layout["yaxis2"] = {"title": {"text": _("링크 대비 (%)")}, "overlaying": "y",
-                        "side": "right", "range": [0, 100], "showgrid": False,
-                        "tickmode": "linear", "tick0": 0, "dtick": 25}
-    layout["margin"]["r"] = 48
-
-
-def _markers(events, y_range):
-    """Error events as red crosses along the top of a % chart (along zero of a throughput
-    chart), named on hover."""
-    top = y_range[1] if y_range else 0
-    return {"type": "scatter", "mode": "markers", "name": _("오류"),
-            "x": [at for at, _label in events], "y": [top] * len(events),
-            "text": [label for _at, label in events], "hoverinfo": "text+x",
-            "marker": {"symbol": "x", "size": 10, "color": "#c62828"}}
-
-
-def _trace(name, values, scale, digits, x0, dx, dash=False):
-    """A line; with markers when a point has no neighbour to draw a line to, or there are
-    only a couple (the current hour of 7일, a new cluster's 24시간), which a line alone
-    leaves invisible."""
-    trace = {"type": "scatter", "mode": "lines", "name": name, "x0": x0, "dx": dx,
-             "y": _round(values, scale, digits)}
-    if _isolated(values):
-        trace["mode"], trace["marker"] = "lines+markers", {"size": 6}
-    if dash:
-        trace["line"] = {"dash": "dot"}
-    return trace
-
-
-def _isolated(values) -> bool:
-    """Whether some value of ``values`` has no value on either side, or there are fewer than
-    three (a line that short is a pixel wide on a day's axis)."""
-    if 0 < sum(v is not None for v in values) < 3:
-        return True
-    last = len(values) - 1
-    return any(
-        v is not None and (i == 0 or values[i - 1] is None) and (i == last or values[i + 1] is None)
-        for i, v in enumerate(values))

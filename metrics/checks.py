@@ -48,17 +48,27 @@ def check_column(column, name, nullable, lowest, highest, where, place=None):
     index = first_bad(column, lambda v: v is None or lowest <= v <= highest)
     value = column[index]
     if value < 0:
-        error, message = errors.Negative, _(
-            "%(where)s[%(i)d].%(name)s: 음수는 허용되지 않습니다 (받은 값 %(value)s)."
+        error, message = (
+            errors.Negative,
+            _("%(where)s[%(i)d].%(name)s: 음수는 허용되지 않습니다 (받은 값 %(value)s)."),
         )
     else:
-        error, message = errors.OutOfRange, _(
-            "%(where)s[%(i)d].%(name)s: %(low)g 이상 %(high)g 이하여야 합니다 (받은 값 %(value)s)."
+        error, message = (
+            errors.OutOfRange,
+            _(
+                "%(where)s[%(i)d].%(name)s: %(low)g 이상 %(high)g 이하여야 합니다 "
+                "(받은 값 %(value)s)."
+            ),
         )
     at, i = place(index)
-    raise error(message % {
-        "where": at, "i": i, "name": name, "value": shown(value), "low": lowest,
-        "high": highest,
-    })
-
-
+    raise error(
+        message
+        % {
+            "where": at,
+            "i": i,
+            "name": name,
+            "value": shown(value),
+            "low": lowest,
+            "high": highest,
+        }
+    )

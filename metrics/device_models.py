@@ -53,8 +53,13 @@ PORT_NAMES = tuple(name for name, *_rest in PORT_FIELDS)
 
 def _vm():
     # No database FK, as for Sample: a check per row would cost COPY more than the row.
-    return models.ForeignKey(VirtualMachine, on_delete=models.DO_NOTHING, db_constraint=False,
-                             db_index=False, related_name="+")
+    return models.ForeignKey(
+        VirtualMachine,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
 
 
 def _model(name, device, time_column, columns, table_index):
@@ -65,12 +70,17 @@ def _model(name, device, time_column, columns, table_index):
         "vm": _vm(),
         device: models.PositiveSmallIntegerField(),
         time_column: models.DateTimeField(),
-        "Meta": type("Meta", (), {
-            "app_label": "metrics",
-            "indexes": [models.Index(fields=[time_column], name=table_index)],
-        }),
-        "__str__": lambda self: f"{self.vm_id}/{getattr(self, device)} @ "
-                                f"{getattr(self, time_column):%Y-%m-%d %H:%M:%S}",
+        "Meta": type(
+            "Meta",
+            (),
+            {
+                "app_label": "metrics",
+                "indexes": [models.Index(fields=[time_column], name=table_index)],
+            },
+        ),
+        "__str__": lambda self: (
+            f"{self.vm_id}/{getattr(self, device)} @ {getattr(self, time_column):%Y-%m-%d %H:%M:%S}"
+        ),
     }
     attrs.update(columns)
     return type(name, (models.Model,), attrs)
@@ -89,16 +99,19 @@ def _rollup_columns(fields):
 
 
 GpuSample = _model("GpuSample", "gpu", "ts", _raw_columns(GPU_FIELDS), "metrics_gpusample_ts")
-GpuMinuteRollup = _model("GpuMinuteRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS),
-                         "metrics_gpuminute_bucket")
-GpuHourRollup = _model("GpuHourRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS),
-                       "metrics_gpuhour_bucket")
-PortSample = _model("PortSample", "port", "ts", _raw_columns(PORT_FIELDS),
-                    "metrics_portsample_ts")
-PortMinuteRollup = _model("PortMinuteRollup", "port", "bucket", _rollup_columns(PORT_FIELDS),
-                          "metrics_portminute_bucket")
-PortHourRollup = _model("PortHourRollup", "port", "bucket", _rollup_columns(PORT_FIELDS),
-                        "metrics_porthour_bucket")
+GpuMinuteRollup = _model(
+    "GpuMinuteRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS), "metrics_gpuminute_bucket"
+)
+GpuHourRollup = _model(
+    "GpuHourRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS), "metrics_gpuhour_bucket"
+)
+PortSample = _model("PortSample", "port", "ts", _raw_columns(PORT_FIELDS), "metrics_portsample_ts")
+PortMinuteRollup = _model(
+    "PortMinuteRollup", "port", "bucket", _rollup_columns(PORT_FIELDS), "metrics_portminute_bucket"
+)
+PortHourRollup = _model(
+    "PortHourRollup", "port", "bucket", _rollup_columns(PORT_FIELDS), "metrics_porthour_bucket"
+)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,7 @@ PARAM = {"xid": "xid"}  # the notice's name for the value; counters are "count"
 def _found(series, column, xid_like, start, stop):
     """(vm_id, device, minute, value) where ``column`` changed in [start, stop)."""
     device = series.keys[1]
-    changed = ("m > 0 AND (prev IS NULL OR m <> prev)" if xid_like
-               else "m > COALESCE(prev, 0)")
+    changed = "m > 0 AND (prev IS NULL OR m <> prev)" if xid_like else "m > COALESCE(prev, 0)"
     sql = (
         f"SELECT vm_id, {device}, bucket, m FROM ("
         f"SELECT vm_id, {device}, bucket, {column}_max AS m, LAG({column}_max) OVER "
@@ -62,14 +61,20 @@ def detect(start: datetime | None, stop: datetime | None) -> int:
             at = bucket if isinstance(bucket, datetime) else datetime.fromisoformat(bucket)
             if at.tzinfo is None:  # SQLite: naive UTC
                 at = at.replace(tzinfo=UTC)
-            params = {series.keys[1]: device, PARAM.get(column, "count"): int(value),
-                      "at": int(at.timestamp())}
+            params = {
+                series.keys[1]: device,
+                PARAM.get(column, "count"): int(value),
+                "at": int(at.timestamp()),
+            }
             found.append((vm_id, action, code, params))
     if not found:
         return 0
     vms = VirtualMachine.objects.in_bulk({vm_id for vm_id, *_rest in found})
     existing = AuditEvent.objects.filter(
-        action__in=ACTIONS, target_type="vm", target_id__in=list(vms), at__gte=start - HISTORY,
+        action__in=ACTIONS,
+        target_type="vm",
+        target_id__in=list(vms),
+        at__gte=start - HISTORY,
     ).values_list("target_id", "code", "params")
     seen = {(vm_id, code, tuple(sorted(params.items()))) for vm_id, code, params in existing}
     events = []
@@ -90,14 +95,17 @@ def chart_markers(cluster_id: int, since: datetime) -> dict:
     events since ``since``, for the charts."""
     panel = {"vm.gpu_error": "gpu", "vm.link_down": "fabric"}
     out: dict[str, list] = {"gpu": [], "fabric": []}
-    rows = (AuditEvent.objects.filter(cluster_id=cluster_id, action__in=ACTIONS,
-                                      at__gte=since - timedelta(minutes=5))
-            .order_by("at").values_list("action", "target_name", "code", "params", "at")[:200])
+    rows = (
+        AuditEvent.objects.filter(
+            cluster_id=cluster_id, action__in=ACTIONS, at__gte=since - timedelta(minutes=5)
+        )
+        .order_by("at")
+        .values_list("action", "target_name", "code", "params", "at")[:200]
+    )
     for action, node, code, params, at in rows:
         moment = datetime.fromtimestamp(params.get("at", at.timestamp()), tz=at.tzinfo)
         if moment < since:
             continue
         label = f"{node}: {render_message(code, params)}"
-        out[panel[action]].append(
-            (timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S"), label))
+        out[panel[action]].append((timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S"), label))
     return out

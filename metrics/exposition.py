@@ -95,11 +95,13 @@ def render(members: list, now=None) -> bytes:
     for series, names in NAMES.items():
         device = series.keys[1:]  # () for the host series, ("gpu",) or ("port",)
         label_names = ["cluster", "vm", "vm_id", *device]
-        by_field = {field: GaugeMetricFamily(name, text, labels=label_names)
-                    for field, (name, text) in names.items()}
+        by_field = {
+            field: GaugeMetricFamily(name, text, labels=label_names)
+            for field, (name, text) in names.items()
+        }
         for row in latest(series, vm_ids, since):
-            vm_id, *device_values = row[:len(series.keys)]
-            values = row[len(series.keys) + 1:]
+            vm_id, *device_values = row[: len(series.keys)]
+            values = row[len(series.keys) + 1 :]
             label_values = [*labels_of[vm_id], *map(str, device_values)]
             for field, value in zip(series.names, values, strict=True):
                 if value is not None:

@@ -24,7 +24,8 @@ from vms.models import VirtualMachine, VmStatus
 def enabled() -> bool:
     """Whether scraping is configured at all (the URL is routed only then)."""
     return bool(conf.get("METRICS_SCRAPE_TOKENS")) or (
-        conf.get("METRICS_SCRAPE_AUTH") != conf.DEFAULTS["METRICS_SCRAPE_AUTH"])
+        conf.get("METRICS_SCRAPE_AUTH") != conf.DEFAULTS["METRICS_SCRAPE_AUTH"]
+    )
 
 
 class ScrapeRefused(Exception):
@@ -54,13 +55,15 @@ def scrape_project(request) -> Project:
 
 def members_of(project, cluster_id=None) -> list:
     """[(vm_id, vm name, cluster name)] of the project's clusters' live members."""
-    clusters = VirtualCluster.objects.filter(project=project).exclude(
-        status=ClusterStatus.DELETED)
+    clusters = VirtualCluster.objects.filter(project=project).exclude(status=ClusterStatus.DELETED)
     if cluster_id is not None:
         clusters = clusters.filter(pk=cluster_id)
     return list(
-        VirtualMachine.objects.filter(cluster__in=clusters).exclude(status=VmStatus.DELETED)
-        .order_by("cluster__name", "name", "pk").values_list("pk", "name", "cluster__name"))
+        VirtualMachine.objects.filter(cluster__in=clusters)
+        .exclude(status=VmStatus.DELETED)
+        .order_by("cluster__name", "name", "pk")
+        .values_list("pk", "name", "cluster__name")
+    )
 
 
 @require_GET
@@ -70,13 +73,17 @@ def federate(request):
     try:
         project = scrape_project(request)
     except ScrapeRefused:
-        response = HttpResponse(str(errors.Unauthorized().message), status=401,
-                                content_type="text/plain; charset=utf-8")
+        response = HttpResponse(
+            str(errors.Unauthorized().message), status=401, content_type="text/plain; charset=utf-8"
+        )
         response["WWW-Authenticate"] = 'Bearer realm="metrics-federate"'
         return response
     raw = request.GET.get("cluster")
     if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) < 19):
-        return HttpResponse(_("cluster는 클러스터 ID(정수)여야 합니다."), status=400,
-                            content_type="text/plain; charset=utf-8")
+        return HttpResponse(
+            _("cluster는 클러스터 ID(정수)여야 합니다."),
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     members = members_of(project, None if raw is None else int(raw))
     return HttpResponse(exposition.render(members), content_type=exposition.CONTENT_TYPE)

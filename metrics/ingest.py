@@ -99,8 +99,14 @@ def _rate_key(token_hash):
     return token_hash[:32]  # half the hash: unique enough, and not what a lookup takes
 
 
-def store(token_hash: str, claimed_vm: int | None, columns: list, now: float,
-          counted: bool, devices: dict | None = None) -> None:
+def store(
+    token_hash: str,
+    claimed_vm: int | None,
+    columns: list,
+    now: float,
+    counted: bool,
+    devices: dict | None = None,
+) -> None:
     """Store a validated batch for the token's VM; then, unless ``check_rate`` has
     ``counted`` it, open the token's rate window with this request.
 
@@ -114,8 +120,7 @@ def store(token_hash: str, claimed_vm: int | None, columns: list, now: float,
             if claimed_vm is not None and claimed_vm != vm_id:
                 message = _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.")
                 raise errors.WrongVm(message % {"vm": vm_id})
-            storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now),
-                                devices)
+            storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now), devices)
     except errors.Duplicate:
         _count_verified(token_hash, counted)  # a re-sent batch: the token was good
         raise
@@ -213,17 +218,16 @@ def validate(payload, now: float) -> tuple[int | None, list, dict]:
     if unknown:
         raise errors.UnknownField(_("알 수 없는 필드: %(name)s") % {"name": sorted(unknown)[0]})
     claimed_vm = payload.get("vm")
-    if "vm" in payload and (type(claimed_vm) is not int
-                            or not BIGINT[0] <= claimed_vm <= BIGINT[1]):
+    if "vm" in payload and (
+        type(claimed_vm) is not int or not BIGINT[0] <= claimed_vm <= BIGINT[1]
+    ):
         raise errors.Invalid(_("vm은 가상머신 ID(정수)여야 합니다."))
     where = "rows" if "rows" in payload or "fields" in payload else "samples"
     if where == "rows" and "samples" in payload:
         raise errors.Invalid(_("samples와 rows를 함께 보낼 수 없습니다."))
     items = payload.get(where)
     if type(items) is not list or not items:
-        raise errors.Invalid(
-            _("%(where)s는 비어 있지 않은 배열이어야 합니다.") % {"where": where}
-        )
+        raise errors.Invalid(_("%(where)s는 비어 있지 않은 배열이어야 합니다.") % {"where": where})
     limit = conf.get("METRICS_MAX_BATCH_SAMPLES")
     if len(items) > limit:
         raise errors.TooManySamples(
@@ -234,7 +238,7 @@ def validate(payload, now: float) -> tuple[int | None, list, dict]:
         columns = _columns_of_rows(payload.get("fields"), items)
     else:
         columns = _columns_of_samples(items)
-    columns, lists = columns[:len(SAMPLE_KEYS)], columns[len(SAMPLE_KEYS):]
+    columns, lists = columns[: len(SAMPLE_KEYS)], columns[len(SAMPLE_KEYS) :]
     columns[0] = _instants(columns[0], now, where)
     for index, (name, nullable, lowest, highest) in enumerate(METRIC_FIELDS, start=1):
         check_column(columns[index], name, nullable, lowest, highest, where)
@@ -242,8 +246,11 @@ def validate(payload, now: float) -> tuple[int | None, list, dict]:
 
 
 def _missing_required(present):
-    return [name for name, nullable, *_rest in (("ts", False), *METRIC_FIELDS)
-            if not nullable and name not in present]
+    return [
+        name
+        for name, nullable, *_rest in (("ts", False), *METRIC_FIELDS)
+        if not nullable and name not in present
+    ]
 
 
 def _columns_of_rows(fields, rows):
@@ -325,8 +332,10 @@ def _instants(column, now, where):
     if max(column) > newest:
         index = first_bad(column, lambda v: v <= newest)
         raise errors.InFuture(
-            _("%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. "
-              "시계를 확인하세요.")
+            _(
+                "%(where)s[%(i)d].ts: 서버 시각보다 %(seconds)d초 넘게 미래입니다. "
+                "시계를 확인하세요."
+            )
             % {"where": where, "i": index, "seconds": conf.get("METRICS_MAX_FUTURE_SECONDS")},
         )
     micros = storage.to_micros(column)
@@ -334,8 +343,10 @@ def _instants(column, now, where):
         first = {}
         index = next(i for i, m in enumerate(micros) if first.setdefault(m, i) != i)
         raise errors.DuplicateTimestamp(
-            _("%(where)s[%(i)d].ts: %(where)s[%(first)d]과 같은 시각입니다 (마이크로초 단위). "
-              "같은 시각의 샘플은 하나만 보낼 수 있습니다.")
+            _(
+                "%(where)s[%(i)d].ts: %(where)s[%(first)d]과 같은 시각입니다 (마이크로초 단위). "
+                "같은 시각의 샘플은 하나만 보낼 수 있습니다."
+            )
             % {"where": where, "i": index, "first": first[micros[index]]},
         )
     return micros

@@ -41,7 +41,10 @@ class Sample(models.Model):
     # No database FK: a foreign-key check per row would cost COPY more than the row itself,
     # and VMs are only ever soft-deleted, so a sample never points at a missing row.
     vm = models.ForeignKey(
-        VirtualMachine, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False,
+        VirtualMachine,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
         related_name="+",
     )
     ts = models.DateTimeField()
@@ -68,7 +71,10 @@ class Rollup(models.Model):
 
     pk = models.CompositePrimaryKey("vm_id", "bucket")
     vm = models.ForeignKey(
-        VirtualMachine, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False,
+        VirtualMachine,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
         related_name="+",
     )
     bucket = models.DateTimeField()
@@ -133,7 +139,9 @@ class MetricsToken(models.Model):
     """The bearer token of one VM's agent. Only its SHA-256 is kept; the token is shown once."""
 
     vm = models.OneToOneField(
-        VirtualMachine, on_delete=models.CASCADE, related_name="metrics_token",
+        VirtualMachine,
+        on_delete=models.CASCADE,
+        related_name="metrics_token",
         verbose_name=_("가상머신"),
     )
     token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
@@ -172,6 +180,5 @@ from metrics.device_models import (  # noqa: E402
 
 HOST = Series("host", Sample, MinuteRollup, HourRollup, ("vm_id",), METRIC_FIELDS)
 GPU = Series("gpu", GpuSample, GpuMinuteRollup, GpuHourRollup, ("vm_id", "gpu"), GPU_FIELDS)
-PORT = Series("port", PortSample, PortMinuteRollup, PortHourRollup, ("vm_id", "port"),
-              PORT_FIELDS)
+PORT = Series("port", PortSample, PortMinuteRollup, PortHourRollup, ("vm_id", "port"), PORT_FIELDS)
 SERIES = (HOST, GPU, PORT)

@@ -55,8 +55,11 @@ def pieces(start: datetime, stop: datetime, upto: datetime | None, coarsest: str
     lo, hi = _ceil(start, unit), min(_floor(stop, unit), done)
     if lo >= hi:
         return pieces(start, stop, upto, FINER[coarsest])
-    return (pieces(start, lo, upto, FINER[coarsest]) + [Piece(coarsest, lo, hi)]
-            + pieces(hi, stop, upto, FINER[coarsest]))
+    return (
+        pieces(start, lo, upto, FINER[coarsest])
+        + [Piece(coarsest, lo, hi)]
+        + pieces(hi, stop, upto, FINER[coarsest])
+    )
 
 
 def bucket_expr(column: str, step: int | None) -> str:
@@ -85,8 +88,9 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, u
             model = series.minute if part.source == "minute" else series.hour
             table, time_column = model._meta.db_table, "bucket"
             sums = ", ".join(
-                f"sum({n}_avg * n) AS {n}_s, sum(CASE WHEN {n}_avg IS NOT NULL THEN n END) "
-                f"AS {n}_w" for n in names)
+                f"sum({n}_avg * n) AS {n}_s, sum(CASE WHEN {n}_avg IS NOT NULL THEN n END) AS {n}_w"
+                for n in names
+            )
         cut, cut_params = _until(time_column, until)
         selects.append(
             f"SELECT {bucket_expr(time_column, step)} AS b, {keys}, {sums} FROM {table} "
@@ -95,9 +99,11 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, u
         )
         params += [*vm_ids, _param(part.start), _param(part.stop), *cut_params]
     means = ", ".join(
-        f"sum({n}_s) / CAST(NULLIF(sum({n}_w), 0) AS DOUBLE PRECISION) AS {n}" for n in names)
-    sql = (f"SELECT b, {keys}, {means} FROM ({' UNION ALL '.join(selects)}) pieces "
-           f"GROUP BY b, {keys}")
+        f"sum({n}_s) / CAST(NULLIF(sum({n}_w), 0) AS DOUBLE PRECISION) AS {n}" for n in names
+    )
+    sql = (
+        f"SELECT b, {keys}, {means} FROM ({' UNION ALL '.join(selects)}) pieces GROUP BY b, {keys}"
+    )
     return sql, params
 
 
@@ -139,19 +145,23 @@ def fetch_spans(series, parts: list, vm_ids: list) -> dict:
         table, column = model._meta.db_table, "ts" if part.source == "raw" else "bucket"
         width, window = UNITS.get(part.source, 0), [_param(part.start), _param(part.stop)]
         if connection.vendor == "postgresql":
-            probe = (f"(SELECT {column} AS t FROM {table} WHERE vm_id = v.id AND {column} >= %s"
-                     f" AND {column} < %s ORDER BY {column} {{}} LIMIT 1)")
+            probe = (
+                f"(SELECT {column} AS t FROM {table} WHERE vm_id = v.id AND {column} >= %s"
+                f" AND {column} < %s ORDER BY {column} {{}} LIMIT 1)"
+            )
             selects.append(
                 f"SELECT v.id, lo.t, hi.t, {width} FROM unnest(%s::bigint[]) AS v(id) "
                 f"CROSS JOIN LATERAL {probe.format('ASC')} AS lo "
-                f"CROSS JOIN LATERAL {probe.format('DESC')} AS hi")
+                f"CROSS JOIN LATERAL {probe.format('DESC')} AS hi"
+            )
             params += [list(vm_ids), *window, *window]
         else:
             placeholders = ", ".join(["%s"] * len(vm_ids))
             selects.append(
                 f"SELECT vm_id, min({column}), max({column}), {width} FROM {table} "
                 f"WHERE vm_id IN ({placeholders}) AND {column} >= %s AND {column} < %s "
-                f"GROUP BY vm_id")
+                f"GROUP BY vm_id"
+            )
             params += [*vm_ids, *window]
     bounds: dict = {}
     with connection.cursor() as cursor:

@@ -52,7 +52,8 @@ def emit_samples(now=None):
         for key, table, names in (("gpus", "gpu", GPU_NAMES), ("ports", "port", PORT_NAMES)):
             for entry in metrics[key] or ():
                 devices[table].append(
-                    (vm_id, now, entry[table], *(entry.get(field) for field in names)))
+                    (vm_id, now, entry[table], *(entry.get(field) for field in names))
+                )
     if not rows:
         return 0
     try:
@@ -74,13 +75,21 @@ def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name=""):
     wave = 1.5 * math.sin(t / 47.0 + vm_id)
     step = 12.0 + rng.uniform(0, 10) if checkpoint else 95.0 + wave
     straggler = name == STRAGGLER
-    gpus = [_gpu(index, step, warm, rng, straggler and index == STRAGGLER_GPU)
-            for index in range(gpu_count or 0)] or None
-    gpu = (sum(g["util"] for g in gpus) / len(gpus) if gpus
-           else _clamp((step + rng.gauss(0, 1.5)) * warm, 0, 100))
+    gpus = [
+        _gpu(index, step, warm, rng, straggler and index == STRAGGLER_GPU)
+        for index in range(gpu_count or 0)
+    ] or None
+    gpu = (
+        sum(g["util"] for g in gpus) / len(gpus)
+        if gpus
+        else _clamp((step + rng.gauss(0, 1.5)) * warm, 0, 100)
+    )
     on_fabric = cluster_status == ClusterStatus.RUNNING
-    ports = [_port(index, gpu, rng, straggler and index == STRAGGLER_PORT)
-             for index in range(PORTS)] if on_fabric else None
+    ports = (
+        [_port(index, gpu, rng, straggler and index == STRAGGLER_PORT) for index in range(PORTS)]
+        if on_fabric
+        else None
+    )
     metrics = {
         "cpu_util": _clamp((28.0 + rng.gauss(0, 3) + 15.0 * checkpoint) * warm + 2, 0, 100),
         "mem_util": _clamp(18.0 + 24.0 * warm + rng.gauss(0, 0.5), 0, 100),
@@ -95,8 +104,9 @@ def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name=""):
     }
     if gpus:
         metrics["gpu_util"] = gpu
-        metrics["gpu_mem_util"] = 100.0 * sum(g["mem_used"] for g in gpus) / (
-            GPU_MEMORY_MIB * len(gpus))
+        metrics["gpu_mem_util"] = (
+            100.0 * sum(g["mem_used"] for g in gpus) / (GPU_MEMORY_MIB * len(gpus))
+        )
     return metrics
 
 
@@ -124,8 +134,16 @@ def _gpu(index, step, warm, rng, slow):
 def _port(index, gpu, rng, slow):
     """One 400 Gb/s port carrying its share of the node's all-reduce (a slow one half)."""
     rx = PORT_PEAK * gpu / 100 * rng.uniform(0.9, 1.05) * (STRAGGLER_PORT_SHARE if slow else 1)
-    return {"port": index, "rx": rx, "tx": rx * rng.uniform(0.97, 1.03), "symbol_errors": 0.0,
-            "link_downed": 0.0, "rcv_errors": 0.0, "state": 4.0, "rate_gbps": PORT_GBPS}
+    return {
+        "port": index,
+        "rx": rx,
+        "tx": rx * rng.uniform(0.97, 1.03),
+        "symbol_errors": 0.0,
+        "link_downed": 0.0,
+        "rcv_errors": 0.0,
+        "state": 4.0,
+        "rate_gbps": PORT_GBPS,
+    }
 
 
 def _clamp(value, lowest, highest):

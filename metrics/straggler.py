@@ -100,8 +100,9 @@ class DeviceView:
         return None
 
 
-def device_view(members: list, seconds: int, now: datetime | None = None,
-                replaced=None) -> DeviceView:
+def device_view(
+    members: list, seconds: int, now: datetime | None = None, replaced=None
+) -> DeviceView:
     """The per-device figures of ``members`` ([(vm_id, name)]) over the last ``seconds``;
     those of ``replaced`` ({vm_id: when it left}, figures up to then) and the ones 방금 합류
     are shown but not ranked."""
@@ -115,10 +116,10 @@ def device_view(members: list, seconds: int, now: datetime | None = None,
     parts = series_sql.pieces(start, now, upto, "hour")
     order = {vm_id: index for index, (vm_id, _name) in enumerate(members)}
     # Minutes at the coarsest: an hour rollup would make three minutes of samples an hour.
-    spans = series_sql.fetch_spans(HOST, series_sql.pieces(start, now, upto, "minute"),
-                                   list(names))
-    joined = {vm_id for vm_id, span in spans.items()
-              if span < JOINED_SECONDS and vm_id not in replaced}
+    spans = series_sql.fetch_spans(HOST, series_sql.pieces(start, now, upto, "minute"), list(names))
+    joined = {
+        vm_id for vm_id, span in spans.items() if span < JOINED_SECONDS and vm_id not in replaced
+    }
     view.joined = [names[vm_id] for vm_id, _n in members if vm_id in joined]
     view.replaced = [names[vm_id] for vm_id, _n in members if vm_id in replaced]
     unranked = joined | set(replaced)
@@ -126,8 +127,9 @@ def device_view(members: list, seconds: int, now: datetime | None = None,
     for _b, vm_id, gpu, util, temp, power in gpu_rows:
         view.gpus.append(GpuFigure(vm_id, names[vm_id], gpu, util, temp, power))
     view.gpus.sort(key=lambda g: (order[g.vm_id], g.gpu))
-    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(PORT, parts, names, PORT_METRICS,
-                                                                 replaced):
+    for _b, vm_id, port, rx, tx, rate in series_sql.fetch_means(
+        PORT, parts, names, PORT_METRICS, replaced
+    ):
         view.ports.append(PortFigure(vm_id, names[vm_id], port, _gbps(rx), _gbps(tx), rate))
     view.ports.sort(key=lambda p: (order[p.vm_id], p.port))
     measured = [g for g in view.gpus if g.util is not None and g.vm_id not in unranked]
@@ -149,8 +151,9 @@ def _slowest_member(view, parts, names, order, unranked):
     """Agents that send no per-GPU rows (older ones): the member whose mean GPU utilisation
     is lowest, by the per-VM series (``slowest_member``, no GPU index)."""
     rows = series_sql.fetch_means(HOST, parts, names, ("gpu_util",))
-    means = [(vm_id, util) for _b, vm_id, util in rows
-             if util is not None and vm_id not in unranked]
+    means = [
+        (vm_id, util) for _b, vm_id, util in rows if util is not None and vm_id not in unranked
+    ]
     if means:
         view.median_util = statistics.median(util for _vm, util in means)
         vm_id, util = min(means, key=lambda item: (item[1], order[item[0]]))
@@ -207,8 +210,13 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
             for node in nodes
         ]
         trace = {
-            "type": "heatmap", "x": x, "y": y, "z": z, "name": label,
-            "visible": position == 0, "colorscale": scale,
+            "type": "heatmap",
+            "x": x,
+            "y": y,
+            "z": z,
+            "name": label,
+            "visible": position == 0,
+            "colorscale": scale,
             "colorbar": {"title": {"text": unit}, "thickness": 10},
             "hovertemplate": f"%{{y}} %{{x}}: %{{z}} {unit}<extra></extra>",
             "xgap": 1,

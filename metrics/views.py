@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
 from metrics import charts, errors, events, ingest, services, straggler
+from metrics.figures import figures as draw_figures
+from metrics.figures import script_safe
 from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine
@@ -44,7 +46,8 @@ def ingest_samples(request):
         token_hash = ingest.bearer_hash(request)
         try:
             claimed_vm, columns, devices = ingest.validate(
-                ingest.parse(ingest.read_body(request)), now)
+                ingest.parse(ingest.read_body(request)), now
+            )
         except errors.IngestError:
             ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
             raise
@@ -101,20 +104,21 @@ def cluster_charts(request, pk):
     # Device figures name the nodes: VM data, like the per-member breakdown.
     devices = straggler.DeviceView()
     if data.has_data and request.user.has_perm(Perm.VM_READ, cluster):
-        devices = straggler.device_view(data.members, charts.RANGES[range_key].seconds,
-                                        replaced=data.replaced)
+        devices = straggler.device_view(
+            data.members, charts.RANGES[range_key].seconds, replaced=data.replaced
+        )
     heatmap = straggler.heatmap_figure(devices, heatmap_labels())
     figures = []
     if data.has_data:
         markers = events.chart_markers(cluster.pk, data.start)
-        figures = charts.figures(data, straggler.link_capacity_gbps(devices), markers)
+        figures = draw_figures(data, straggler.link_capacity_gbps(devices), markers)
     context = {
         "cluster": cluster,
         "data": data,
         "figures": figures,
         "devices": devices,
-        "heatmap_json": heatmap and charts.script_safe(
-            pio.to_json(heatmap, validate=False, engine="orjson")),
+        "heatmap_json": heatmap
+        and script_safe(pio.to_json(heatmap, validate=False, engine="orjson")),
         "last_received": last,
         "ranges": range_labels(),
         "range_key": range_key,

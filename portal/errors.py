@@ -268,7 +268,8 @@ class GuestImageMissing(BackendError):
     code = "guest_image_missing"
     default_message = _(
         "게스트 이미지가 없어 VM을 시작할 수 없습니다. 관리자가 manage.py build_guest_image를 "
-        "실행해야 합니다")
+        "실행해야 합니다"
+    )
 
 
 class TransitionTimedOut(RuleViolation):

@@ -145,8 +145,7 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
     )
     history: list = []
     # Not on a member on its way somewhere (stopping for a 교체 already under way, say).
-    members = set(
-        cluster.members.exclude(status__in=VM_TRANSITIONAL).values_list("pk", flat=True))
+    members = set(cluster.members.exclude(status__in=VM_TRANSITIONAL).values_list("pk", flat=True))
     for operation in operations:
         run = getattr(operation, "validation", None)
         if run is None:

@@ -21,8 +21,24 @@ from metrics.storage.writes import (
 )
 
 __all__ = [
-    "COPY_SQL", "PG_TYPES", "SMALL_BATCH", "datetime_of", "drop_expired", "ensure_partitions",
-    "existing_partitions", "floor_to", "is_late", "is_postgresql", "late_batch", "maintain",
-    "micros_of", "partition_name", "roll_backlog", "rollup", "to_micros", "write_batch",
-    "write_for_token", "write_samples",
+    "COPY_SQL",
+    "PG_TYPES",
+    "SMALL_BATCH",
+    "datetime_of",
+    "drop_expired",
+    "ensure_partitions",
+    "existing_partitions",
+    "floor_to",
+    "is_late",
+    "is_postgresql",
+    "late_batch",
+    "maintain",
+    "micros_of",
+    "partition_name",
+    "roll_backlog",
+    "rollup",
+    "to_micros",
+    "write_batch",
+    "write_for_token",
+    "write_samples",
 ]

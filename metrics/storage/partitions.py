@@ -67,7 +67,7 @@ def existing_partitions(table: str = Sample._meta.db_table) -> dict[date, str]:
     found = {}
     for name in names:
         if name.startswith(prefix):
-            found[datetime.strptime(name[len(prefix):], "%Y%m%d").date()] = name
+            found[datetime.strptime(name[len(prefix) :], "%Y%m%d").date()] = name
     return found
 
 

@@ -80,8 +80,16 @@ def roll_minutes(start: datetime, stop: datetime, vm_id: int | None = None) -> N
     """(Re)compute the minute rollups of [start, stop) from raw samples, every series."""
     for series in SERIES:
         aggregates = ", ".join(f"avg({n}), max({n})" for n in series.names)
-        _upsert(series, series.minute, f"{_bucket_sql('ts', 'minute')} AS b, count(*), "
-                f"{aggregates}", series.raw, "ts", start, stop, vm_id)
+        _upsert(
+            series,
+            series.minute,
+            f"{_bucket_sql('ts', 'minute')} AS b, count(*), {aggregates}",
+            series.raw,
+            "ts",
+            start,
+            stop,
+            vm_id,
+        )
 
 
 def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> None:
@@ -95,8 +103,16 @@ def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> Non
         for name, nullable, *_range in series.fields:
             weight = f"CASE WHEN {name}_avg IS NOT NULL THEN n END" if nullable else "n"
             parts.append(f"sum({name}_avg * n) / sum({weight}), max({name}_max)")
-        _upsert(series, series.hour, f"{_bucket_sql('bucket', 'hour')} AS b, sum(n), "
-                f"{', '.join(parts)}", series.minute, "bucket", start, stop, vm_id)
+        _upsert(
+            series,
+            series.hour,
+            f"{_bucket_sql('bucket', 'hour')} AS b, sum(n), {', '.join(parts)}",
+            series.minute,
+            "bucket",
+            start,
+            stop,
+            vm_id,
+        )
 
 
 def _upsert(series, target, aggregates, source, time_column, start, stop, vm_id):
@@ -108,8 +124,7 @@ def _upsert(series, target, aggregates, source, time_column, start, stop, vm_id)
         params.append(vm_id)
     keys = ", ".join(series.keys)
     select = (
-        f"SELECT {keys}, {aggregates} FROM {source._meta.db_table} WHERE {where} "
-        f"GROUP BY {keys}, b"
+        f"SELECT {keys}, {aggregates} FROM {source._meta.db_table} WHERE {where} GROUP BY {keys}, b"
     )
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(series, target._meta.db_table, select), params)
@@ -162,8 +177,10 @@ def roll_backlog() -> int:
             if start >= stop:
                 continue  # not rolled up yet: the normal run will get it
             roll_minutes(start, stop, vm_id=entry.vm_id)
-            hours_to = min(floor_to(stop - timedelta(microseconds=1), 3600) + timedelta(hours=1),
-                           floor_to(cursor.upto, 3600))
+            hours_to = min(
+                floor_to(stop - timedelta(microseconds=1), 3600) + timedelta(hours=1),
+                floor_to(cursor.upto, 3600),
+            )
             if floor_to(start, 3600) < hours_to:
                 roll_hours(floor_to(start, 3600), hours_to, vm_id=entry.vm_id)
         RollupBacklog.objects.filter(pk__in=[e.pk for e in entries]).delete()

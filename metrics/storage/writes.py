@@ -48,8 +48,10 @@ def _device_columns(series):
 
 
 def _copy_sql(series):
-    return (f"COPY {series.raw._meta.db_table} ({', '.join(_device_columns(series))}) "
-            "FROM STDIN (FORMAT BINARY)")
+    return (
+        f"COPY {series.raw._meta.db_table} ({', '.join(_device_columns(series))}) "
+        "FROM STDIN (FORMAT BINARY)"
+    )
 
 
 def _column(model, field):
@@ -79,16 +81,19 @@ def _insert_sql(rows, by_token, devices=()):
         # No row comes out for an unknown token, a deleted VM or another VM's id.
         token_vm = _column(MetricsToken, "vm")
         vm_table, vm_pk = VirtualMachine._meta.db_table, VirtualMachine._meta.pk.column
-        vm_source = (f", {MetricsToken._meta.db_table} t JOIN {vm_table} vm "
-                     f"ON vm.{vm_pk} = t.{token_vm}")
+        vm_source = (
+            f", {MetricsToken._meta.db_table} t JOIN {vm_table} vm ON vm.{vm_pk} = t.{token_vm}"
+        )
         vm_column = f"t.{token_vm}, "
         where = (
             f" WHERE t.{_column(MetricsToken, 'token_hash')} = %s "
             f"AND vm.{_column(VirtualMachine, 'status')} <> %s "
             f"AND (%s::int8 IS NULL OR t.{token_vm} = %s)"
         )
-    host = (f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "
-            f"SELECT {vm_column}v.* FROM {async_commit}{vm_source}, {_values(types, rows)} AS v")
+    host = (
+        f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "
+        f"SELECT {vm_column}v.* FROM {async_commit}{vm_source}, {_values(types, rows)} AS v"
+    )
     if not devices:
         return host + where
     parts = [f"h AS ({host}{where} RETURNING 1)"]
@@ -115,8 +120,9 @@ def _shape(devices):
     return tuple(name for name in DEVICES if devices.get(name) and devices[name][0])
 
 
-def write_samples(rows: Sequence[tuple], backlog: RollupBacklog | None = None,
-                  devices: dict | None = None) -> None:
+def write_samples(
+    rows: Sequence[tuple], backlog: RollupBacklog | None = None, devices: dict | None = None
+) -> None:
     """Store ``rows`` (tuples in ``COLUMNS`` order, ``ts`` an aware datetime, any VMs) all or
     none, with ``devices`` (``{"gpu"|"port": [(vm_id, ts, index, *metrics), …]}``) and
     ``backlog`` (an unsaved ``RollupBacklog`` for a late batch) if given.
@@ -132,18 +138,23 @@ def write_samples(rows: Sequence[tuple], backlog: RollupBacklog | None = None,
     _write(vm_ids, [micros_of(moment) for moment in stamps], metrics, backlog, by_table)
 
 
-def write_batch(vm_id: int, columns: list, backlog: RollupBacklog | None = None,
-                devices: dict | None = None) -> None:
+def write_batch(
+    vm_id: int, columns: list, backlog: RollupBacklog | None = None, devices: dict | None = None
+) -> None:
     """``write_samples`` for one VM's validated batch as columns (``micros``, then
     ``METRIC_NAMES``) and device columns: the ingest endpoint's path when
     ``write_for_token`` does not apply."""
-    by_table = {name: ([vm_id] * len(cols[0]), cols[0], cols[1], cols[2:])
-                for name, cols in (devices or {}).items() if cols and cols[0]}
+    by_table = {
+        name: ([vm_id] * len(cols[0]), cols[0], cols[1], cols[2:])
+        for name, cols in (devices or {}).items()
+        if cols and cols[0]
+    }
     _write([vm_id] * len(columns[0]), columns[0], columns[1:], backlog, by_table)
 
 
-def write_for_token(token_hash: str, claimed_vm: int | None, columns: list, now: float,
-                    devices: dict | None = None) -> bool:
+def write_for_token(
+    token_hash: str, claimed_vm: int | None, columns: list, now: float, devices: dict | None = None
+) -> bool:
     """Store a small, on-time batch for the VM of ``token_hash`` in one statement.
 
     Returns True when stored; False when this path does not apply (not PostgreSQL, a large
@@ -155,12 +166,17 @@ def write_for_token(token_hash: str, claimed_vm: int | None, columns: list, now:
     count = len(micros)
     devices = devices or {}
     shape = _shape(devices)
-    if (not is_postgresql() or count > SMALL_BATCH or is_late(min(micros), now)
-            or sum(len(devices[name][0]) for name in shape) > SMALL_DEVICE_ROWS):
+    if (
+        not is_postgresql()
+        or count > SMALL_BATCH
+        or is_late(min(micros), now)
+        or sum(len(devices[name][0]) for name in shape) > SMALL_DEVICE_ROWS
+    ):
         return False
     check = [token_hash, VmStatus.DELETED, claimed_vm, claimed_vm]  # each table's WHERE
-    params = [value for row in zip(map(datetime_of, micros), *columns[1:], strict=True)
-              for value in row] + check
+    params = [
+        value for row in zip(map(datetime_of, micros), *columns[1:], strict=True) for value in row
+    ] + check
     for name in shape:
         indexes, stamps, *values = devices[name]
         params += [list(map(datetime_of, stamps)), indexes, *map(_array, values), *check]
@@ -222,8 +238,12 @@ def _bulk_create(vm_ids, micros, metrics, backlog, devices):
         for name, (ids, indexes, stamps, values) in devices.items():
             series = DEVICES[name]
             series.raw._default_manager.bulk_create(
-                series.raw(vm_id=vm_id, ts=datetime_of(ts), **{series.keys[1]: index},
-                           **dict(zip(series.names, row, strict=True)))
+                series.raw(
+                    vm_id=vm_id,
+                    ts=datetime_of(ts),
+                    **{series.keys[1]: index},
+                    **dict(zip(series.names, row, strict=True)),
+                )
                 for vm_id, index, ts, *row in zip(ids, indexes, stamps, *values, strict=True)
             )
         if backlog is not None:
@@ -258,7 +278,7 @@ def _async_commit(cursor, backlog):
         cursor.execute("SET LOCAL synchronous_commit = off")
         return
     cursor.execute(
-        f"INSERT INTO {RollupBacklog._meta.db_table} (vm_id, start, \"end\") "
+        f'INSERT INTO {RollupBacklog._meta.db_table} (vm_id, start, "end") '
         "SELECT %s, %s, %s FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s",
         [backlog.vm_id, backlog.start, backlog.end],
     )

@@ -33,7 +33,6 @@ import gzip
 import http.client
 import json
 import logging
-import math
 import os
 import random
 import signal
@@ -44,9 +43,8 @@ import urllib.request
 from collections import deque
 from itertools import islice
 
-import psutil
-
 from . import agent_devices, agent_jobs
+from .agent_collect import Collector
 
 log = logging.getLogger("metrics.agent")
 
@@ -54,16 +52,25 @@ DEFAULT_INTERVAL = 10.0
 DEFAULT_BUFFER = 8640  # one day at 10 s; ~2 MB
 MAX_BATCH = 1000  # the portal's METRICS_MAX_BATCH_SAMPLES
 INFINIBAND_ROOT = agent_devices.INFINIBAND_ROOT
-PORT_EXTRA = ("symbol_errors", "link_downed", "rcv_errors", "state", "rate_gbps")
 SOURCES = ("auto", "nvml", "exporters")
 # Interfaces whose traffic is counted elsewhere or twice.
-SKIP_INTERFACES = ("lo", "ib", "veth", "docker", "br-", "virbr", "cni", "flannel", "cali")
 BACKOFF_BASE = 2.0
 BACKOFF_MAX = 300.0
 USER_AGENT = "vc-metrics-agent/1"
 GZIP_ABOVE = 8192  # bytes of JSON
-FIELDS = ("ts", "cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx",
-          "fabric_rx", "fabric_tx", "gpus", "ports")
+FIELDS = (
+    "ts",
+    "cpu_util",
+    "mem_util",
+    "gpu_util",
+    "gpu_mem_util",
+    "net_rx",
+    "net_tx",
+    "fabric_rx",
+    "fabric_tx",
+    "gpus",
+    "ports",
+)
 FIELDS_JSON = json.dumps(FIELDS)
 
 
@@ -71,123 +78,21 @@ FIELDS_JSON = json.dumps(FIELDS)
 # Reading the host
 
 
-def read_net_bytes():
-    """(rx bytes, tx bytes) summed over the host's real interfaces."""
-    rx = tx = 0
-    for name, counters in psutil.net_io_counters(pernic=True).items():
-        if not name.startswith(SKIP_INTERFACES):
-            rx += counters.bytes_recv
-            tx += counters.bytes_sent
-    return rx, tx
-
-
-def _rate(now_pair, before_pair, seconds):
-    """Bytes/s between two (rx, tx) readings; None where a counter went back (reset)."""
-    if now_pair is None or before_pair is None or seconds <= 0:
-        return None, None
-    return tuple(
-        None if after is None or before is None or after < before else (after - before) / seconds
-        for after, before in zip(now_pair, before_pair, strict=True)
-    )
-
-
-def gpu_summary(gpus):
-    """(mean utilisation %, memory used % over all GPUs) for the per-VM series, or
-    (None, None) without GPUs."""
-    utils = [g["util"] for g in gpus or () if g.get("util") is not None]
-    used = sum(g["mem_used"] for g in gpus or () if g.get("mem_total") and g.get("mem_used")
-               is not None)
-    total = sum(g["mem_total"] for g in gpus or () if g.get("mem_total") and g.get("mem_used")
-                is not None)
-    return (sum(utils) / len(utils) if utils else None,
-            100.0 * used / total if total else None)
-
-
-def port_rates(ports, before, seconds):
-    """Port dicts as the portal takes them (rx/tx in bytes/s) from two readings of the
-    cumulative counters, and the host's fabric (rx, tx) summed over them."""
-    previous = {p["port"]: p for p in before or ()}
-    out, sums = [], [[], []]
-    for port in ports or ():
-        prior = previous.get(port["port"], {})
-        pair = (port.get("rx_bytes"), port.get("tx_bytes"))
-        rates = _rate(pair, (prior.get("rx_bytes"), prior.get("tx_bytes")), seconds)
-        entry = {"port": port["port"], "rx": rates[0], "tx": rates[1]}
-        entry.update({k: port.get(k) for k in PORT_EXTRA})
-        out.append(entry)
-        for total, counter, rate in zip(sums, pair, rates, strict=True):
-            if counter is not None:  # a port without counters is not part of the sum
-                total.append(rate)
-    # A port whose counter went back (an HCA reset) makes the sum unknown, not smaller.
-    return out, tuple(sum(t) if t and None not in t else None for t in sums)
-
-
-class Collector:
-    """Takes samples: the host through psutil, GPUs and fabric ports through their sources
-    (``read() -> list of dicts or None``: NVML and sysfs, or the exporters). Rates need two
-    readings, so the counters are read once at start."""
-
-    def __init__(self, infiniband_root=INFINIBAND_ROOT, nvml=None, clock=time.monotonic,
-                 gpus=None, ports=None):
-        self.gpus = gpus if gpus is not None else (
-            agent_devices.NvmlGpus(nvml) if nvml is not None else None)
-        self.ports = ports if ports is not None else agent_devices.SysfsPorts(infiniband_root)
-        self.clock = clock
-        psutil.cpu_percent(interval=None)  # the first call only starts the measurement
-        self.last = (clock(), read_net_bytes(), self.ports.read())
-
-    def collect(self):
-        """One sample as the portal wants it (fields of metrics.models.METRIC_FIELDS, and
-        the ``gpus`` and ``ports`` arrays of metrics.device_models)."""
-        clock, net, ports = self.clock(), read_net_bytes(), self.ports.read()
-        before_clock, before_net, before_ports = self.last
-        self.last = (clock, net, ports)
-        seconds = clock - before_clock
-        net_rx, net_tx = _rate(net, before_net, seconds)
-        port_entries, (fabric_rx, fabric_tx) = port_rates(ports, before_ports, seconds)
-        gpus = self.gpus.read() if self.gpus is not None else None
-        gpu_util, gpu_mem_util = gpu_summary(gpus)
-        sample = {
-            "ts": round(time.time(), 3),
-            "cpu_util": psutil.cpu_percent(interval=None),
-            "mem_util": psutil.virtual_memory().percent,
-            "gpu_util": gpu_util,
-            "gpu_mem_util": gpu_mem_util,
-            "net_rx": net_rx or 0.0,
-            "net_tx": net_tx or 0.0,
-            "fabric_rx": fabric_rx,
-            "fabric_tx": fabric_tx,
-        }
-        sample = {key: _clean(value) for key, value in sample.items()}
-        sample["gpus"] = [_entry(gpu) for gpu in gpus or ()] or None
-        sample["ports"] = [_entry(port) for port in port_entries] or None
-        return sample
-
-
-def _entry(device):
-    """A device dict without its unmeasured fields (the portal takes absent as null)."""
-    return {key: value if key in ("gpu", "port") else _clean(value)
-            for key, value in device.items()
-            if value is not None and (key in ("gpu", "port") or _clean(value) is not None)}
-
-
-def _clean(value):
-    """Rounded, and never NaN/inf (the portal refuses them; a bad reading becomes null)."""
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), 2)
-
-
-# ---------------------------------------------------------------------------------------------
-# Sending
-
-
 OK, DROP, SPLIT, RETRY = "ok", "drop", "split", "retry"
 
 
 class Agent:
-    def __init__(self, url, token, *, interval=DEFAULT_INTERVAL, buffer_size=DEFAULT_BUFFER,
-                 batch_size=MAX_BATCH, timeout=10.0, collector=None):
+    def __init__(
+        self,
+        url,
+        token,
+        *,
+        interval=DEFAULT_INTERVAL,
+        buffer_size=DEFAULT_BUFFER,
+        batch_size=MAX_BATCH,
+        timeout=10.0,
+        collector=None,
+    ):
         self.url = url
         self.token = token
         self.interval = interval
@@ -218,8 +123,11 @@ class Agent:
         if len(self.buffer) == self.buffer.maxlen:
             self.dropped += 1
             if self.dropped % 100 == 1:
-                log.warning("buffer full (%d samples): dropped %d oldest so far",
-                            self.buffer.maxlen, self.dropped)
+                log.warning(
+                    "buffer full (%d samples): dropped %d oldest so far",
+                    self.buffer.maxlen,
+                    self.dropped,
+                )
         row = [sample.get(field) for field in FIELDS]
         self.buffer.append(json.dumps(row, allow_nan=False, separators=(",", ":")))
 
@@ -306,9 +214,15 @@ class Agent:
 def check(url, token, timeout=10.0):
     """Ask the portal which VM ``token`` writes for (nothing stored); returns the VM id."""
     check_url = url.rsplit("/", 1)[0] + "/check"
-    request = urllib.request.Request(check_url, data=b"", method="POST", headers={
-        "Authorization": f"Bearer {token}", "User-Agent": USER_AGENT,
-    })
+    request = urllib.request.Request(
+        check_url,
+        data=b"",
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "User-Agent": USER_AGENT,
+        },
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())["vm"]
 
@@ -332,63 +246,102 @@ def make_collector(source, infiniband_root=INFINIBAND_ROOT, dcgm_url=None, node_
     if source == "exporters":
         return Collector(infiniband_root, gpus=exporter_gpus, ports=exporter_ports)
     nvml = agent_devices.open_nvml()
-    gpus = agent_devices.NvmlGpus(nvml) if nvml else (
-        exporter_gpus if exporter_gpus.read() is not None else None)
+    gpus = (
+        agent_devices.NvmlGpus(nvml)
+        if nvml
+        else (exporter_gpus if exporter_gpus.read() is not None else None)
+    )
     sysfs = agent_devices.SysfsPorts(infiniband_root)
     ports = sysfs if sysfs.read() or exporter_ports.read() is None else exporter_ports
-    log.info("sources: GPUs %s, ports %s", type(gpus).__name__ if gpus else "none",
-             type(ports).__name__)
+    log.info(
+        "sources: GPUs %s, ports %s", type(gpus).__name__ if gpus else "none", type(ports).__name__
+    )
     return Collector(infiniband_root, gpus=gpus, ports=ports)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="vc-metrics-agent",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default=os.environ.get("METRICS_AGENT_URL"),
-                        help="the portal's /api/metrics/ingest URL (or METRICS_AGENT_URL)")
-    parser.add_argument("--token", default=os.environ.get("METRICS_AGENT_TOKEN"),
-                        help="this VM's metrics token (or METRICS_AGENT_TOKEN)")
+    parser = argparse.ArgumentParser(prog="vc-metrics-agent", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("METRICS_AGENT_URL"),
+        help="the portal's /api/metrics/ingest URL (or METRICS_AGENT_URL)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("METRICS_AGENT_TOKEN"),
+        help="this VM's metrics token (or METRICS_AGENT_TOKEN)",
+    )
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds")
-    parser.add_argument("--buffer", type=int, default=DEFAULT_BUFFER,
-                        help="samples kept while the portal is unreachable")
+    parser.add_argument(
+        "--buffer",
+        type=int,
+        default=DEFAULT_BUFFER,
+        help="samples kept while the portal is unreachable",
+    )
     parser.add_argument("--batch", type=int, default=MAX_BATCH, help="samples per POST")
     parser.add_argument("--infiniband-root", default=INFINIBAND_ROOT)
-    parser.add_argument("--source", choices=SOURCES, default="auto",
-                        help="GPUs and fabric ports: nvml (NVML and sysfs), exporters "
-                             "(dcgm-exporter and node_exporter), auto (NVML/sysfs where "
-                             "present, else an exporter that answers)")
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="auto",
+        help="GPUs and fabric ports: nvml (NVML and sysfs), exporters "
+        "(dcgm-exporter and node_exporter), auto (NVML/sysfs where "
+        "present, else an exporter that answers)",
+    )
     parser.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")
     parser.add_argument("--node-exporter-url", default="http://127.0.0.1:9100/metrics")
     parser.add_argument("--check", action="store_true", help="verify URL and token, then exit")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     if not args.url or not args.token:
-        parser.error("--url (or METRICS_AGENT_URL) and --token (or METRICS_AGENT_TOKEN) "
-                     "are required")
+        parser.error(
+            "--url (or METRICS_AGENT_URL) and --token (or METRICS_AGENT_TOKEN) are required"
+        )
     if args.interval <= 0 or args.buffer <= 0 or not 0 < args.batch <= MAX_BATCH:
         parser.error("--interval and --buffer must be positive, --batch 1..1000")
     if args.check:
         try:
             print(f"ok: this token writes the metrics of VM {check(args.url, args.token)}")
-        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError,
-                KeyError) as exc:
+        except (
+            urllib.error.URLError,
+            http.client.HTTPException,
+            OSError,
+            ValueError,
+            KeyError,
+        ) as exc:
             print(f"failed: {exc}")
             return 1
         return 0
-    agent = Agent(args.url, args.token, interval=args.interval, buffer_size=args.buffer,
-                  batch_size=args.batch,
-                  collector=make_collector(args.source, args.infiniband_root, args.dcgm_url,
-                                           args.node_exporter_url))
+    agent = Agent(
+        args.url,
+        args.token,
+        interval=args.interval,
+        buffer_size=args.buffer,
+        batch_size=args.batch,
+        collector=make_collector(
+            args.source, args.infiniband_root, args.dcgm_url, args.node_exporter_url
+        ),
+    )
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
-    agent_jobs.start(args.url, args.token, agent.stopping,  # issue 14: 클러스터 검증 jobs
-                     infiniband_root=args.infiniband_root)
+    agent_jobs.start(
+        args.url,
+        args.token,
+        agent.stopping,  # issue 14: 클러스터 검증 jobs
+        infiniband_root=args.infiniband_root,
+    )
     log.info("reporting to %s every %g s", args.url, args.interval)
     agent.run()
-    log.info("stopped: %d samples stored, %d buffered, %d dropped",
-             agent.stored, len(agent.buffer), agent.dropped)
+    log.info(
+        "stopped: %d samples stored, %d buffered, %d dropped",
+        agent.stored,
+        len(agent.buffer),
+        agent.dropped,
+    )
     return 0
 
 

@@ -18,8 +18,11 @@ INFINIBAND_ROOT = "/sys/class/infiniband"
 IB_WORD_BYTES = 4  # port_rcv_data / port_xmit_data count 4-byte words
 MIB = 1024 * 1024
 # sysfs counter file -> port field
-PORT_COUNTERS = {"symbol_error": "symbol_errors", "link_downed": "link_downed",
-                 "port_rcv_errors": "rcv_errors"}
+PORT_COUNTERS = {
+    "symbol_error": "symbol_errors",
+    "link_downed": "link_downed",
+    "port_rcv_errors": "rcv_errors",
+}
 _RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")  # "400 Gb/sec (4X NDR)"
 _STATE = re.compile(r"^\s*(\d+)")  # "4: ACTIVE"
 
@@ -31,6 +34,7 @@ _STATE = re.compile(r"^\s*(\d+)")  # "4: ACTIVE"
 def port_paths(root=INFINIBAND_ROOT) -> list:
     """The port directories (``<hca>/ports/<n>``) in a stable order: the port index sent to
     the portal is the position in this list (mlx5_0/1 is 0, mlx5_1/1 is 1, …)."""
+
     def key(path):
         number = path.name
         return (path.parent.parent.name, int(number) if number.isdigit() else 0)
@@ -129,8 +133,9 @@ class NvmlGpus:
             self.events = nvml.nvmlEventSetCreate()
             for index in range(nvml.nvmlDeviceGetCount()):
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError,
-                                              self.events)
+                nvml.nvmlDeviceRegisterEvents(
+                    handle, nvml.nvmlEventTypeXidCriticalError, self.events
+                )
         except nvml.NVMLError as exc:  # not supported in a VM without the right driver
             log.info("NVML XID events unavailable (%s)", exc)
             self.events = None
@@ -149,8 +154,7 @@ class NvmlGpus:
         """A list of GPU dicts, or None when NVML fails as a whole (a driver reload)."""
         nvml = self.nvml
         try:
-            handles = [nvml.nvmlDeviceGetHandleByIndex(i)
-                       for i in range(nvml.nvmlDeviceGetCount())]
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         except nvml.NVMLError as exc:
             log.warning("NVML read failed: %s", exc)
             return None
@@ -167,9 +171,11 @@ class NvmlGpus:
             "sm_clock": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
             "throttle": lambda: nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),
             "ecc_uncorrected": lambda: nvml.nvmlDeviceGetTotalEccErrors(
-                handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
+                handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+            ),
             "ecc_corrected": lambda: nvml.nvmlDeviceGetTotalEccErrors(
-                handle, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
+                handle, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC
+            ),
             "remapped_rows": lambda: nvml.nvmlDeviceGetRemappedRows(handle)[1],  # uncorrectable
             "nvlink_errors": lambda: self._nvlink_errors(handle),
         }
@@ -188,9 +194,15 @@ class NvmlGpus:
 
     def _nvlink_errors(self, handle):
         nvml = self.nvml
-        counters = [getattr(nvml, name) for name in (
-            "NVML_NVLINK_ERROR_DL_CRC_FLIT", "NVML_NVLINK_ERROR_DL_CRC_DATA",
-            "NVML_NVLINK_ERROR_DL_REPLAY", "NVML_NVLINK_ERROR_DL_RECOVERY")]
+        counters = [
+            getattr(nvml, name)
+            for name in (
+                "NVML_NVLINK_ERROR_DL_CRC_FLIT",
+                "NVML_NVLINK_ERROR_DL_CRC_DATA",
+                "NVML_NVLINK_ERROR_DL_REPLAY",
+                "NVML_NVLINK_ERROR_DL_RECOVERY",
+            )
+        ]
         total, found = 0, False
         for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
             for counter in counters:

@@ -51,10 +51,29 @@ NODE_FIELDS = {
     "node_infiniband_state_id": "state",
     "node_infiniband_rate_bytes_per_second": "rate_gbps",
 }
-GPU_KEYS = ("util", "mem_used", "mem_total", "temp", "power", "sm_clock", "throttle",
-            "ecc_uncorrected", "ecc_corrected", "remapped_rows", "nvlink_errors", "xid")
-PORT_KEYS = ("rx_bytes", "tx_bytes", "symbol_errors", "link_downed", "rcv_errors", "state",
-             "rate_gbps")
+GPU_KEYS = (
+    "util",
+    "mem_used",
+    "mem_total",
+    "temp",
+    "power",
+    "sm_clock",
+    "throttle",
+    "ecc_uncorrected",
+    "ecc_corrected",
+    "remapped_rows",
+    "nvlink_errors",
+    "xid",
+)
+PORT_KEYS = (
+    "rx_bytes",
+    "tx_bytes",
+    "symbol_errors",
+    "link_downed",
+    "rcv_errors",
+    "state",
+    "rate_gbps",
+)
 
 
 def _samples(text):
@@ -126,8 +145,10 @@ def parse_node(text: str) -> list:
         number = labels["port"]
         key = (labels["device"], int(number) if number.isdigit() else 0)
         ports.setdefault(key, {})[field] = value * 8 / 1e9 if field == "rate_gbps" else value
-    return [{"port": index, **{k: ports[key].get(k) for k in PORT_KEYS}}
-            for index, key in enumerate(sorted(ports))]
+    return [
+        {"port": index, **{k: ports[key].get(k) for k in PORT_KEYS}}
+        for index, key in enumerate(sorted(ports))
+    ]
 
 
 def scrape(url: str, timeout: float = 3.0) -> str | None:

@@ -38,8 +38,15 @@ def generate(vms, start, end, interval, say):
                  generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t,
                  generate_series(0, %s) AS g
             """,
-            [slow_vm, SLOW[1], [vm.pk for vm in vms], start, end - timedelta(seconds=interval),
-             f"{interval} seconds", GPUS - 1],
+            [
+                slow_vm,
+                SLOW[1],
+                [vm.pk for vm in vms],
+                start,
+                end - timedelta(seconds=interval),
+                f"{interval} seconds",
+                GPUS - 1,
+            ],
         )
         gpu_rows = cursor.rowcount
         cursor.execute(
@@ -51,8 +58,13 @@ def generate(vms, start, end, interval, say):
                  generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t,
                  generate_series(0, %s) AS p
             """,
-            [[vm.pk for vm in vms], start, end - timedelta(seconds=interval),
-             f"{interval} seconds", PORTS - 1],
+            [
+                [vm.pk for vm in vms],
+                start,
+                end - timedelta(seconds=interval),
+                f"{interval} seconds",
+                PORTS - 1,
+            ],
         )
         port_rows = cursor.rowcount
         for table in ("metrics_gpusample", "metrics_portsample"):
@@ -64,13 +76,37 @@ def generate(vms, start, end, interval, say):
 
 def agent_devices():
     """One node's GPUs and ports as metrics.agent sends them (gpus, ports arrays)."""
-    gpus = [{"gpu": i, "util": 96.5 - i, "mem_used": 61486.0, "mem_total": 81559.0,
-             "temp": 61.0 + i, "power": 652.42, "sm_clock": 1980.0, "throttle": 0.0,
-             "ecc_uncorrected": 0.0, "ecc_corrected": 2.0, "remapped_rows": 0.0,
-             "nvlink_errors": 0.0, "xid": 0.0} for i in range(GPUS)]
-    ports = [{"port": i, "rx": 4.61e10, "tx": 4.58e10, "symbol_errors": 0.0,
-              "link_downed": 0.0, "rcv_errors": 0.0, "state": 4.0, "rate_gbps": 400.0}
-             for i in range(PORTS)]
+    gpus = [
+        {
+            "gpu": i,
+            "util": 96.5 - i,
+            "mem_used": 61486.0,
+            "mem_total": 81559.0,
+            "temp": 61.0 + i,
+            "power": 652.42,
+            "sm_clock": 1980.0,
+            "throttle": 0.0,
+            "ecc_uncorrected": 0.0,
+            "ecc_corrected": 2.0,
+            "remapped_rows": 0.0,
+            "nvlink_errors": 0.0,
+            "xid": 0.0,
+        }
+        for i in range(GPUS)
+    ]
+    ports = [
+        {
+            "port": i,
+            "rx": 4.61e10,
+            "tx": 4.58e10,
+            "symbol_errors": 0.0,
+            "link_downed": 0.0,
+            "rcv_errors": 0.0,
+            "state": 4.0,
+            "rate_gbps": 400.0,
+        }
+        for i in range(PORTS)
+    ]
     return gpus, ports
 
 
@@ -92,8 +128,10 @@ def bench_view(cluster, say, repeats=9):
         # The 하위 5 table is five rows of HTML: ~100 bytes each.
         sizes[label] = len(body) + 100 * len(view.bottom)
         slow = view.slowest
-        say(f"  straggler view {label:<4} {times[label] * 1000:7.1f} ms  "
+        say(
+            f"  straggler view {label:<4} {times[label] * 1000:7.1f} ms  "
             f"{sizes[label] / 1024:6.1f} KB  slowest: {slow and slow.node} GPU "
             f"{slow and slow.gpu} ({slow and round(slow.util, 1)}% vs median "
-            f"{view.median_util and round(view.median_util, 1)}%)")
+            f"{view.median_util and round(view.median_util, 1)}%)"
+        )
     return times["24h"] / times["1h"], sizes["24h"]

@@ -28,40 +28,68 @@ def replaced(demo):
     vms = {vm.name: vm for vm in VirtualMachine.objects.filter(name__in=(*NODES, SPARE))}
     first = vms[NODES[0]]
     cluster = VirtualCluster.objects.create(
-        project=Project.objects.get(slug="demo"), name="train-demo", zone_id=first.zone_id,
-        instance_type_id=first.instance_type_id, fabric_type=FabricType.INFINIBAND,
-        status=ClusterStatus.RUNNING)
+        project=Project.objects.get(slug="demo"),
+        name="train-demo",
+        zone_id=first.zone_id,
+        instance_type_id=first.instance_type_id,
+        fabric_type=FabricType.INFINIBAND,
+        status=ClusterStatus.RUNNING,
+    )
     now = timezone.now()
     for rank, name in enumerate(NODES):
         VirtualMachine.objects.filter(pk=vms[name].pk).update(
-            cluster=cluster, node_rank=rank, status=VmStatus.RUNNING,
-            status_changed_at=now - timedelta(minutes=15))
+            cluster=cluster,
+            node_rank=rank,
+            status=VmStatus.RUNNING,
+            status_changed_at=now - timedelta(minutes=15),
+        )
     for i in range(60, 12, -1):
         simulate.emit_samples(now - timedelta(seconds=10 * i))
-    check = Operation.objects.create(kind=Operation.Kind.VALIDATE, project=cluster.project,
-                                     cluster=cluster, finished_at=now - timedelta(minutes=3))
+    check = Operation.objects.create(
+        kind=Operation.Kind.VALIDATE,
+        project=cluster.project,
+        cluster=cluster,
+        finished_at=now - timedelta(minutes=3),
+    )
     run = ValidationRun.objects.create(operation=check, finished_at=now - timedelta(minutes=3))
     for name in NODES:
         ValidationVerdict.objects.create(
-            run=run, vm=vms[name], vm_name=name,
-            verdict=Verdict.BAD if name == "gpu-node-03" else Verdict.OK)
+            run=run,
+            vm=vms[name],
+            vm_name=name,
+            verdict=Verdict.BAD if name == "gpu-node-03" else Verdict.OK,
+        )
     VirtualMachine.objects.filter(pk=vms["gpu-node-03"].pk).update(
-        cluster=None, node_rank=None, status=VmStatus.STOPPED)
+        cluster=None, node_rank=None, status=VmStatus.STOPPED
+    )
     VirtualMachine.objects.filter(pk=vms[SPARE].pk).update(
-        cluster=cluster, node_rank=2, status=VmStatus.RUNNING,
-        status_changed_at=now - timedelta(seconds=125))
-    swap = Operation.objects.create(kind=Operation.Kind.REPLACE, project=cluster.project,
-                                    cluster=cluster, finished_at=now - timedelta(minutes=2))
-    OperationItem.objects.create(operation=swap, position=0, vm=vms["gpu-node-03"],
-                                 target_name="gpu-node-03", finished_at=swap.finished_at,
-                                 status=OperationItem.Status.SUCCEEDED)
+        cluster=cluster,
+        node_rank=2,
+        status=VmStatus.RUNNING,
+        status_changed_at=now - timedelta(seconds=125),
+    )
+    swap = Operation.objects.create(
+        kind=Operation.Kind.REPLACE,
+        project=cluster.project,
+        cluster=cluster,
+        finished_at=now - timedelta(minutes=2),
+    )
+    OperationItem.objects.create(
+        operation=swap,
+        position=0,
+        vm=vms["gpu-node-03"],
+        target_name="gpu-node-03",
+        finished_at=swap.finished_at,
+        status=OperationItem.Status.SUCCEEDED,
+    )
     for i in range(12, 0, -1):
         simulate.emit_samples(now - timedelta(seconds=10 * i))
     return cluster
 
 
 def test_after_a_replace_the_late_spare_is_just_joined_and_the_bad_vm_is_marked(
-        replaced, browser_login, page, live_server):
+    replaced, browser_login, page, live_server
+):
     browser_login("admin")
     page.goto(live_server.url + reverse("clusters:cluster_metrics", args=[replaced.pk]))
     expect(page.locator("#metrics-straggler")).to_contain_text("가장 느린 멤버:")
@@ -75,8 +103,11 @@ def test_after_a_replace_the_late_spare_is_just_joined_and_the_bad_vm_is_marked(
     expect(page.locator(".metrics-bottom-table")).not_to_contain_text(SPARE)
 
     member = VirtualMachine.objects.get(name="gpu-node-01")
-    page.goto(live_server.url + reverse("clusters:member_replace", args=[replaced.pk])
-              + f"?member={member.pk}")
+    page.goto(
+        live_server.url
+        + reverse("clusters:member_replace", args=[replaced.pk])
+        + f"?member={member.pk}"
+    )
     row = page.locator("[data-spare='gpu-node-03']")
     expect(row).to_contain_text("최근 검증: 불량")
     expect(row).to_contain_text("주의")

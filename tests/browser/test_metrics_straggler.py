@@ -41,9 +41,13 @@ def running_demo_cluster(demo, celery_worker, settings):
     vms = {vm.name: vm for vm in VirtualMachine.objects.filter(name__in=NODES)}
     first = vms[NODES[0]]
     cluster = cluster_services.create_cluster(
-        actor=admin, project=Project.objects.get(slug="demo"), name="train-demo",
-        zone_id=first.zone_id, instance_type_id=first.instance_type_id,
-        fabric_type=FabricType.INFINIBAND)
+        actor=admin,
+        project=Project.objects.get(slug="demo"),
+        name="train-demo",
+        zone_id=first.zone_id,
+        instance_type_id=first.instance_type_id,
+        fabric_type=FabricType.INFINIBAND,
+    )
     wait_for(lambda: VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.UNALLOCATED)
     for name in NODES:
         cluster_services.attach_vm(vms[name].pk, cluster.pk, actor=admin)
@@ -51,20 +55,24 @@ def running_demo_cluster(demo, celery_worker, settings):
     wait_for(lambda: VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.RUNNING)
     for name in NODES:
         vm_services.start_vm(vms[name].pk, actor=admin)
-    wait_for(lambda: VirtualMachine.objects.filter(
-        name__in=NODES, status=VmStatus.RUNNING).count() == len(NODES))
+    wait_for(
+        lambda: (
+            VirtualMachine.objects.filter(name__in=NODES, status=VmStatus.RUNNING).count()
+            == len(NODES)
+        )
+    )
     # As if they had been running a quarter of an hour: the beat task's ten-second ticks.
     now = timezone.now()
     VirtualMachine.objects.filter(name__in=NODES).update(
-        status_changed_at=now - timedelta(minutes=15))
+        status_changed_at=now - timedelta(minutes=15)
+    )
     for i in range(60, 0, -1):
         simulate.emit_samples(now - timedelta(seconds=10 * i))
     tasks.rollup()
     return cluster
 
 
-def test_the_metrics_tab_names_gpu_node_03(running_demo_cluster, browser_login, page,
-                                          live_server):
+def test_the_metrics_tab_names_gpu_node_03(running_demo_cluster, browser_login, page, live_server):
     browser_login("admin")
     url = live_server.url + reverse("clusters:cluster_metrics", args=[running_demo_cluster.pk])
     page.goto(url)
@@ -77,17 +85,20 @@ def test_the_metrics_tab_names_gpu_node_03(running_demo_cluster, browser_login, 
     bottom = page.locator(".metrics-bottom-table tbody tr").first
     expect(bottom).to_contain_text("gpu-node-03")
     expect(page.locator(".metrics-straggler").nth(1)).to_contain_text(
-        "가장 느린 포트: gpu-node-03 (포트 5)")
+        "가장 느린 포트: gpu-node-03 (포트 5)"
+    )
     scripts = page.evaluate(
-        "Array.from(document.scripts).map(s => s.src).filter(s => s.includes('plotly'))")
+        "Array.from(document.scripts).map(s => s.src).filter(s => s.includes('plotly'))"
+    )
     assert scripts and all(s.endswith("plotly-cartesian.min.js") for s in scripts)
     if SCREENSHOT:
         expect(drawn).to_have_count(7)
         page.screenshot(path=f"{SCREENSHOT}-1280.png", full_page=True)
 
 
-def test_first_chart_timing_and_charts_fit_390_px(running_demo_cluster, browser_login, page,
-                                                 live_server):
+def test_first_chart_timing_and_charts_fit_390_px(
+    running_demo_cluster, browser_login, page, live_server
+):
     browser_login("admin")
     page.set_viewport_size({"width": 390, "height": 844})
     url = live_server.url + reverse("clusters:cluster_detail", args=[running_demo_cluster.pk])
@@ -101,13 +112,16 @@ def test_first_chart_timing_and_charts_fit_390_px(running_demo_cluster, browser_
         timings.append(page.evaluate("performance.now()") - opened)
     # A figure for the README's benchmark command (the target is 1 s on an idle machine),
     # not a timed assertion: the suite runs on a shared machine.
-    print(f"first chart drawn {min(timings):.0f} ms after opening the tab "
-          f"(opens: {[round(t) for t in timings]})")
+    print(
+        f"first chart drawn {min(timings):.0f} ms after opening the tab "
+        f"(opens: {[round(t) for t in timings]})"
+    )
     expect(page.locator("#metrics-body .metrics-plot.js-plotly-plot")).to_have_count(7)
     if SCREENSHOT:
         page.screenshot(path=f"{SCREENSHOT}-390.png", full_page=True)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, width
     for box in page.locator(".metrics-plot .main-svg").evaluate_all(
-            "els => els.map(e => e.getBoundingClientRect().right)"):
+        "els => els.map(e => e.getBoundingClientRect().right)"
+    ):
         assert box <= 390.5

@@ -26,8 +26,12 @@ from tests.realvm.guests import (
 )
 from vms.models import VirtualMachine
 
-pytestmark = [pytest.mark.browser, pytest.mark.realvm, pytest.mark.slow,
-              pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.realvm,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
 CLUSTER = "rv-console"
 MEMBERS = ("gpu-node-01", "gpu-node-02")
 SLOW = 180_000  # ms: TCG guests on a loaded 2-core machine
@@ -43,8 +47,7 @@ def real_console(transactional_db, live_server, settings):
     destroy_everything(range(base, base + 1000), range(base, base + 1000))
 
 
-def test_console_flow_on_real_guests(real_console, browser_login, page, live_server,
-                                     celery_worker):
+def test_console_flow_on_real_guests(real_console, browser_login, page, live_server, celery_worker):
     call_command("libvirt_demo_hosts", stdout=io.StringIO())  # this machine as GPU hosts
     page.on("dialog", lambda dialog: dialog.accept())
     browser_login("admin")
@@ -73,7 +76,8 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     page.locator("#start-all").click()
     for name in MEMBERS:
         expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
-            "실행중", timeout=SLOW)
+            "실행중", timeout=SLOW
+        )
     vms = list(VirtualMachine.objects.filter(name__in=MEMBERS))
     c = conn()
     assert all(c.lookupByName(domain.domain_name(vm.pk)).isActive() for vm in vms)
@@ -81,8 +85,11 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
 
     # Their agents report; the 메트릭 tab then draws real CPU and memory, and says the
     # members report no GPU (no zeros).
-    wait_for(lambda: Sample.objects.filter(vm__in=vms).values("vm").distinct().count() == 2,
-             BOOT_SECONDS, "a sample from each member")
+    wait_for(
+        lambda: Sample.objects.filter(vm__in=vms).values("vm").distinct().count() == 2,
+        BOOT_SECONDS,
+        "a sample from each member",
+    )
     metrics = page.get_by_role("tab", name="메트릭")
     metrics.click()
     charts = page.locator("#metrics-charts")
@@ -93,7 +100,8 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     page.locator("#stop-all").click()
     for name in MEMBERS:
         expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
-            "중지됨", timeout=SLOW)
+            "중지됨", timeout=SLOW
+        )
     header.get_by_role("button", name="클러스터 중지").click()
     expect(badge).to_have_text("종료됨", timeout=SLOW)
     cluster = VirtualCluster.objects.get(name=CLUSTER)

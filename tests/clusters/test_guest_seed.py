@@ -20,8 +20,12 @@ class Vm:
 
 def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
     vm = Vm(42, "GPU-노드-01")
-    files = guest.seed_files(vm, fabric_address=FabricAddress(ip="172.16.8.12"),
-                             portal_url="http://10.0.2.2:8000/", metrics_token="vcm_secret")
+    files = guest.seed_files(
+        vm,
+        fabric_address=FabricAddress(ip="172.16.8.12"),
+        portal_url="http://10.0.2.2:8000/",
+        metrics_token="vcm_secret",
+    )
     assert set(files) == {"meta-data", "user-data", "network-config"}
     meta = json.loads(files["meta-data"])
     assert meta == {"instance-id": "vc-vm-42", "local-hostname": "gpu-01"}
@@ -33,13 +37,19 @@ def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
     assert "METRICS_AGENT_TOKEN=vcm_secret\n" in env["content"]
     assert any("vc-metrics-agent" in " ".join(cmd) for cmd in user["runcmd"])
     network = json.loads(files["network-config"])
-    assert network == {"version": 2, "ethernets": {
-        "mgmt": {"match": {"name": "e*"}, "dhcp4": True},
-        "fabric": {"match": {"macaddress": guest.fabric_mac(vm)}, "dhcp4": False,
-                   "addresses": ["172.16.8.12/21"]}}}
+    assert network == {
+        "version": 2,
+        "ethernets": {
+            "mgmt": {"match": {"name": "e*"}, "dhcp4": True},
+            "fabric": {
+                "match": {"macaddress": guest.fabric_mac(vm)},
+                "dhcp4": False,
+                "addresses": ["172.16.8.12/21"],
+            },
+        },
+    }
     assert guest.fabric_mac(Vm(43, "x")) != guest.fabric_mac(vm)
-    no_fabric = guest.seed_files(vm, fabric_address=None, portal_url="http://h",
-                                 metrics_token="t")
+    no_fabric = guest.seed_files(vm, fabric_address=None, portal_url="http://h", metrics_token="t")
     assert "fabric" not in json.loads(no_fabric["network-config"])["ethernets"]
 
 
@@ -48,8 +58,11 @@ def test_a_name_without_ascii_gets_a_hostname_from_its_id():
 
 
 def test_the_seed_iso_is_labelled_cidata_with_the_files_by_their_names(tmp_path):
-    files = {"meta-data": b"{}\n", "user-data": b"#cloud-config\n{}\n",
-             "network-config": b'{"version": 2}\n'}
+    files = {
+        "meta-data": b"{}\n",
+        "user-data": b"#cloud-config\n{}\n",
+        "network-config": b'{"version": 2}\n',
+    }
     path = tmp_path / "seed.iso"
     guest.write_seed_iso(files, path)
     iso = pycdlib.PyCdlib()

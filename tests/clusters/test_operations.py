@@ -1,7 +1,6 @@
 """The Operation: one action over many VMs, each item decided by the single-VM rule, one
 refusal never undoing or blocking the others (issue 11 item 1)."""
 
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext

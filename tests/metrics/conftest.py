@@ -47,7 +47,10 @@ def post(client):
         if token is not None:
             headers.setdefault("Authorization", f"Bearer {token}")
         return client.generic(
-            "POST", reverse("metrics:ingest"), body, content_type="application/json",
+            "POST",
+            reverse("metrics:ingest"),
+            body,
+            content_type="application/json",
             headers=headers,
         )
 

@@ -12,7 +12,7 @@ from django.core.cache import cache
 from clusters.models import ClusterStatus
 from metrics import charts, services
 from metrics.models import Sample
-from metrics.vm_agent import agent
+from metrics.vm_agent import agent, agent_collect
 from tests.metrics.fake_nvml import FakeNvml
 from vms.models import VmStatus
 
@@ -38,7 +38,10 @@ def infiniband(tmp_path):
 def test_fabric_counters_are_words_read_per_port(infiniband):
     ports = agent.agent_devices.read_ports(infiniband)
     assert [(p["port"], p["rx_bytes"], p["tx_bytes"]) for p in ports] == [
-        (0, 1_000 * 4, 2_000 * 4), (1, 10_000 * 4, 20_000 * 4), (2, None, None)]
+        (0, 1_000 * 4, 2_000 * 4),
+        (1, 10_000 * 4, 20_000 * 4),
+        (2, None, None),
+    ]
 
 
 def test_fabric_rates_from_the_fake_tree(infiniband):
@@ -80,10 +83,12 @@ def test_gpus_are_averaged_and_a_failing_gpu_does_not_crash():
     nvml = fake_nvml([100, 50], [40 * mib, 20 * mib], [80 * mib, 80 * mib])
     gpus = agent.agent_devices.NvmlGpus(nvml).read()
     assert [(g["gpu"], g["util"], g["mem_used"], g["temp"]) for g in gpus] == [
-        (0, 100, 40, None), (1, 50, 20, None)]
-    assert agent.gpu_summary(gpus) == (75.0, 100.0 * 60 / 160)
+        (0, 100, 40, None),
+        (1, 50, 20, None),
+    ]
+    assert agent_collect.gpu_summary(gpus) == (75.0, 100.0 * 60 / 160)
     lost = agent.agent_devices.NvmlGpus(fake_nvml([1], [1], [2], fail=True)).read()
-    assert lost[0]["util"] is None and agent.gpu_summary(lost) == (None, 50.0)
+    assert lost[0]["util"] is None and agent_collect.gpu_summary(lost) == (None, 50.0)
 
 
 def closed_port_url():
@@ -94,8 +99,9 @@ def closed_port_url():
 
 
 def test_unreachable_portal_buffers_boundedly_and_backs_off(tmp_path):
-    a = agent.Agent(closed_port_url(), "vcm_x", buffer_size=3, timeout=1,
-                    collector=agent.Collector(tmp_path))
+    a = agent.Agent(
+        closed_port_url(), "vcm_x", buffer_size=3, timeout=1, collector=agent.Collector(tmp_path)
+    )
     for _ in range(5):
         a.next_send = 0  # post on every tick, as if each backoff had passed
         a.tick()
@@ -135,7 +141,8 @@ def test_agent_posts_real_psutil_figures_that_show_in_the_chart(agent_setup, inf
         by_bucket[int(s["ts"]) // data.step].append(s["cpu_util"])
     for bucket, values in by_bucket.items():
         assert data.series["cpu_util"][bucket - data.first_bucket] == pytest.approx(
-            statistics.fmean(values))
+            statistics.fmean(values)
+        )
 
 
 @live
@@ -179,4 +186,5 @@ def test_agent_flushes_a_backlog_gzipped_after_an_outage(agent_setup, tmp_path):
     assert a.flush() is True and a.stored == 600
     assert Sample.objects.filter(vm=vm).count() == 600
     from metrics.models import RollupBacklog
+
     assert RollupBacklog.objects.filter(vm_id=vm.pk).exists()  # its buckets get redone

@@ -21,9 +21,21 @@ def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     src = out / "src"
     subprocess.run(["cp", "-r", str(SOURCE), str(src)], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--disable-pip-version-check", "-w", str(out),
-                    str(src)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        check=True,
+    )
     (path,) = out.glob("vc_metrics_agent-*.whl")
     return path
 
@@ -46,9 +58,21 @@ def test_the_wheel_holds_the_agent_its_parsers_and_a_console_script(wheel):
 
 def test_installed_alone_it_imports_and_runs_without_the_portal(wheel, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--disable-pip-version-check", "--target", str(target), str(wheel)],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
     # Only the installed package and psutil: not the repository, not prometheus-client.
     code = (
         "import sys, vc_metrics_agent.agent as a, vc_metrics_agent.toolparse as t;"
@@ -57,11 +81,16 @@ def test_installed_alone_it_imports_and_runs_without_the_portal(wheel, tmp_path)
         "s = c.collect(); print(sorted(t.PARSERS), s['cpu_util'] is not None, s['gpu_util'])"
     )
     path = {"PYTHONPATH": f"{target}:{Path(psutil.__file__).parents[1]}"}
-    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
-                          env=path, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=path, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert "True None" in done.stdout and "dcgmi" in done.stdout
-    usage = subprocess.run([sys.executable, "-S", "-m", "vc_metrics_agent.agent"],
-                           capture_output=True, text=True, cwd=tmp_path,
-                           env=path)
+    usage = subprocess.run(
+        [sys.executable, "-S", "-m", "vc_metrics_agent.agent"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=path,
+    )
     assert "METRICS_AGENT_URL" in usage.stderr and usage.returncode == 2

@@ -32,20 +32,38 @@ def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, pag
     rng = random.Random(1)
     now = timezone.now()
     rows = [
-        (vm.pk, now - timedelta(seconds=10 * i), rng.uniform(0, 100), 40.0, 95.0, 70.0,
-         1e8, 1e7, 2e10, 2e10)
-        for vm in members for i in range(360)
+        (
+            vm.pk,
+            now - timedelta(seconds=10 * i),
+            rng.uniform(0, 100),
+            40.0,
+            95.0,
+            70.0,
+            1e8,
+            1e7,
+            2e10,
+            2e10,
+        )
+        for vm in members
+        for i in range(360)
     ]
     storage.write_samples(rows)
     storage.rollup()
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error"
-            and not msg.text.startswith("Failed to load resource") else None)  # favicon
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(msg.text)
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+            else None
+        ),
+    )  # favicon
     client = Client()
     client.force_login(world.users["viewer"])
-    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
-                               "url": live_server.url}])
+    page.context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
+    )
 
     page.goto(live_server.url + reverse("clusters:cluster_metrics", args=[cluster.pk]))
     plots = page.locator("#metrics-body .metrics-plot.js-plotly-plot")  # drawn by plotly.js
@@ -55,8 +73,12 @@ def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, pag
     page.get_by_label("24시간").check()
     expect(page.locator("#metrics-body")).to_have_attribute("data-range", "24h")
     expect(plots).to_have_count(6)
-    assert page.evaluate(
-        "document.querySelectorAll('script[src$=\"plotly-cartesian.min.js\"]').length") == 1
+    assert (
+        page.evaluate(
+            "document.querySelectorAll('script[src$=\"plotly-cartesian.min.js\"]').length"
+        )
+        == 1
+    )
     assert errors == []
     if SCREENSHOT:
         page.screenshot(path=SCREENSHOT, full_page=True)

@@ -28,8 +28,12 @@ def cluster(world):
 def test_a_new_clusters_few_points_are_drawn_as_markers(login, cluster, range_key):
     now = timezone.now()
     vm = cluster.members.first()
-    storage.write_samples([(vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0,
-                            1.0, 1.0, None, None) for i in range(1, 6)])
+    storage.write_samples(
+        [
+            (vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0, 1.0, 1.0, None, None)
+            for i in range(1, 6)
+        ]
+    )
     figures, html = get_figures(login("viewer"), cluster, range=range_key)
     cpu = figures["cpu"]["data"][0]
     assert [v for v in cpu["y"] if v is not None] in ([10.0], [10.0, 10.0])  # a bucket edge
@@ -40,8 +44,12 @@ def test_a_new_clusters_few_points_are_drawn_as_markers(login, cluster, range_ke
 def test_a_full_range_draws_lines_without_the_pending_note(login, cluster):
     now = timezone.now()
     vm = cluster.members.first()
-    storage.write_samples([(vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0,
-                            1.0, 1.0, None, None) for i in range(1, 300)])
+    storage.write_samples(
+        [
+            (vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0, 1.0, 1.0, None, None)
+            for i in range(1, 300)
+        ]
+    )
     figures, html = get_figures(login("viewer"), cluster, range="1h")
     assert figures["cpu"]["data"][0]["mode"] == "lines"
     assert "집계 대기 중" not in html

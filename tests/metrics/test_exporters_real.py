@@ -21,11 +21,26 @@ def test_node_exporter_e2e_output():
     assert [p["port"] for p in ports] == [0, 1, 2]
     i40iw, mlx4_1, mlx4_2 = ports
     # An iWARP device exports its state and rate only: no counters, and none are made up.
-    assert i40iw == {"port": 0, "rx_bytes": None, "tx_bytes": None, "symbol_errors": None,
-                     "link_downed": None, "rcv_errors": None, "state": 4.0, "rate_gbps": 10.0}
-    assert mlx4_1 == {"port": 1, "rx_bytes": 1.8527668e07, "tx_bytes": 1.493376e07,
-                      "symbol_errors": None, "link_downed": 0.0, "rcv_errors": 0.0,
-                      "state": 4.0, "rate_gbps": 40.0}
+    assert i40iw == {
+        "port": 0,
+        "rx_bytes": None,
+        "tx_bytes": None,
+        "symbol_errors": None,
+        "link_downed": None,
+        "rcv_errors": None,
+        "state": 4.0,
+        "rate_gbps": 10.0,
+    }
+    assert mlx4_1 == {
+        "port": 1,
+        "rx_bytes": 1.8527668e07,
+        "tx_bytes": 1.493376e07,
+        "symbol_errors": None,
+        "link_downed": 0.0,
+        "rcv_errors": 0.0,
+        "state": 4.0,
+        "rate_gbps": 40.0,
+    }
     assert (mlx4_2["rx_bytes"], mlx4_2["rcv_errors"], mlx4_2["rate_gbps"]) == (0.0, None, 40.0)
 
 
@@ -33,9 +48,16 @@ def test_node_exporter_on_a_roce_host():
     ports = agent_exporters.parse_node(text("node-exporter-roce.txt"))
     assert [p["port"] for p in ports] == [0, 1, 2, 3]  # roceP2p1s0f0, f1, rocep1s0f0, f1
     up, down = ports[0], ports[1]
-    assert up == {"port": 0, "rx_bytes": 2.2031403016e10, "tx_bytes": 2.203141234e10,
-                  "symbol_errors": 0.0, "link_downed": 0.0, "rcv_errors": 0.0,
-                  "state": 4.0, "rate_gbps": 200.0}
+    assert up == {
+        "port": 0,
+        "rx_bytes": 2.2031403016e10,
+        "tx_bytes": 2.203141234e10,
+        "symbol_errors": 0.0,
+        "link_downed": 0.0,
+        "rcv_errors": 0.0,
+        "state": 4.0,
+        "rate_gbps": 200.0,
+    }
     assert (down["state"], down["rate_gbps"], down["rx_bytes"]) == (1.0, 40.0, 0.0)
     assert ports[2]["tx_bytes"] == 2.2447376952e10
 
@@ -62,10 +84,13 @@ def test_dcgm_exporter_in_mig_mode_reads_the_whole_gpu_not_its_instances():
 
 
 def test_the_agent_scrapes_real_output_end_to_end(tmp_path):
-    with serve_exporters({"/dcgm": (REAL / "dcgm-exporter-l40s.txt").read_bytes(),
-                          "/node": (REAL / "node-exporter-roce.txt").read_bytes()}) as url:
-        sample = agent.make_collector("exporters", tmp_path, f"{url}/dcgm",
-                                      f"{url}/node").collect()
+    with serve_exporters(
+        {
+            "/dcgm": (REAL / "dcgm-exporter-l40s.txt").read_bytes(),
+            "/node": (REAL / "node-exporter-roce.txt").read_bytes(),
+        }
+    ) as url:
+        sample = agent.make_collector("exporters", tmp_path, f"{url}/dcgm", f"{url}/node").collect()
     assert [g["temp"] for g in sample["gpus"]] == [32.0]
     assert [p["rate_gbps"] for p in sample["ports"]] == [200.0, 40.0, 200.0, 40.0]
     assert [p["state"] for p in sample["ports"]] == [4.0, 1.0, 4.0, 1.0]
@@ -74,8 +99,10 @@ def test_the_agent_scrapes_real_output_end_to_end(tmp_path):
 def test_a_mig_instances_memory_is_not_added_to_the_cards():
     # Newer dcgm-exporters also report FB_USED/FB_FREE per GPU instance; one such row, with
     # the labels of the real instance above, must not change the physical GPU's figures.
-    labels = ('gpu="0",UUID="GPU-34319582-d595-d1c7-d1d2-179bcfa61660",device="nvidia0",'
-              'GPU_I_PROFILE="1g.5gb",GPU_I_ID="13",Hostname="ub20-a100-k8s"')
+    labels = (
+        'gpu="0",UUID="GPU-34319582-d595-d1c7-d1d2-179bcfa61660",device="nvidia0",'
+        'GPU_I_PROFILE="1g.5gb",GPU_I_ID="13",Hostname="ub20-a100-k8s"'
+    )
     extra = f"DCGM_FI_DEV_FB_USED{{{labels}}} 1200\nDCGM_FI_DEV_FB_FREE{{{labels}}} 3663\n"
     [gpu] = agent_exporters.parse_dcgm(text("dcgm-exporter-a100-mig.txt") + extra)
     assert gpu["mem_used"] == 4845.0 and gpu["mem_total"] == 4845.0 + 35690.0
@@ -88,8 +115,12 @@ def test_a_card_reported_only_through_its_mig_instances_is_not_lost():
     rows = []
     for gid, used, free in (("13", 1200, 3663), ("5", 2000, 2863)):
         labels = f'{card},GPU_I_PROFILE="1g.5gb",GPU_I_ID="{gid}",Hostname="ub20-a100-k8s"'
-        for name, value in (("SM_CLOCK", 1215), ("GPU_TEMP", 61), ("FB_USED", used),
-                            ("FB_FREE", free)):
+        for name, value in (
+            ("SM_CLOCK", 1215),
+            ("GPU_TEMP", 61),
+            ("FB_USED", used),
+            ("FB_FREE", free),
+        ):
             rows.append(f"DCGM_FI_DEV_{name}{{{labels}}} {value}")
     [gpu] = agent_exporters.parse_dcgm("\n".join(rows) + "\n")
     assert (gpu["gpu"], gpu["sm_clock"], gpu["temp"]) == (0, 1215.0, 61.0)

@@ -18,8 +18,10 @@ from vms.models import VmStatus
 TOKEN = "scrape-demo-token-1"
 # The route exists once scraping is configured (metrics.federate.enabled): this module is
 # its own URLconf, the portal's with the federation route.
-urlpatterns = [*portal_urls.urlpatterns,
-               path("metrics/federate/", federate.federate, name="metrics-federate")]
+urlpatterns = [
+    *portal_urls.urlpatterns,
+    path("metrics/federate/", federate.federate, name="metrics-federate"),
+]
 pytestmark = pytest.mark.urls(__name__)
 
 
@@ -27,11 +29,11 @@ pytestmark = pytest.mark.urls(__name__)
 def scrape_setup(world, settings):
     cluster = world.cluster("fed", status=ClusterStatus.RUNNING)
     members = world.members(cluster, 2, status=VmStatus.RUNNING)
-    other = world.cluster("elsewhere", project=world.other,
-                          status=ClusterStatus.RUNNING)
+    other = world.cluster("elsewhere", project=world.other, status=ClusterStatus.RUNNING)
     (stranger,) = world.members(other, 1, status=VmStatus.RUNNING)
     settings.METRICS_SCRAPE_TOKENS = (
-        f"{cluster.project.slug}={hashlib.sha256(TOKEN.encode()).hexdigest()}")
+        f"{cluster.project.slug}={hashlib.sha256(TOKEN.encode()).hexdigest()}"
+    )
     now = timezone.now()
     rows, gpus, ports = [], [], []
     for vm in (*members, stranger):
@@ -52,8 +54,11 @@ def scrape(client, token=TOKEN, **params):
 
 def samples_of(response):
     text = response.content.decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_the_projects_latest_samples_per_vm_gpu_and_port(client, scrape_setup):
@@ -112,8 +117,9 @@ def test_the_grafana_dashboard_uses_only_exposed_series():
 
     from metrics import exposition
 
-    dashboard = json.loads((Path(federate.__file__).parent / "grafana" / "vc-gpus.json")
-                           .read_text())
+    dashboard = json.loads(
+        (Path(federate.__file__).parent / "grafana" / "vc-gpus.json").read_text()
+    )
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     used = {name for expr in exprs for name in re.findall(r"\bvc_[a-z_]+", expr)}
     exposed = {name for names in exposition.NAMES.values() for name, _help in names.values()}

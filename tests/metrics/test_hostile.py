@@ -41,15 +41,17 @@ def test_deeply_nested_body_with_a_bad_token_is_401(post, token):
 def test_deeply_nested_value_is_named_not_echoed(post, token):
     """Deep enough to parse (orjson allows ~1000 levels), too deep to print back."""
     nested = "[" * 1000 + "]" * 1000
-    body = orjson.dumps({"samples": [sample()]}).replace(b'"cpu_util":31.5',
-                                                         b'"cpu_util":' + nested.encode())
+    body = orjson.dumps({"samples": [sample()]}).replace(
+        b'"cpu_util":31.5', b'"cpu_util":' + nested.encode()
+    )
     detail = _refused(post(token, body), 400, "not_a_number")
     assert "samples[0].cpu_util" in detail and len(detail) < 300
 
 
 def test_a_huge_string_is_not_echoed_whole(post, token):
-    detail = _refused(post(token, {"samples": [sample(cpu_util="x" * 100_000)]}), 400,
-                      "not_a_number")
+    detail = _refused(
+        post(token, {"samples": [sample(cpu_util="x" * 100_000)]}), 400, "not_a_number"
+    )
     assert len(detail) < 300
 
 
@@ -65,14 +67,17 @@ def test_vm_beyond_bigint_with_a_bad_token_is_401(post, token):
     _refused(post("vcm_" + "cd" * 16, body), 401, "unauthorized")
 
 
-@pytest.mark.parametrize("field,value,code", [
-    ("ts", BIGINT_MAX + 1, "in_future"),
-    ("ts", 2**64 - 1, "in_future"),
-    ("ts", -(2**63), "too_old"),
-    ("cpu_util", BIGINT_MAX + 1, "out_of_range"),
-    ("net_rx", 2**64 - 1, "out_of_range"),
-    ("fabric_tx", -(2**63), "negative"),
-])
+@pytest.mark.parametrize(
+    "field,value,code",
+    [
+        ("ts", BIGINT_MAX + 1, "in_future"),
+        ("ts", 2**64 - 1, "in_future"),
+        ("ts", -(2**63), "too_old"),
+        ("cpu_util", BIGINT_MAX + 1, "out_of_range"),
+        ("net_rx", 2**64 - 1, "out_of_range"),
+        ("fabric_tx", -(2**63), "negative"),
+    ],
+)
 @pytest.mark.parametrize("count", [1, 8])  # one prepared INSERT; COPY
 def test_huge_integers_in_samples_are_400(post, token, field, value, code, count):
     now = time.time()
@@ -112,9 +117,7 @@ def test_every_path_stores_the_same_instant(post, token, running_vm):
     # Fractions whose float value sits close to a half microsecond.
     fractions = [0.0078125, 0.1234565, 0.0000015, 0.9999995]
     small = [sample(base + f) for f in fractions]
-    large = [sample(base + 50 + f) for f in fractions] + [
-        sample(base + 60 + i) for i in range(4)
-    ]
+    large = [sample(base + 50 + f) for f in fractions] + [sample(base + 60 + i) for i in range(4)]
     assert post(token, {"samples": small}).status_code == 200
     assert post(token, {"samples": large}).status_code == 200
     with connection.cursor() as cursor:

@@ -47,8 +47,9 @@ def _refused(response, status, code):
     return response.json()["detail"]
 
 
-@pytest.mark.parametrize("header", [None, "Bearer vcm_not-a-real-token", "Basic dXNlcjpwYXNz",
-                                    "Bearer "])
+@pytest.mark.parametrize(
+    "header", [None, "Bearer vcm_not-a-real-token", "Basic dXNlcjpwYXNz", "Bearer "]
+)
 def test_bad_token_is_401(post, token, header):
     headers = {} if header is None else {"Authorization": header}
     response = post(None, {"samples": [sample()]}, **headers)
@@ -96,8 +97,9 @@ def test_negative_is_400_naming_sample_and_field(post, token):
     assert "samples[1].net_tx" in detail
 
 
-@pytest.mark.parametrize("field,value", [("cpu_util", 100.5), ("gpu_mem_util", 1000),
-                                         ("fabric_rx", 1e13)])
+@pytest.mark.parametrize(
+    "field,value", [("cpu_util", 100.5), ("gpu_mem_util", 1000), ("fabric_rx", 1e13)]
+)
 def test_out_of_range_is_400(post, token, field, value):
     detail = _refused(post(token, {"samples": [sample(**{field: value})]}), 400, "out_of_range")
     assert f"samples[0].{field}" in detail
@@ -117,13 +119,16 @@ def test_too_old_timestamp_is_400(post, token):
     _refused(post(token, {"samples": batch}), 400, "too_old")
 
 
-@pytest.mark.parametrize("bad,code", [
-    ({"cpu_util": "31"}, "not_a_number"),
-    ({"cpu_util": True}, "not_a_number"),
-    ({"mem_util": None}, "not_a_number"),
-    ({"ts": "2026-01-01T00:00:00Z"}, "not_a_number"),
-    ({"temperature": 40}, "unknown_field"),
-])
+@pytest.mark.parametrize(
+    "bad,code",
+    [
+        ({"cpu_util": "31"}, "not_a_number"),
+        ({"cpu_util": True}, "not_a_number"),
+        ({"mem_util": None}, "not_a_number"),
+        ({"ts": "2026-01-01T00:00:00Z"}, "not_a_number"),
+        ({"temperature": 40}, "unknown_field"),
+    ],
+)
 def test_wrong_fields_are_400(post, token, bad, code):
     second = {**sample(time.time() - 10), **bad}
     _refused(post(token, {"samples": [sample(), second]}), 400, code)
@@ -135,9 +140,17 @@ def test_missing_required_field_is_400(post, token):
     assert "cpu_util" in _refused(post(token, {"samples": [incomplete]}), 400, "missing_field")
 
 
-@pytest.mark.parametrize("payload", [[], {"samples": []}, {"samples": {}}, {"samples": [1]},
-                                     {"samples": [sample()], "extra": 1},
-                                     {"vm": "1", "samples": []}])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        [],
+        {"samples": []},
+        {"samples": {}},
+        {"samples": [1]},
+        {"samples": [sample()], "extra": 1},
+        {"vm": "1", "samples": []},
+    ],
+)
 def test_wrong_shape_is_400(post, token, payload):
     assert post(token, payload).status_code == 400
     assert Sample.objects.count() == 0
@@ -220,8 +233,17 @@ def test_unknown_encoding_is_415(post, token):
     _refused(post(token, b"{}", **{"Content-Encoding": "br"}), 415, "unsupported_encoding")
 
 
-FIELDS = ["ts", "cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx",
-          "fabric_rx", "fabric_tx"]
+FIELDS = [
+    "ts",
+    "cpu_util",
+    "mem_util",
+    "gpu_util",
+    "gpu_mem_util",
+    "net_rx",
+    "net_tx",
+    "fabric_rx",
+    "fabric_tx",
+]
 
 
 def compact(*samples, fields=FIELDS):
@@ -242,21 +264,25 @@ def test_compact_form_may_leave_out_optional_fields(post, token, running_vm):
     assert Sample.objects.get(vm=running_vm).gpu_util is None
 
 
-@pytest.mark.parametrize("payload,code,words", [
-    (compact(sample(), fields=[*FIELDS[:-1], "temperature"]), "unknown_field", "temperature"),
-    (compact(sample(), fields=FIELDS[1:]), "missing_field", "ts"),
-    ({"fields": FIELDS, "rows": [[1, 2]]}, "invalid", "rows[0]"),
-    ({"fields": FIELDS, "rows": [{}]}, "invalid", "rows[0]"),
-    ({"fields": [*FIELDS, "ts"], "rows": [[0] * 10]}, "invalid", "fields"),
-    ({"fields": "ts", "rows": [[0]]}, "invalid", "fields"),
-    ({**compact(sample()), "samples": [sample()]}, "invalid", "rows"),
-])
+@pytest.mark.parametrize(
+    "payload,code,words",
+    [
+        (compact(sample(), fields=[*FIELDS[:-1], "temperature"]), "unknown_field", "temperature"),
+        (compact(sample(), fields=FIELDS[1:]), "missing_field", "ts"),
+        ({"fields": FIELDS, "rows": [[1, 2]]}, "invalid", "rows[0]"),
+        ({"fields": FIELDS, "rows": [{}]}, "invalid", "rows[0]"),
+        ({"fields": [*FIELDS, "ts"], "rows": [[0] * 10]}, "invalid", "fields"),
+        ({"fields": "ts", "rows": [[0]]}, "invalid", "fields"),
+        ({**compact(sample()), "samples": [sample()]}, "invalid", "rows"),
+    ],
+)
 def test_compact_form_refusals(post, token, payload, code, words):
     assert words in _refused(post(token, payload), 400, code)
 
 
 def test_compact_form_names_the_row(post, token):
     now = time.time()
-    detail = _refused(post(token, compact(sample(now - 1), sample(now, mem_util=-5))), 400,
-                      "negative")
+    detail = _refused(
+        post(token, compact(sample(now - 1), sample(now, mem_util=-5))), 400, "negative"
+    )
     assert "rows[1].mem_util" in detail

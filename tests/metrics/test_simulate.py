@@ -81,7 +81,8 @@ def test_each_gpu_and_port_is_stored_and_the_demo_straggler_is_slow(world):
     straggler = next(vm for vm in members if vm.name == "gpu-node-03")
     start = timezone.now() - timedelta(minutes=30)
     VirtualMachine.objects.filter(cluster=cluster).update(
-        status_changed_at=start - timedelta(hours=1))  # warmed up
+        status_changed_at=start - timedelta(hours=1)
+    )  # warmed up
     checked = 0
     for i in range(60):  # ten minutes: checkpoints included
         simulate.emit_samples(start + timedelta(seconds=10 * i))

@@ -9,15 +9,30 @@ from django.utils import timezone
 from metrics import errors, storage
 from metrics.models import HourRollup, MinuteRollup, RollupBacklog, Sample
 
-NAMES = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "net_rx", "net_tx", "fabric_rx",
-         "fabric_tx")
+NAMES = (
+    "cpu_util",
+    "mem_util",
+    "gpu_util",
+    "gpu_mem_util",
+    "net_rx",
+    "net_tx",
+    "fabric_rx",
+    "fabric_tx",
+)
 
 
 def row(vm, at, cpu, gpu=None, net_rx=0.0):
     """A raw row: only cpu, gpu and net_rx vary; the rest are fixed."""
-    values = {"cpu_util": cpu, "mem_util": 40.0, "gpu_util": gpu,
-              "gpu_mem_util": None if gpu is None else 50.0, "net_rx": net_rx, "net_tx": 1.0,
-              "fabric_rx": None, "fabric_tx": None}
+    values = {
+        "cpu_util": cpu,
+        "mem_util": 40.0,
+        "gpu_util": gpu,
+        "gpu_mem_util": None if gpu is None else 50.0,
+        "net_rx": net_rx,
+        "net_tx": 1.0,
+        "fabric_rx": None,
+        "fabric_tx": None,
+    }
     return (vm.pk, at, *(values[name] for name in NAMES))
 
 
@@ -31,15 +46,17 @@ def hour():
 def example(world, hour):
     a, b = world.vm("roll-a"), world.vm("roll-b")
     s = lambda minutes, seconds=0: hour + timedelta(minutes=minutes, seconds=seconds)  # noqa: E731
-    storage.write_samples([
-        row(a, s(0, 5), 10, gpu=90, net_rx=100),
-        row(a, s(0, 15), 20, gpu=80, net_rx=300),
-        row(a, s(0, 25), 60, gpu=100, net_rx=200),
-        row(a, s(1, 0), 50, gpu=None, net_rx=1000),  # the GPU was gone for that whole minute
-        row(a, s(59, 50), 40, gpu=60, net_rx=0),
-        row(a, s(60, 10), 99, gpu=10, net_rx=0),  # next hour: not closed at "now"
-        row(b, s(0, 30), 5),  # a VM without GPU
-    ])
+    storage.write_samples(
+        [
+            row(a, s(0, 5), 10, gpu=90, net_rx=100),
+            row(a, s(0, 15), 20, gpu=80, net_rx=300),
+            row(a, s(0, 25), 60, gpu=100, net_rx=200),
+            row(a, s(1, 0), 50, gpu=None, net_rx=1000),  # the GPU was gone for that whole minute
+            row(a, s(59, 50), 40, gpu=60, net_rx=0),
+            row(a, s(60, 10), 99, gpu=10, net_rx=0),  # next hour: not closed at "now"
+            row(b, s(0, 30), 5),  # a VM without GPU
+        ]
+    )
     return a, b
 
 
@@ -57,7 +74,11 @@ def test_minute_and_hour_rollups_match_the_hand_computed_example(example, hour):
     assert (first.net_rx_avg, first.net_rx_max) == (200.0, 300.0)
     second = minute(a, hour + timedelta(minutes=1))
     assert (second.n, second.cpu_util_avg, second.gpu_util_avg, second.gpu_util_max) == (
-        1, 50.0, None, None)
+        1,
+        50.0,
+        None,
+        None,
+    )
     assert minute(a, hour + timedelta(minutes=60)).cpu_util_avg == 99.0  # closed at :61:10
     assert minute(b, hour).gpu_util_avg is None
     assert MinuteRollup.objects.filter(vm=a).count() == 4

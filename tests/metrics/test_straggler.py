@@ -18,8 +18,9 @@ from metrics import storage, tasks
 from portal.models import AuditEvent
 from vms.models import VmStatus
 
-FIGURE = re.compile(r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>',
-                    re.S)
+FIGURE = re.compile(
+    r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>', re.S
+)
 NONE = [None] * 11
 
 
@@ -46,12 +47,24 @@ def write(members, start, stop, util_of, ports=None, gap=None):
             fabric = sum(ports(index, p) for p in range(2)) if ports else None
             rows.append((vm.pk, ts, 10.0, 10.0, 50.0, 50.0, 1.0, 1.0, fabric, fabric))
             for gpu in range(8):
-                gpu_rows.append((vm.pk, ts, gpu, util_of(index, gpu, rng), None, None,
-                                 40 + gpu, 300.0 + index, *NONE[:7]))
+                gpu_rows.append(
+                    (
+                        vm.pk,
+                        ts,
+                        gpu,
+                        util_of(index, gpu, rng),
+                        None,
+                        None,
+                        40 + gpu,
+                        300.0 + index,
+                        *NONE[:7],
+                    )
+                )
             if ports:
                 for port in range(2):
-                    port_rows.append((vm.pk, ts, port, ports(index, port), 1.0, 0.0, 0.0, 0.0,
-                                      4.0, 400.0))
+                    port_rows.append(
+                        (vm.pk, ts, port, ports(index, port), 1.0, 0.0, 0.0, 0.0, 4.0, 400.0)
+                    )
         at += timedelta(seconds=10)
     storage.write_samples(rows, devices={"gpu": gpu_rows, "port": port_rows})
     return gpu_rows
@@ -65,14 +78,17 @@ def page(client, cluster, **params):
 
 
 @pytest.mark.parametrize("range_key,seconds", [("1h", 3600), ("24h", 86400)])
-def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, range_key,
-                                                                seconds):
+def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, range_key, seconds):
     members = list(cluster.members.order_by("name"))
     now = timezone.now()
     # 3 h of samples: 24h reads hour rollups, minute rollups and raw rows; one GPU is slow.
-    gpu_rows = write(members, now - timedelta(hours=3), now - timedelta(seconds=5),
-                     lambda i, g, rng: rng.uniform(40, 60) if (i, g) == (1, 5)
-                     else rng.uniform(85, 100), gap=now - timedelta(seconds=seconds))
+    gpu_rows = write(
+        members,
+        now - timedelta(hours=3),
+        now - timedelta(seconds=5),
+        lambda i, g, rng: rng.uniform(40, 60) if (i, g) == (1, 5) else rng.uniform(85, 100),
+        gap=now - timedelta(seconds=seconds),
+    )
     tasks.rollup()
     html, figures = page(login("viewer"), cluster, range=range_key)
 
@@ -93,8 +109,9 @@ def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, 
     slow_vm = next(vm for vm in members if vm.pk == ranked[0][0][0])
     assert f"가장 느린 멤버: {slow_vm.name} (GPU 5)" in html
     table = re.search(r'<table class="table metrics-bottom-table">(.*?)</table>', html, re.S)
-    cells = re.findall(r"<tr><td>(.*?)</td><td>(\d+)</td><td>([\d.-]+)%</td><td>([\d.-]+)%p</td>",
-                       table.group(1))
+    cells = re.findall(
+        r"<tr><td>(.*?)</td><td>(\d+)</td><td>([\d.-]+)%</td><td>([\d.-]+)%p</td>", table.group(1)
+    )
     assert len(cells) == 5
     names = {vm.pk: vm.name for vm in members}
     for (node, gpu, value, gap), ((vm_id, want_gpu), want) in zip(cells, ranked, strict=False):
@@ -107,8 +124,13 @@ def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, 
 def test_fabric_in_gbps_with_the_share_of_the_link_and_the_slowest_port(login, cluster):
     members = list(cluster.members.order_by("name"))
     now = timezone.now()
-    write(members, now - timedelta(minutes=20), now - timedelta(seconds=5),
-          lambda i, g, rng: 90.0, ports=lambda i, p: 12.5e9 if (i, p) == (2, 1) else 25e9)
+    write(
+        members,
+        now - timedelta(minutes=20),
+        now - timedelta(seconds=5),
+        lambda i, g, rng: 90.0,
+        ports=lambda i, p: 12.5e9 if (i, p) == (2, 1) else 25e9,
+    )
     tasks.rollup()
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 포트: {members[2].name} (포트 1)" in html
@@ -146,19 +168,37 @@ def test_gpu_errors_and_link_downs_become_activity_rows_and_markers(login, clust
     for k in range(6):  # one sample a minute; XID 79 from minute 2, ECC from minute 4
         at = minute + timedelta(minutes=k, seconds=5)
         rows.append((vm.pk, at, 1.0, 1.0, None, None, 1.0, 1.0, None, None))
-        gpus.append((vm.pk, at, 3, 90.0, *[None] * 6, 2.0 if k >= 4 else 0.0, 0.0, 0.0, 0.0,
-                     79.0 if k >= 2 else 0.0))
+        gpus.append(
+            (
+                vm.pk,
+                at,
+                3,
+                90.0,
+                *[None] * 6,
+                2.0 if k >= 4 else 0.0,
+                0.0,
+                0.0,
+                0.0,
+                79.0 if k >= 2 else 0.0,
+            )
+        )
         ports.append((vm.pk, at, 1, 1.0, 1.0, 0.0, 1.0 if k >= 3 else 0.0, 0.0, 4.0, 400.0))
     storage.write_samples(rows, devices={"gpu": gpus, "port": ports})
     from metrics.models import RollupCursor
+
     RollupCursor.objects.update(upto=minute)  # as if the rollups had stopped at ``minute``
     tasks.rollup()
     tasks.rollup()  # a rerun writes nothing twice
-    found = AuditEvent.objects.filter(target_id=vm.pk, target_type="vm").exclude(
-        action__in=["vm.create", "vm.update"]).order_by("code")
+    found = (
+        AuditEvent.objects.filter(target_id=vm.pk, target_type="vm")
+        .exclude(action__in=["vm.create", "vm.update"])
+        .order_by("code")
+    )
     assert [(e.action, e.code) for e in found] == [
-        ("vm.gpu_error", "gpu_ecc_uncorrectable"), ("vm.gpu_error", "gpu_xid"),
-        ("vm.link_down", "port_link_down")]
+        ("vm.gpu_error", "gpu_ecc_uncorrectable"),
+        ("vm.gpu_error", "gpu_xid"),
+        ("vm.link_down", "port_link_down"),
+    ]
     xid = found.get(code="gpu_xid")
     assert (xid.params["gpu"], xid.params["xid"], xid.cluster_id) == (3, 79, cluster.pk)
     assert xid.params["at"] == int((minute + timedelta(minutes=2)).timestamp())
@@ -178,9 +218,11 @@ def test_without_per_gpu_rows_the_slowest_member_is_named_from_the_vm_series(log
     minutes of samples, so none of them is 방금 합류."""
     members = list(cluster.members.order_by("name"))
     now = timezone.now()
-    rows = [(vm.pk, now - timedelta(seconds=10 * k + 3), 1.0, 1.0, util, 50.0, 1.0, 1.0,
-             None, None)
-            for vm, util in zip(members, (95.0, 61.5, 93.0), strict=True) for k in range(36)]
+    rows = [
+        (vm.pk, now - timedelta(seconds=10 * k + 3), 1.0, 1.0, util, 50.0, 1.0, 1.0, None, None)
+        for vm, util in zip(members, (95.0, 61.5, 93.0), strict=True)
+        for k in range(36)
+    ]
     storage.write_samples(rows)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 멤버: {members[1].name}</strong>" in html

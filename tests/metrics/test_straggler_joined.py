@@ -26,14 +26,19 @@ def _busy(index, gpu, rng):
 
 
 def test_a_spare_that_joined_two_minutes_ago_is_just_joined_never_the_slowest(
-        login, cluster, world):
+    login, cluster, world
+):
     """Its first minute is the warm-up (low); the others ran the whole hour at ~92%."""
     now = timezone.now()
     old = list(cluster.members.order_by("name"))
     write(old, now - timedelta(minutes=50), now - timedelta(seconds=5), _busy)
     spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
-    write([spare], now - timedelta(minutes=2), now - timedelta(seconds=60),
-          lambda i, g, rng: 30.0 + rng.uniform(0, 5))
+    write(
+        [spare],
+        now - timedelta(minutes=2),
+        now - timedelta(seconds=60),
+        lambda i, g, rng: 30.0 + rng.uniform(0, 5),
+    )
     write([spare], now - timedelta(seconds=60), now - timedelta(seconds=5), _busy)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert "가장 느린 멤버: late-spare" not in html
@@ -45,17 +50,19 @@ def test_a_spare_that_joined_two_minutes_ago_is_just_joined_never_the_slowest(
     assert "late-spare" not in bottom
 
 
-def test_a_member_is_judged_on_the_time_it_was_reporting_not_the_whole_range(
-        login, cluster, world):
+def test_a_member_is_judged_on_the_time_it_was_reporting_not_the_whole_range(login, cluster, world):
     """A member started 20 minutes ago at 93% would be 31% over the hour if the hour counted:
     it is ranked on its own samples, so the real straggler (70%) is the one named."""
     now = timezone.now()
     old = list(cluster.members.order_by("name"))
-    write(old, now - timedelta(minutes=55), now - timedelta(seconds=5),
-          lambda i, g, rng: 70.0 if i == 1 else 95.0)
+    write(
+        old,
+        now - timedelta(minutes=55),
+        now - timedelta(seconds=5),
+        lambda i, g, rng: 70.0 if i == 1 else 95.0,
+    )
     late = world.vm("late-newer", cluster=cluster, status=VmStatus.RUNNING)
-    write([late], now - timedelta(minutes=20), now - timedelta(seconds=5),
-          lambda i, g, rng: 93.0)
+    write([late], now - timedelta(minutes=20), now - timedelta(seconds=5), lambda i, g, rng: 93.0)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 멤버: {old[1].name} (GPU 0)" in html
     assert "방금 합류" not in html
@@ -66,16 +73,27 @@ def test_a_replaced_members_samples_stay_marked_replaced(login, cluster, world):
     """Up to the moment it left: what it sent later (run alone, say) is not this cluster's."""
     now = timezone.now()
     old = list(cluster.members.order_by("name"))
-    write(old, now - timedelta(minutes=40), now - timedelta(minutes=10),
-          lambda i, g, rng: 20.0 if i == 2 else 95.0)
+    write(
+        old,
+        now - timedelta(minutes=40),
+        now - timedelta(minutes=10),
+        lambda i, g, rng: 20.0 if i == 2 else 95.0,
+    )
     bad = old[2]
     bad.cluster, bad.node_rank, bad.status = None, None, VmStatus.STOPPED
     bad.save()
     left = now - timedelta(minutes=10)
-    operation = Operation.objects.create(kind=Operation.Kind.REPLACE, project=cluster.project,
-                                         cluster=cluster, finished_at=left)
-    OperationItem.objects.create(operation=operation, position=0, vm=bad, target_name=bad.name,
-                                 status=OperationItem.Status.SUCCEEDED, finished_at=left)
+    operation = Operation.objects.create(
+        kind=Operation.Kind.REPLACE, project=cluster.project, cluster=cluster, finished_at=left
+    )
+    OperationItem.objects.create(
+        operation=operation,
+        position=0,
+        vm=bad,
+        target_name=bad.name,
+        status=OperationItem.Status.SUCCEEDED,
+        finished_at=left,
+    )
     write([bad], left + timedelta(seconds=10), now, lambda i, g, rng: 99.0)
     html, figures = page(login("viewer"), cluster, range="1h")
     heat = figures["heatmap"]["data"][0]
@@ -97,8 +115,9 @@ def test_three_minutes_in_a_rolled_up_hour_are_still_just_joined(cluster, world)
     old = list(cluster.members.order_by("name"))
     write(old, hour - timedelta(minutes=50), hour + timedelta(minutes=59), _busy)
     spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
-    write([spare], hour + timedelta(minutes=56), hour + timedelta(minutes=59),
-          lambda i, g, rng: 40.0)
+    write(
+        [spare], hour + timedelta(minutes=56), hour + timedelta(minutes=59), lambda i, g, rng: 40.0
+    )
     storage.rollup(now=hour + timedelta(hours=1, minutes=10))
     members = [(vm.pk, vm.name) for vm in [*old, spare]]
     view = straggler.device_view(members, 7 * 86400, now=hour + timedelta(hours=1))

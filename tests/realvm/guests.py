@@ -57,8 +57,9 @@ def far_ids():
     base = random.randrange(10**6, 10**9)
     with connection.cursor() as cursor:
         for model in (VirtualMachine, VirtualCluster):
-            cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)",
-                           [model._meta.db_table, base])
+            cursor.execute(
+                "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)", [model._meta.db_table, base]
+            )
     return base
 
 
@@ -72,9 +73,18 @@ def use_libvirt(settings, live_server):
 
 
 def missing_tools():
-    return [tool for tool in ("libvirtd", "virtlogd", "qemu-system-x86_64", "qemu-img",
-                              "mmdebstrap", "mkfs.ext4")
-            if shutil.which(tool) is None]
+    return [
+        tool
+        for tool in (
+            "libvirtd",
+            "virtlogd",
+            "qemu-system-x86_64",
+            "qemu-img",
+            "mmdebstrap",
+            "mkfs.ext4",
+        )
+        if shutil.which(tool) is None
+    ]
 
 
 def wait_for(predicate, seconds, what):
@@ -95,9 +105,18 @@ def local_host(zone, fabric_type, gpus=32, vfs=4, gpu_model="H100"):
     from clusters.backends.libvirt.inventory import sync_host
 
     host = GpuHost.objects.create(
-        name="local", zone=zone, uri=URI, domain_type="qemu", fabric=fabric_type,
-        block="b1", leaf="l1", rack="r1", emulated_gpus=gpus, emulated_gpu_model=gpu_model,
-        emulated_vfs=vfs)
+        name="local",
+        zone=zone,
+        uri=URI,
+        domain_type="qemu",
+        fabric=fabric_type,
+        block="b1",
+        leaf="l1",
+        rack="r1",
+        emulated_gpus=gpus,
+        emulated_gpu_model=gpu_model,
+        emulated_vfs=vfs,
+    )
     sync_host(host)
     guest_install.install(host, guest_image.current())
     return host
@@ -128,10 +147,14 @@ def agent_up(dom):
 
 def guest_exec(dom, *argv, seconds=30):
     """(exit code, stdout) of ``argv`` run in the guest by its QEMU agent."""
-    pid = agent(dom, "guest-exec", path=argv[0], arg=list(argv[1:]),
-                **{"capture-output": True})["pid"]
-    status = wait_for(lambda: (lambda s: s if s["exited"] else None)(
-        agent(dom, "guest-exec-status", pid=pid)), seconds, f"{argv} in the guest")
+    pid = agent(dom, "guest-exec", path=argv[0], arg=list(argv[1:]), **{"capture-output": True})[
+        "pid"
+    ]
+    status = wait_for(
+        lambda: (lambda s: s if s["exited"] else None)(agent(dom, "guest-exec-status", pid=pid)),
+        seconds,
+        f"{argv} in the guest",
+    )
     return status.get("exitcode"), base64.b64decode(status.get("out-data", "")).decode()
 
 
@@ -146,8 +169,11 @@ def leftovers(vm_ids, cluster_ids):
         for pool in c.listAllStoragePools(0):
             if pool.isActive():
                 pool.refresh(0)
-                found += [v for v in pool.listVolumes()
-                          if any(v.startswith(f"{n}.") or v.startswith(f"{n}-") for n in names)]
+                found += [
+                    v
+                    for v in pool.listVolumes()
+                    if any(v.startswith(f"{n}.") or v.startswith(f"{n}-") for n in names)
+                ]
         return found
     finally:
         c.close()

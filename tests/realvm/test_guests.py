@@ -87,8 +87,10 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
         return len(first) == len(vm_ids)
 
     wait_for(each_reported, BOOT_SECONDS, "a sample from each of the 4 guests")
-    print(f"all 4 실행중 to each one's first sample: {min(first.values()):.0f}-"
-          f"{max(first.values()):.0f} s")
+    print(
+        f"all 4 실행중 to each one's first sample: {min(first.values()):.0f}-"
+        f"{max(first.values()):.0f} s"
+    )
     sample = Sample.objects.filter(vm_id=vm_ids[0]).order_by("-ts").first()
     assert sample.cpu_util is not None and sample.mem_util is not None
     assert sample.gpu_util is None  # no GPU in the guest: null, never zero
@@ -96,11 +98,15 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     # 클러스터 검증 on guests without GPU software: each member's agent runs its jobs and
     # says which tools are missing — 점검 필요, not 응답 없음.
     operation = operations.start_validation(clusters[0].pk, actor=world.admin)
-    wait_for(lambda: Operation.objects.get(pk=operation.pk).done, BOOT_SECONDS,
-             "클러스터 검증 on real guests")
+    wait_for(
+        lambda: Operation.objects.get(pk=operation.pk).done,
+        BOOT_SECONDS,
+        "클러스터 검증 on real guests",
+    )
     run = Operation.objects.get(pk=operation.pk).validation
-    verdicts = {v.vm_name: (v.verdict, [reason_text(r) for r in v.reasons])
-                for v in run.verdicts.all()}
+    verdicts = {
+        v.vm_name: (v.verdict, [reason_text(r) for r in v.reasons]) for v in run.verdicts.all()
+    }
     missing = "nvidia-smi/dcgmi/ib_write_bw/all_reduce_perf가 설치되어 있지 않습니다"
     assert verdicts == {vm.name: (Verdict.WARN, [missing]) for vm in (vms[0], vms[1])}
 
@@ -115,7 +121,8 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
         assert guest_exec(dom, "/bin/ping", "-c", "2", "-W", "3", fabric_ip(peer))[0] == 0
         assert guest_exec(dom, "/bin/ping", "-c", "2", "-W", "3", fabric_ip(stranger))[0] != 0
     assert ipaddress.ip_address(fabric_ip(a1)) not in ipaddress.ip_network(
-        f"{fabric_ip(b1)}/{fabric.BLOCK_PREFIX}", strict=False)
+        f"{fabric_ip(b1)}/{fabric.BLOCK_PREFIX}", strict=False
+    )
 
     # The guest powers off on the ACPI power button (what virDomainShutdown sends); the
     # reconciler then makes the portal say so, and the member starts again.

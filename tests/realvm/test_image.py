@@ -13,8 +13,7 @@ def test_the_image_is_built_once_and_keyed_by_its_inputs(built_image, tmp_path, 
     key = guest_image.input_key()
     assert built_image.directory.name == f"image-{key}"
     agent = tmp_path / "vm_agent"
-    shutil.copytree(guest_image.AGENT_SOURCE, agent,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(guest_image.AGENT_SOURCE, agent, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(guest_image, "AGENT_SOURCE", agent)
     assert guest_image.input_key() == key
     (agent / "agent.py").write_text((agent / "agent.py").read_text() + "\n# changed\n")

@@ -357,11 +357,16 @@ def test_throttle_survives_a_flood_of_ingest_requests_with_random_tokens(scene, 
     for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
         _fail(client, "viewer")
     assert _fail(client, "viewer").status_code == 429
-    batch = {"samples": [{"ts": time.time(), "cpu_util": 1.0, "mem_util": 1.0, "net_rx": 0.0,
-                          "net_tx": 0.0}]}
+    batch = {
+        "samples": [
+            {"ts": time.time(), "cpu_util": 1.0, "mem_util": 1.0, "net_rx": 0.0, "net_tx": 0.0}
+        ]
+    }
     for _request in range(400):
         response = client.post(
-            reverse("metrics:ingest"), batch, content_type="application/json",
+            reverse("metrics:ingest"),
+            batch,
+            content_type="application/json",
             headers={"Authorization": f"Bearer vcm_{secrets.token_hex(16)}"},
         )
         assert response.status_code == 401

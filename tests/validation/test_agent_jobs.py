@@ -107,8 +107,9 @@ def test_members_without_the_tools_are_judged_to_need_a_look_naming_them(
     cluster, tokens = running_pair
     operation = operations.start_validation(cluster.pk, actor=world.admin)
     url = f"{live_server.url}/api/metrics/ingest"
-    runners = [agent_jobs.JobRunner(url, t, infiniband_root=tmp_path / "no-ib")
-               for t in tokens.values()]
+    runners = [
+        agent_jobs.JobRunner(url, t, infiniband_root=tmp_path / "no-ib") for t in tokens.values()
+    ]
     for _round in range(12):
         for thread in [thread for runner in runners for thread in runner.poll_once()]:
             thread.join(30)
@@ -122,7 +123,8 @@ def test_members_without_the_tools_are_judged_to_need_a_look_naming_them(
         assert verdict.verdict == Verdict.WARN
         assert [r["code"] for r in verdict.reasons] == ["tools_missing"]
         assert reason_text(verdict.reasons[0]) == (
-            "nvidia-smi/dcgmi/ib_write_bw/all_reduce_perf가 설치되어 있지 않습니다")
+            "nvidia-smi/dcgmi/ib_write_bw/all_reduce_perf가 설치되어 있지 않습니다"
+        )
 
 
 @pytest.mark.django_db(transaction=True)

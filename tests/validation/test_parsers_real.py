@@ -22,11 +22,19 @@ def parse(tool, name):
     ("name", "hosts", "busbw", "avg"),
     [
         # Out-of-place 338.82 beats in-place 337.35 at 8 GiB.
-        ("all_reduce_perf-h100-2node-16gpu-mpi-8G.txt", ["ztan-mig-235z", "ztan-mig-gq73"],
-         338.82, 70.742),
+        (
+            "all_reduce_perf-h100-2node-16gpu-mpi-8G.txt",
+            ["ztan-mig-235z", "ztan-mig-gq73"],
+            338.82,
+            70.742,
+        ),
         # In-place 220.61 beats out-of-place 219.51 at 8 GiB.
-        ("all_reduce_perf-h100-2node-g8-mpi-8G.txt",
-         ["alpha-test-16way-node-001", "alpha-test-16way-node-002"], 220.61, 50.906),
+        (
+            "all_reduce_perf-h100-2node-g8-mpi-8G.txt",
+            ["alpha-test-16way-node-001", "alpha-test-16way-node-002"],
+            220.61,
+            50.906,
+        ),
     ],
 )
 def test_all_reduce_perf_two_h100_nodes(name, hosts, busbw, avg):

@@ -15,22 +15,28 @@ from vms.models import VirtualMachine, VmStatus
 
 def judge(cluster, verdicts):
     """A finished 검증 run of ``cluster`` with {vm: verdict}."""
-    operation = Operation.objects.create(kind=Operation.Kind.VALIDATE, project=cluster.project,
-                                         cluster=cluster, finished_at=timezone.now())
+    operation = Operation.objects.create(
+        kind=Operation.Kind.VALIDATE,
+        project=cluster.project,
+        cluster=cluster,
+        finished_at=timezone.now(),
+    )
     run = ValidationRun.objects.create(operation=operation, finished_at=timezone.now())
     for vm, verdict in verdicts.items():
         ValidationVerdict.objects.create(run=run, vm=vm, vm_name=vm.name, verdict=verdict)
     return run
 
 
-def test_a_spare_judged_bad_elsewhere_is_marked_and_nothing_is_preselected(
-        login, world, running):
+def test_a_spare_judged_bad_elsewhere_is_marked_and_nothing_is_preselected(login, world, running):
     old = world.cluster("old")
     bad, warn, good = world.vm("spare-bad"), world.vm("spare-warn"), world.vm("spare-ok")
     judge(old, {bad: Verdict.BAD, warn: Verdict.WARN, good: Verdict.OK})
     member = VirtualMachine.objects.get(name="gpu-node-03")
-    page = login("admin").get(reverse("clusters:member_replace", args=[running.pk]),
-                              {"member": member.pk}).text
+    page = (
+        login("admin")
+        .get(reverse("clusters:member_replace", args=[running.pk]), {"member": member.pk})
+        .text
+    )
     rows = dict(re.findall(r'data-spare="([\w-]+)">(.*?)</label>', page, re.S))
     assert set(rows) == {"spare-bad", "spare-warn", "spare-ok"}
     assert 'data-verdict="BAD"' in rows["spare-bad"] and "주의" in rows["spare-bad"]
@@ -43,9 +49,11 @@ def test_a_spare_judged_bad_elsewhere_is_marked_and_nothing_is_preselected(
 def test_the_swap_answers_with_a_progress_card(login, world, running):
     spare = world.vm("spare-01")
     member = VirtualMachine.objects.get(name="gpu-node-03")
-    response = login("admin").post(reverse("clusters:member_replace", args=[running.pk]),
-                                   {"member": member.pk, "spare": spare.pk},
-                                   headers={"HX-Request": "true"})
+    response = login("admin").post(
+        reverse("clusters:member_replace", args=[running.pk]),
+        {"member": member.pk, "spare": spare.pk},
+        headers={"HX-Request": "true"},
+    )
     assert response.status_code == 200
     assert 'class="op-card' in response.text and response["HX-Retarget"] == "#operations"
     assert Operation.objects.filter(kind=Operation.Kind.REPLACE, cluster=running).exists()

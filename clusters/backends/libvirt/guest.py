@@ -43,11 +43,15 @@ RestartSec=5
 WantedBy=multi-user.target
 """
 # Where a cloud image without the agent gets it (the small image has it installed already).
-INSTALL = ("command -v vc-metrics-agent >/dev/null 2>&1 || "
-           "python3 -m pip install --quiet --break-system-packages {spec} || "
-           "python3 -m pip install --quiet {spec}")
-START = ("if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
-         "systemctl enable --now vc-metrics-agent.service; fi")
+INSTALL = (
+    "command -v vc-metrics-agent >/dev/null 2>&1 || "
+    "python3 -m pip install --quiet --break-system-packages {spec} || "
+    "python3 -m pip install --quiet {spec}"
+)
+START = (
+    "if [ -d /run/systemd/system ]; then systemctl daemon-reload && "
+    "systemctl enable --now vc-metrics-agent.service; fi"
+)
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,7 @@ def guest_boot(vm) -> GuestBoot:
     image = guest_image.current()
     if image is None:
         raise GuestImageMissing()
-    return GuestBoot(str(image.kernel), str(image.initrd), image.cmdline,
-                     image.base_volume_name)
+    return GuestBoot(str(image.kernel), str(image.initrd), image.cmdline, image.base_volume_name)
 
 
 def _on_test_driver(vm) -> bool:
@@ -104,20 +107,28 @@ def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, by
     meta = {"instance-id": f"vc-vm-{vm.pk}", "local-hostname": hostname(vm)}
     ethernets = {"mgmt": {"match": {"name": "e*"}, "dhcp4": True}}
     if fabric_address is not None and getattr(fabric_address, "ip", None):
-        ethernets["fabric"] = {"match": {"macaddress": fabric_mac(vm)}, "dhcp4": False,
-                               "addresses": [f"{fabric_address.ip}/{fabric.BLOCK_PREFIX}"]}
+        ethernets["fabric"] = {
+            "match": {"macaddress": fabric_mac(vm)},
+            "dhcp4": False,
+            "addresses": [f"{fabric_address.ip}/{fabric.BLOCK_PREFIX}"],
+        }
     network = {"version": 2, "ethernets": ethernets}
     interval = getattr(settings, "GUEST_AGENT_INTERVAL", 10)
-    environment = (f"METRICS_AGENT_URL={ingest_url(portal_url)}\n"
-                   f"METRICS_AGENT_TOKEN={metrics_token}\n"
-                   f"METRICS_AGENT_INTERVAL={interval}\n")
+    environment = (
+        f"METRICS_AGENT_URL={ingest_url(portal_url)}\n"
+        f"METRICS_AGENT_TOKEN={metrics_token}\n"
+        f"METRICS_AGENT_INTERVAL={interval}\n"
+    )
     spec = getattr(settings, "GUEST_AGENT_PIP_SPEC", "vc-metrics-agent")
     user = {
         "hostname": hostname(vm),
         "write_files": [
             {"path": ENV_FILE, "permissions": "0600", "content": environment},
-            {"path": "/etc/systemd/system/vc-metrics-agent.service", "permissions": "0644",
-             "content": UNIT},
+            {
+                "path": "/etc/systemd/system/vc-metrics-agent.service",
+                "permissions": "0644",
+                "content": UNIT,
+            },
         ],
         "runcmd": [["sh", "-c", INSTALL.format(spec=spec)], ["sh", "-c", START]],
     }
@@ -142,8 +153,13 @@ def write_seed_iso(files: dict[str, bytes], path) -> None:
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
     for number, (name, data) in enumerate(sorted(files.items())):
         short = re.sub(r"[^A-Z0-9]", "", name.upper())[:8] or f"FILE{number}"
-        iso.add_fp(io.BytesIO(data), len(data), f"/{short}{number}.;1", rr_name=name,
-                   joliet_path=f"/{name}")
+        iso.add_fp(
+            io.BytesIO(data),
+            len(data),
+            f"/{short}{number}.;1",
+            rr_name=name,
+            joliet_path=f"/{name}",
+        )
     target = Path(path)
     partial = target.with_name(target.name + ".partial")
     iso.write(str(partial))

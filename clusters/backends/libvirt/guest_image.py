@@ -15,15 +15,10 @@ Three cached layers under ``var/guest/``, each rebuilt only when its own inputs 
 
 ``current()`` answers the newest complete image; ``build()`` makes it."""
 
-import gzip
 import hashlib
-import io
 import json
-import lzma
 import os
 import shutil
-import stat
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,15 +27,23 @@ from pathlib import Path
 
 from django.conf import settings
 
+from . import guest_kernel
+from .guest_steps import ImageError
+from .guest_steps import log as _log
+from .guest_steps import run as _run
+
 SUITE = "bookworm"
-PACKAGES = ("python3", "python3-psutil", "python3-pip", "python3-yaml", "busybox-static",
-            "qemu-guest-agent", "ca-certificates")
-KERNEL_PACKAGE = "linux-image-amd64"
+PACKAGES = (
+    "python3",
+    "python3-psutil",
+    "python3-pip",
+    "python3-yaml",
+    "busybox-static",
+    "qemu-guest-agent",
+    "ca-certificates",
+)
 # virtio disk/NIC/console/rng, ext4 (crc32c is asked for by name, so it is listed), the seed's
 # CD-ROM (IDE or SATA) and ISO 9660, the ACPI power button and evdev (busybox acpid reads it).
-MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "virtio_rng",
-           "virtio_scsi", "crc32c_generic", "ext4", "isofs", "ata_piix", "ahci", "sr_mod",
-           "button", "evdev")
 ROOT_SIZE = "1G"
 ROOT_LABEL = "vc-root"
 CMDLINE = f"console=ttyS0 root=LABEL={ROOT_LABEL} rw quiet"
@@ -63,10 +66,6 @@ BUSYBOX_OWNS = ("sbin/init", "sbin/poweroff", "sbin/reboot", "sbin/halt")
 BASE_VOLUME = "vc-base-{key}.qcow2"  # the image's base volume in a host's storage pool
 
 
-class ImageError(Exception):
-    """A step of the build failed; the message says which and why."""
-
-
 @dataclass(frozen=True)
 class Image:
     directory: Path
@@ -82,8 +81,9 @@ class Image:
 
 
 def root() -> Path:
-    return Path(getattr(settings, "GUEST_IMAGE_DIR", None) or Path(settings.BASE_DIR) / "var"
-                / "guest")
+    return Path(
+        getattr(settings, "GUEST_IMAGE_DIR", None) or Path(settings.BASE_DIR) / "var" / "guest"
+    )
 
 
 def _digest(*parts) -> str:
@@ -98,34 +98,18 @@ def _tree_digest(directory: Path, pattern="*") -> str:
     return _digest(*[p.name.encode() + b"\0" + p.read_bytes() for p in files])
 
 
-def _run(argv, step, **kwargs):
-    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
-    if done.returncode:
-        raise ImageError(f"{step}: {' '.join(map(str, argv))} exited {done.returncode}: "
-                         f"{(done.stderr or done.stdout)[-2000:]}")
-    return done.stdout
-
-
-def _log(out, message):
-    if out is not None:
-        out.write(message + "\n")
-        out.flush()
-
-
-def kernel_version() -> str:
-    """The versioned kernel package ``linux-image-amd64`` depends on (``apt-cache``)."""
-    out = _run(["apt-cache", "depends", KERNEL_PACKAGE], "kernel")
-    for line in out.splitlines():
-        name = line.split(":", 1)[-1].strip()
-        if line.strip().startswith("Depends:") and name.startswith("linux-image-"):
-            return name
-    raise ImageError(f"kernel: {KERNEL_PACKAGE} names no kernel package")
-
-
 def input_key() -> str:
-    return _digest(SUITE, PACKAGES, MODULES, CMDLINE, kernel_version(),
-                   _tree_digest(AGENT_SOURCE, "*.py"), _tree_digest(AGENT_SOURCE, "*.toml"),
-                   _tree_digest(FILES), Path(__file__).read_bytes())
+    return _digest(
+        SUITE,
+        PACKAGES,
+        guest_kernel.MODULES,
+        CMDLINE,
+        guest_kernel.kernel_version(),
+        _tree_digest(AGENT_SOURCE, "*.py"),
+        _tree_digest(AGENT_SOURCE, "*.toml"),
+        _tree_digest(FILES),
+        Path(__file__).read_bytes(),
+    )
 
 
 def current() -> Image | None:
@@ -138,8 +122,13 @@ def current() -> Image | None:
 
 
 def _image(directory: Path) -> Image:
-    return Image(directory, directory / "vmlinux", directory / "initrd.img",
-                 directory / "base.qcow2", CMDLINE)
+    return Image(
+        directory,
+        directory / "vmlinux",
+        directory / "initrd.img",
+        directory / "base.qcow2",
+        CMDLINE,
+    )
 
 
 def build(out=sys.stdout, force=False) -> tuple[Image, bool]:
@@ -154,7 +143,7 @@ def build(out=sys.stdout, force=False) -> tuple[Image, bool]:
         return _image(directory), False
     started = time.monotonic()
     rootfs = _rootfs(base, out)
-    kernel = _kernel(base, out)
+    kernel = guest_kernel.fetch(base, out)
     wheel = _wheel(base, out)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=base))
     try:
@@ -165,20 +154,31 @@ def build(out=sys.stdout, force=False) -> tuple[Image, bool]:
         _customise(tree, wheel, out)
         _log(out, "making the ext4 file system and the qcow2 base volume")
         raw = work / "base.raw"
-        _run(["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-d", str(tree), str(raw), ROOT_SIZE],
-             "mkfs")
-        _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(work / "base.qcow2")],
-             "qemu-img")
+        _run(
+            ["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-d", str(tree), str(raw), ROOT_SIZE],
+            "mkfs",
+        )
+        _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(work / "base.qcow2")], "qemu-img")
         raw.unlink()
         shutil.rmtree(tree)
         busybox = work / "busybox"
-        (work / "initrd.img").write_bytes(_initramfs(busybox, kernel))
+        (work / "initrd.img").write_bytes(guest_kernel.initramfs(busybox, kernel, FILES / "init"))
         busybox.unlink()
         shutil.copyfile(kernel / "vmlinux", work / "vmlinux")
-        (work / "manifest.json").write_text(json.dumps({
-            "key": key, "suite": SUITE, "packages": PACKAGES, "kernel": kernel.name,
-            "wheel": wheel.name, "cmdline": CMDLINE,
-            "seconds": round(time.monotonic() - started, 1)}, indent=1))
+        (work / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "key": key,
+                    "suite": SUITE,
+                    "packages": PACKAGES,
+                    "kernel": kernel.name,
+                    "wheel": wheel.name,
+                    "cmdline": CMDLINE,
+                    "seconds": round(time.monotonic() - started, 1),
+                },
+                indent=1,
+            )
+        )
         for path in work.iterdir():
             os.chmod(path, 0o644)
         os.chmod(work, 0o755)
@@ -205,84 +205,27 @@ def _rootfs(base: Path, out) -> Path:
         return tar
     _log(out, f"mmdebstrap {SUITE} ({', '.join(PACKAGES)}): about 2 minutes")
     partial = tar.with_suffix(".partial")
-    _run(["mmdebstrap", "--variant=minbase", "--format=tar", "--quiet",
-          f"--include={','.join(PACKAGES)}",
-          SUITE, str(partial)], "mmdebstrap")
+    _run(
+        [
+            "mmdebstrap",
+            "--variant=minbase",
+            "--format=tar",
+            "--quiet",
+            f"--include={','.join(PACKAGES)}",
+            SUITE,
+            str(partial),
+        ],
+        "mmdebstrap",
+    )
     partial.rename(tar)
     return tar
 
 
-def _kernel(base: Path, out) -> Path:
-    package = kernel_version()
-    directory = base / f"kernel-{package}"
-    if (directory / "modules.order").exists():
-        return directory
-    _log(out, f"fetching {package} (apt-get download; the host is untouched)")
-    work = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
-    try:
-        _run(["apt-get", "download", "-q", package], "apt-get download", cwd=work)
-        (deb,) = work.glob("*.deb")
-        _run(["dpkg-deb", "-x", str(deb), str(work / "x")], "dpkg-deb")
-        (vmlinuz,) = (work / "x" / "boot").glob("vmlinuz-*")
-        staged = work / "staged"
-        (staged / "modules").mkdir(parents=True)
-        (staged / "vmlinux").write_bytes(_decompress(vmlinuz.read_bytes()))
-        (modules_root,) = (work / "x" / "lib" / "modules").iterdir()
-        order = _module_order(modules_root)
-        for relative in order:
-            shutil.copyfile(modules_root / relative, staged / "modules" / Path(relative).name)
-        (staged / "modules.order").write_text(
-            "\n".join(Path(relative).name for relative in order) + "\n")
-        staged.rename(directory)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return directory
-
-
-def _decompress(bzimage: bytes) -> bytes:
-    """The ELF vmlinux inside a bzImage (Debian compresses it with XZ)."""
-    start = bzimage.find(b"\xfd7zXZ\x00")
-    if start < 0:
-        raise ImageError("kernel: no XZ stream in the bzImage")
-    elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(bzimage[start:])
-    if not elf.startswith(b"\x7fELF"):
-        raise ImageError("kernel: the bzImage's payload is not an ELF vmlinux")
-    return elf
-
-
-def _module_order(modules_root: Path) -> list[str]:
-    """``MODULES`` and their dependencies, each after what it needs. The package ships no
-    ``modules.dep`` (depmod makes it at install), so each module's ``.modinfo`` says."""
-    by_name = {_module_name(path.name): str(path.relative_to(modules_root))
-               for path in modules_root.rglob("*.ko")}
-    order, seen = [], set()
-
-    def visit(path):
-        if path in seen:
-            return
-        seen.add(path)
-        data = (modules_root / path).read_bytes()
-        start = data.find(b"\0depends=")
-        needs = data[start + 9:data.index(b"\0", start + 1)].decode() if start >= 0 else ""
-        for need in filter(None, needs.split(",")):
-            if _module_name(need) in by_name:
-                visit(by_name[_module_name(need)])
-        order.append(path)
-
-    for name in MODULES:
-        if name in by_name:  # built into the kernel when it is not a module
-            visit(by_name[name])
-    return order
-
-
-def _module_name(name: str) -> str:
-    return name.removesuffix(".ko").replace("-", "_")
-
-
 def _wheel(base: Path, out) -> Path:
     """The agent's wheel, built by pip from ``metrics/vm_agent`` (its own pyproject)."""
-    directory = base / f"wheel-{_tree_digest(AGENT_SOURCE, '*.py')}-" \
-                       f"{_tree_digest(AGENT_SOURCE, '*.toml')}"
+    directory = (
+        base / f"wheel-{_tree_digest(AGENT_SOURCE, '*.py')}-{_tree_digest(AGENT_SOURCE, '*.toml')}"
+    )
     wheels = list(directory.glob("*.whl"))
     if wheels:
         return wheels[0]
@@ -291,8 +234,21 @@ def _wheel(base: Path, out) -> Path:
     try:
         source = work / "src"  # pip builds in place: keep build/ out of the repository
         shutil.copytree(AGENT_SOURCE, source, ignore=shutil.ignore_patterns("__pycache__"))
-        _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-              "--disable-pip-version-check", "-w", str(work / "out"), str(source)], "pip wheel")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-w",
+                str(work / "out"),
+                str(source),
+            ],
+            "pip wheel",
+        )
         (work / "out").rename(directory)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -318,37 +274,25 @@ def _customise(tree: Path, wheel: Path, out):
     (tree / "etc" / "resolv.conf").unlink(missing_ok=True)
     _log(out, f"installing {wheel.name} with pip inside the guest")
     shutil.copyfile(wheel, tree / "tmp" / wheel.name)
-    _run(["chroot", str(tree), "python3", "-m", "pip", "install", "--quiet", "--no-index",
-          "--break-system-packages", "--disable-pip-version-check", f"/tmp/{wheel.name}"],
-         "pip install (in the guest)")
+    _run(
+        [
+            "chroot",
+            str(tree),
+            "python3",
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--break-system-packages",
+            "--disable-pip-version-check",
+            f"/tmp/{wheel.name}",
+        ],
+        "pip install (in the guest)",
+    )
     (tree / "tmp" / wheel.name).unlink()
     if not (tree / "usr" / "local" / "bin" / "vc-metrics-agent").exists():
         raise ImageError("pip install (in the guest): no vc-metrics-agent console script")
     shutil.copyfile(tree / "bin" / "busybox", tree.parent / "busybox")
     for cache in (tree / "var" / "cache" / "apt").glob("*.bin"):
         cache.unlink()
-
-
-def _initramfs(busybox: Path, kernel: Path) -> bytes:
-    """A gzipped newc cpio: busybox, ``guest_files/init`` and the kernel's modules in order."""
-    archive = io.BytesIO()
-    inode = iter(range(1, 1_000_000))
-
-    def add(name, mode, data=b"", rdev=(0, 0)):
-        header = "070701" + "".join(f"{value:08x}" for value in (
-            next(inode), mode, 0, 0, 1, 0, len(data), 0, 0, *rdev, len(name) + 1, 0))
-        archive.write(header.encode() + name.encode() + b"\0")
-        archive.write(b"\0" * (-archive.tell() % 4))
-        archive.write(data)
-        archive.write(b"\0" * (-archive.tell() % 4))
-
-    for directory in ("bin", "dev", "proc", "sys", "newroot", "modules"):
-        add(directory, stat.S_IFDIR | 0o755)
-    add("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1))  # the kernel opens it before devtmpfs
-    add("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes())
-    add("init", stat.S_IFREG | 0o755, (FILES / "init").read_bytes())
-    add("modules.order", stat.S_IFREG | 0o644, (kernel / "modules.order").read_bytes())
-    for module in (kernel / "modules.order").read_text().split():
-        add(f"modules/{module}", stat.S_IFREG | 0o644, (kernel / "modules" / module).read_bytes())
-    add("TRAILER!!!", 0)
-    return gzip.compress(archive.getvalue(), compresslevel=6, mtime=0)

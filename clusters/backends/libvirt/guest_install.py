@@ -21,8 +21,8 @@ def ensure_pool(conn, name):
     if pool is None:
         target = POOL_ROOT / name
         pool = conn.storagePoolDefineXML(
-            f"<pool type='dir'><name>{name}</name><target><path>{target}</path></target></pool>",
-            0)
+            f"<pool type='dir'><name>{name}</name><target><path>{target}</path></target></pool>", 0
+        )
         pool.build(0)
         pool.setAutostart(True)
     if not pool.isActive():
@@ -42,7 +42,9 @@ def ensure_base(pool, image: "guest_image.Image") -> str:
         stale.delete(0)
     volume = pool.createXML(
         f"<volume><name>{partial}</name><capacity unit='B'>{size}</capacity>"
-        "<target><format type='raw'/></target></volume>", 0)
+        "<target><format type='raw'/></target></volume>",
+        0,
+    )
     stream = pool.connect().newStream(0)
     volume.upload(stream, 0, size, 0)
     with image.base_volume.open("rb") as source:
@@ -52,7 +54,10 @@ def ensure_base(pool, image: "guest_image.Image") -> str:
     # A volume is renamed by cloning it: write the final name only once the upload is whole.
     pool.createXMLFrom(
         f"<volume><name>{name}</name><capacity unit='B'>{size}</capacity>"
-        "<target><format type='qcow2'/></target></volume>", volume, 0)
+        "<target><format type='qcow2'/></target></volume>",
+        volume,
+        0,
+    )
     volume.delete(0)
     pool.refresh(0)
     return name

@@ -24,5 +24,6 @@ class Command(BaseCommand):
         except guest_image.ImageError as error:
             raise CommandError(str(error)) from error
         state = "built" if built else "up to date"
-        self.stdout.write(f"guest image {state} in {time.monotonic() - started:.1f} s: "
-                          f"{image.directory}")
+        self.stdout.write(
+            f"guest image {state} in {time.monotonic() - started:.1f} s: {image.directory}"
+        )

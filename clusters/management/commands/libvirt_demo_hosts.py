@@ -41,19 +41,29 @@ def prepare(out) -> list[GpuHost]:
     out.write(f"guest image {'built' if built else 'up to date'}: {image.directory.name}\n")
     hosts = []
     for name, (zone, fabric, itype, gpus, vfs) in HOSTS.items():
-        host, _created = GpuHost.objects.update_or_create(name=name, defaults={
-            "zone": Zone.objects.get(code=zone), "uri": URI, "domain_type": "qemu",
-            "fabric": fabric, "block": "b1", "leaf": "l1", "rack": "r1",
-            "emulated_gpus": gpus, "emulated_vfs": vfs,
-            "emulated_gpu_model": InstanceType.objects.get(code=itype).gpu_model,
-        })
+        host, _created = GpuHost.objects.update_or_create(
+            name=name,
+            defaults={
+                "zone": Zone.objects.get(code=zone),
+                "uri": URI,
+                "domain_type": "qemu",
+                "fabric": fabric,
+                "block": "b1",
+                "leaf": "l1",
+                "rack": "r1",
+                "emulated_gpus": gpus,
+                "emulated_vfs": vfs,
+                "emulated_gpu_model": InstanceType.objects.get(code=itype).gpu_model,
+            },
+        )
         sync_host(host)
         hosts.append(host)
     volume = guest_install.install(hosts[0], image)  # one pool: the hosts share this libvirtd
     out.write(f"GPU hosts {', '.join(HOSTS)} on {URI}, base volume {volume}\n")
     running = [name for name, spec in DEMO_VMS.items() if spec[-1]]
-    for vm in VirtualMachine.objects.filter(name__in=running, project__slug="demo",
-                                            status=VmStatus.STOPPED):
+    for vm in VirtualMachine.objects.filter(
+        name__in=running, project__slug="demo", status=VmStatus.STOPPED
+    ):
         vm_services.start_vm(vm.pk, actor=None)
         vm_progress.advance_vm(vm.pk)
     return hosts

@@ -100,8 +100,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--addrport", default="127.0.0.1:8000")
         parser.add_argument(
-            "--backend", choices=("simulator", "libvirt"), default="simulator",
-            help="libvirt: real TCG guests on this machine (.ci/realvm-demo sets it up)")
+            "--backend",
+            choices=("simulator", "libvirt"),
+            default="simulator",
+            help="libvirt: real TCG guests on this machine (.ci/realvm-demo sets it up)",
+        )
 
     def handle(self, *args, addrport, backend, **options):
         check_port(addrport)

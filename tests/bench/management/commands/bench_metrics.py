@@ -105,26 +105,38 @@ class Command(BaseCommand):
         chart_ratio, sizes = self.bench_charts(cluster)
         view_ratio, view_size = devices.bench_view(cluster, self.say)
         self.say("")
-        self.say(f"== summary: ratio of throughputs, and of work per CPU-second (target); "
-                 f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs ==")
-        self.say(f"ingest agent-sized / minimal POST view : {agent_ratio:.2f}, "
-                 f"CPU {agent_cpu_ratio:.2f}  (>= {TARGETS['agent']})")
-        self.say(f"ingest backlog / raw COPY             : {backlog_ratio:.2f}, "
-                 f"CPU {backlog_cpu_ratio:.2f}  (>= {TARGETS['backlog']})")
-        self.say(f"metrics tab 7d / 1h server time       : {chart_ratio:.2f}  "
-                 f"(<= {TARGETS['chart']})")
-        self.say(f"largest metrics tab response          : {max(sizes.values()) / 1024:.1f} KB"
-                 f"  (<= {TARGETS['size_kb']} KB)")
-        self.say(f"heatmap + 하위 5, 24h / 1h server time : {view_ratio:.2f}  "
-                 f"(<= {TARGETS['view']}); 24h size {view_size / 1024:.1f} KB "
-                 f"(<= {TARGETS['size_kb']} KB)")
+        self.say(
+            f"== summary: ratio of throughputs, and of work per CPU-second (target); "
+            f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs =="
+        )
+        self.say(
+            f"ingest agent-sized / minimal POST view : {agent_ratio:.2f}, "
+            f"CPU {agent_cpu_ratio:.2f}  (>= {TARGETS['agent']})"
+        )
+        self.say(
+            f"ingest backlog / raw COPY             : {backlog_ratio:.2f}, "
+            f"CPU {backlog_cpu_ratio:.2f}  (>= {TARGETS['backlog']})"
+        )
+        self.say(
+            f"metrics tab 7d / 1h server time       : {chart_ratio:.2f}  (<= {TARGETS['chart']})"
+        )
+        self.say(
+            f"largest metrics tab response          : {max(sizes.values()) / 1024:.1f} KB"
+            f"  (<= {TARGETS['size_kb']} KB)"
+        )
+        self.say(
+            f"heatmap + 하위 5, 24h / 1h server time : {view_ratio:.2f}  "
+            f"(<= {TARGETS['view']}); 24h size {view_size / 1024:.1f} KB "
+            f"(<= {TARGETS['size_kb']} KB)"
+        )
 
     def generate(self, vms, now):
         days = self.opts["days"]
         end = now.replace(microsecond=0)
         start = end - timedelta(days=days)
         storage.ensure_partitions(
-            {(start + timedelta(days=d)).astimezone(UTC).date() for d in range(days + 2)})
+            {(start + timedelta(days=d)).astimezone(UTC).date() for d in range(days + 2)}
+        )
         self.say(f"generating {len(vms)} VMs x {days} days of {INTERVAL}-second samples …")
         t0 = time.perf_counter()
         with connection.cursor() as cursor:
@@ -141,8 +153,12 @@ class Command(BaseCommand):
                 FROM unnest(%s::bigint[]) AS v,
                      generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t
                 """,
-                [[vm.pk for vm in vms], start, end - timedelta(seconds=INTERVAL),
-                 f"{INTERVAL} seconds"],
+                [
+                    [vm.pk for vm in vms],
+                    start,
+                    end - timedelta(seconds=INTERVAL),
+                    f"{INTERVAL} seconds",
+                ],
             )
             rows = cursor.rowcount
         generated = time.perf_counter() - t0
@@ -158,15 +174,20 @@ class Command(BaseCommand):
             cursor.execute(
                 "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_inherits i "
                 "JOIN pg_class c ON c.oid = i.inhrelid "
-                "WHERE i.inhparent = 'metrics_sample'::regclass")
+                "WHERE i.inhparent = 'metrics_sample'::regclass"
+            )
             raw_size = cursor.fetchone()[0]
-            cursor.execute("SELECT count(*), pg_size_pretty(pg_total_relation_size("
-                           "'metrics_minuterollup')) FROM metrics_minuterollup")
+            cursor.execute(
+                "SELECT count(*), pg_size_pretty(pg_total_relation_size("
+                "'metrics_minuterollup')) FROM metrics_minuterollup"
+            )
             minute_rows, minute_size = cursor.fetchone()
             cursor.execute("SELECT count(*) FROM metrics_hourrollup")
             hour_rows = cursor.fetchone()[0]
-        self.say(f"  raw {raw_size}; minute rollups {minute_rows:,} rows ({minute_size}); "
-                 f"hour rollups {hour_rows:,} rows")
+        self.say(
+            f"  raw {raw_size}; minute rollups {minute_rows:,} rows ({minute_size}); "
+            f"hour rollups {hour_rows:,} rows"
+        )
 
     # -----------------------------------------------------------------------------------------
     # HTTP
@@ -184,17 +205,25 @@ class Command(BaseCommand):
         command = gunicorn_command(port, self.opts["workers"], self.opts["threads"], keep_alive=30)
         server = self.children.spawn(command, "gunicorn", env)
         self.children.wait_listening(server, "gunicorn", port)
-        self.say(f"gunicorn on 127.0.0.1:{port} ({self.opts['workers']} workers x "
-                 f"{self.opts['threads']} threads)")
+        self.say(
+            f"gunicorn on 127.0.0.1:{port} ({self.opts['workers']} workers x "
+            f"{self.opts['threads']} threads)"
+        )
         return "127.0.0.1", port
 
     def cpu_seconds(self):
         """{(role, pid): CPU seconds so far} of everything a measurement runs on: this
         process (the clients), gunicorn's workers, the bench database's backends."""
-        roles = {"client": [os.getpid()], "gunicorn": self.children.pids(),
-                 "database": database_backend_pids()}
-        return {(role, pid): seconds for role, pids in roles.items()
-                for pid, seconds in cpu_seconds(pids).items()}
+        roles = {
+            "client": [os.getpid()],
+            "gunicorn": self.children.pids(),
+            "database": database_backend_pids(),
+        }
+        return {
+            (role, pid): seconds
+            for role, pids in roles.items()
+            for pid, seconds in cpu_seconds(pids).items()
+        }
 
     def interleaved(self, first, second):
         """Alternate short rounds of two measurements (``measure(round) -> (units, wall
@@ -225,16 +254,32 @@ class Command(BaseCommand):
 
     @staticmethod
     def split(by_role):
-        return " + ".join(f"{by_role.get(role, 0.0):.2f} {role}"
-                          for role in ("client", "gunicorn", "database")) + " CPU ms"
+        return (
+            " + ".join(
+                f"{by_role.get(role, 0.0):.2f} {role}"
+                for role in ("client", "gunicorn", "database")
+            )
+            + " CPU ms"
+        )
 
     @staticmethod
     def agent_row(ts):
         """One interval of an 8-GPU, 4-port VM, as metrics.agent sends it (values in FIELDS
         order: the host's, then its GPUs and ports)."""
         gpus, ports = devices.agent_devices()
-        return [ts, 31.25, 42.5, 96.5, 78.25, 55012345.5, 6012345.5, 20123456789.5,
-                21123456789.5, gpus, ports]
+        return [
+            ts,
+            31.25,
+            42.5,
+            96.5,
+            78.25,
+            55012345.5,
+            6012345.5,
+            20123456789.5,
+            21123456789.5,
+            gpus,
+            ports,
+        ]
 
     def bench_agent_sized(self, address, tokens):
         clients = self.opts["clients"]
@@ -253,20 +298,26 @@ class Command(BaseCommand):
             body = orjson.dumps({"fields": FIELDS, "rows": [row]})
             return "/api/metrics/ingest", body, tokens[index]
 
-        self.say(f"agent-sized batches, {clients} clients, {self.opts['seconds']:g} s each, "
-                 "interleaved:")
+        self.say(
+            f"agent-sized batches, {clients} clients, {self.opts['seconds']:g} s each, interleaved:"
+        )
         hammer(address, clients, check, 1.0)  # warm up workers and pools
         hammer(address, clients, ingest, 1.0)
         seconds = self.opts["seconds"] / ROUNDS
-        (check_rate, check_cpu, check_split), (ingest_rate, ingest_cpu, ingest_split) = \
+        (check_rate, check_cpu, check_split), (ingest_rate, ingest_cpu, ingest_split) = (
             self.interleaved(
-            lambda _round: hammer(address, clients, check, seconds),
-            lambda _round: hammer(address, clients, ingest, seconds),
+                lambda _round: hammer(address, clients, check, seconds),
+                lambda _round: hammer(address, clients, ingest, seconds),
+            )
         )
-        self.say(f"  minimal authenticated POST view : {check_rate:,.0f} POSTs/s, "
-                 f"{check_cpu:,.0f} per CPU-second ({self.split(check_split)} per POST)")
-        self.say(f"  ingest endpoint (host+8 GPU+4 port): {ingest_rate:,.0f} POSTs/s, "
-                 f"{ingest_cpu:,.0f} per CPU-second ({self.split(ingest_split)} per POST)")
+        self.say(
+            f"  minimal authenticated POST view : {check_rate:,.0f} POSTs/s, "
+            f"{check_cpu:,.0f} per CPU-second ({self.split(check_split)} per POST)"
+        )
+        self.say(
+            f"  ingest endpoint (host+8 GPU+4 port): {ingest_rate:,.0f} POSTs/s, "
+            f"{ingest_cpu:,.0f} per CPU-second ({self.split(ingest_split)} per POST)"
+        )
         return ingest_rate / check_rate, ingest_cpu / check_cpu
 
     def bench_backlog(self, address, tokens, vms):
@@ -285,21 +336,40 @@ class Command(BaseCommand):
             figures that vary like real ones, rounded as the agent rounds them (so the gzip
             ratio is realistic)."""
             first = start + offset + n * 10.0
-            return [[round(first + j * 0.01, 4), round(rng.uniform(20, 40), 2),
-                     round(rng.uniform(40, 45), 2), round(rng.uniform(85, 99), 2),
-                     round(rng.uniform(75, 80), 2), round(rng.uniform(0, 6e7), 2),
-                     round(rng.uniform(0, 6e6), 2), round(rng.uniform(0, 2e10), 2),
-                     round(rng.uniform(0, 2e10), 2)] for j in range(BACKLOG)]
+            return [
+                [
+                    round(first + j * 0.01, 4),
+                    round(rng.uniform(20, 40), 2),
+                    round(rng.uniform(40, 45), 2),
+                    round(rng.uniform(85, 99), 2),
+                    round(rng.uniform(75, 80), 2),
+                    round(rng.uniform(0, 6e7), 2),
+                    round(rng.uniform(0, 6e6), 2),
+                    round(rng.uniform(0, 2e10), 2),
+                    round(rng.uniform(0, 2e10), 2),
+                ]
+                for j in range(BACKLOG)
+            ]
 
         total = per_round * rounds
         # Built ahead of the clock, so the client's own encoding does not count.
         # Host rows only, as issue 5 measured them against a COPY of the same rows.
-        bodies = [[gzip.compress(orjson.dumps({"fields": FIELDS[:9], "rows": batch(n, 0.0003)}),
-                                 compresslevel=5, mtime=0) for n in range(total)]
-                  for _i in range(clients)]
+        bodies = [
+            [
+                gzip.compress(
+                    orjson.dumps({"fields": FIELDS[:9], "rows": batch(n, 0.0003)}),
+                    compresslevel=5,
+                    mtime=0,
+                )
+                for n in range(total)
+            ]
+            for _i in range(clients)
+        ]
         decoded = [[batch(n, 0.0007) for n in range(total)] for _i in range(clients)]
-        self.say(f"backlog batches of {BACKLOG} samples ({len(bodies[0][0]) // 1024} KB gzipped), "
-                 f"{clients} concurrent streams, {per_round} batches each per round, interleaved:")
+        self.say(
+            f"backlog batches of {BACKLOG} samples ({len(bodies[0][0]) // 1024} KB gzipped), "
+            f"{clients} concurrent streams, {per_round} batches each per round, interleaved:"
+        )
 
         def ingest_round(round_index):
             def request(index, n):
@@ -307,6 +377,7 @@ class Command(BaseCommand):
                     return None
                 body = bodies[index][round_index * per_round + n]
                 return "/api/metrics/ingest", body, tokens[index]
+
             return hammer(address, self.opts["clients"], request, 3600)
 
         connections = [psycopg.connect(database_url(), autocommit=True) for _ in range(clients)]
@@ -322,7 +393,8 @@ class Command(BaseCommand):
                             copy.set_types(PG_TYPES)
                             for ts, *metrics in samples:
                                 copy.write_row(
-                                    (vm_id, datetime.fromtimestamp(ts, tz=UTC), *metrics))
+                                    (vm_id, datetime.fromtimestamp(ts, tz=UTC), *metrics)
+                                )
                     counts[index] += 1
 
             counts = [0] * clients
@@ -330,14 +402,19 @@ class Command(BaseCommand):
 
         try:
             (http_rate, http_cpu, http_split), (copy_rate, copy_cpu, copy_split) = self.interleaved(
-                ingest_round, copy_round)
+                ingest_round, copy_round
+            )
         finally:
             for conn in connections:
                 conn.close()
-        self.say(f"  ingest endpoint : {http_rate * BACKLOG:,.0f} samples/s, "
-                 f"{http_cpu * BACKLOG:,.0f} per CPU-second ({self.split(http_split)} per batch)")
-        self.say(f"  raw psycopg COPY: {copy_rate * BACKLOG:,.0f} samples/s, "
-                 f"{copy_cpu * BACKLOG:,.0f} per CPU-second ({self.split(copy_split)} per batch)")
+        self.say(
+            f"  ingest endpoint : {http_rate * BACKLOG:,.0f} samples/s, "
+            f"{http_cpu * BACKLOG:,.0f} per CPU-second ({self.split(http_split)} per batch)"
+        )
+        self.say(
+            f"  raw psycopg COPY: {copy_rate * BACKLOG:,.0f} samples/s, "
+            f"{copy_cpu * BACKLOG:,.0f} per CPU-second ({self.split(copy_split)} per batch)"
+        )
         return http_rate / copy_rate, http_cpu / copy_cpu
 
     # -----------------------------------------------------------------------------------------
@@ -362,6 +439,7 @@ class Command(BaseCommand):
                 label = f"{key}{' per member' if per_member == '1' else ''}"
                 times[label] = statistics.median(samples)
                 sizes[label] = len(response.content)
-                self.say(f"  {label:<15} {times[label] * 1000:7.1f} ms  "
-                         f"{sizes[label] / 1024:6.1f} KB")
+                self.say(
+                    f"  {label:<15} {times[label] * 1000:7.1f} ms  {sizes[label] / 1024:6.1f} KB"
+                )
         return times["7d"] / times["1h"], sizes

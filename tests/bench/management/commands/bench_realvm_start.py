@@ -49,9 +49,11 @@ class Command(BaseCommand):
         try:
             with (
                 scratch_database(keep=opts["keep"], say=self.stdout.write),
-                override_settings(COMPUTE_BACKEND="clusters.backends.libvirt.LibvirtBackend",
-                                  LIBVIRT_DOMAIN_TYPE="qemu",
-                                  LIBVIRT_PORTAL_URL="http://10.0.2.2:8000"),
+                override_settings(
+                    COMPUTE_BACKEND="clusters.backends.libvirt.LibvirtBackend",
+                    LIBVIRT_DOMAIN_TYPE="qemu",
+                    LIBVIRT_PORTAL_URL="http://10.0.2.2:8000",
+                ),
             ):
                 self.run_bench(opts["rounds"])
         finally:
@@ -79,36 +81,59 @@ class Command(BaseCommand):
         )
 
         zone = Zone.objects.create(code="bench-1a", name="bench")
-        itype = InstanceType.objects.create(code="gpu.h100x8", gpu_model="H100", gpu_count=8,
-                                            vcpu=192, memory_gib=2048)
+        itype = InstanceType.objects.create(
+            code="gpu.h100x8", gpu_model="H100", gpu_count=8, vcpu=192, memory_gib=2048
+        )
         ib = FabricType.INFINIBAND
         FabricOffering.objects.create(zone=zone, instance_type=itype, fabric=ib)
         host = GpuHost.objects.create(
-            name="local", zone=zone, uri="qemu:///system", domain_type="qemu", fabric=ib,
-            emulated_gpus=8 * MEMBERS, emulated_gpu_model="H100", emulated_vfs=MEMBERS)
+            name="local",
+            zone=zone,
+            uri="qemu:///system",
+            domain_type="qemu",
+            fabric=ib,
+            emulated_gpus=8 * MEMBERS,
+            emulated_gpu_model="H100",
+            emulated_vfs=MEMBERS,
+        )
         sync_host(host)
         guest_install.install(host, guest_image.current())
         project = Project.objects.create(slug="bench", name="bench")
         admin = get_user_model().objects.create_user("bench-admin")
         role, _ = Role.objects.get_or_create(
-            name="admin", defaults={"permissions": sorted(BUILTIN_ROLES["admin"])})
+            name="admin", defaults={"permissions": sorted(BUILTIN_ROLES["admin"])}
+        )
         RoleBinding.objects.create(user=admin, project=project, role=role)
         # Ids far from other databases' (domain and network names are per id on one libvirtd).
         with connection.cursor() as cursor:
             for model in (VirtualMachine, VirtualCluster):
-                cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)",
-                               [model._meta.db_table, 2_000_000_000 + int(time.time()) % 10**8])
+                cursor.execute(
+                    "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)",
+                    [model._meta.db_table, 2_000_000_000 + int(time.time()) % 10**8],
+                )
         conn = _connect()
         portal_times, direct_times, previous = [], [], None
         logging.disable(logging.INFO)  # the audit and task lines of every step
         try:
             for number in range(1, rounds + 1):
                 cluster = VirtualCluster.objects.create(
-                    project=project, zone=zone, instance_type=itype, fabric_type=ib,
-                    name=f"bench-{number}", status="UNALLOCATED")
-                vms = [VirtualMachine.objects.create(
-                    project=project, zone=zone, instance_type=itype, name=f"b{number}-{i}",
-                    status=VmStatus.STOPPED) for i in range(MEMBERS)]
+                    project=project,
+                    zone=zone,
+                    instance_type=itype,
+                    fabric_type=ib,
+                    name=f"bench-{number}",
+                    status="UNALLOCATED",
+                )
+                vms = [
+                    VirtualMachine.objects.create(
+                        project=project,
+                        zone=zone,
+                        instance_type=itype,
+                        name=f"b{number}-{i}",
+                        status=VmStatus.STOPPED,
+                    )
+                    for i in range(MEMBERS)
+                ]
                 for vm in vms:
                     cluster_services.attach_vm(vm.pk, cluster.pk, actor=admin)
                 if previous is not None and number % 2 == 0:  # alternate which goes first
@@ -127,8 +152,10 @@ class Command(BaseCommand):
                     _remove(conn, previous)
                 # The portal's records catch up (its guests are gone) before the next round.
                 operations.stop_cluster_with_members(cluster.pk, actor=admin)
-                self.stdout.write(f"round {number}: portal {portal_times[-1]:.2f} s, "
-                                  f"direct libvirt {direct_times[-1]:.2f} s")
+                self.stdout.write(
+                    f"round {number}: portal {portal_times[-1]:.2f} s, "
+                    f"direct libvirt {direct_times[-1]:.2f} s"
+                )
                 for vm in vms:
                     get_backend().delete_vm(vm)
                 get_backend().release(cluster)
@@ -139,7 +166,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{MEMBERS} members to 실행중 (median of {rounds}): portal {portal:.2f} s, "
             f"the same libvirt calls directly {direct:.2f} s, ratio {portal / direct:.2f} "
-            f"(target <= 1.2)")
+            f"(target <= 1.2)"
+        )
 
 
 def _connect():
@@ -173,11 +201,20 @@ def _recorded(conn, cluster_id, vm_ids):
         with open(seed.path(), "rb") as source:
             data = source.read().rstrip(b"\0")  # the ISO uploaded, not the volume's tail
         data += b"\0" * (-len(data) % 2048)
-        members.append({
-            "name": dom.name(), "xml": dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE),
-            "disk": disk.XMLDesc(0), "seed_name": seed.name(), "seed": data})
-    return {"network": net.XMLDesc(libvirt.VIR_NETWORK_XML_INACTIVE), "net_name": net.name(),
-            "members": members}
+        members.append(
+            {
+                "name": dom.name(),
+                "xml": dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE),
+                "disk": disk.XMLDesc(0),
+                "seed_name": seed.name(),
+                "seed": data,
+            }
+        )
+    return {
+        "network": net.XMLDesc(libvirt.VIR_NETWORK_XML_INACTIVE),
+        "net_name": net.name(),
+        "members": members,
+    }
 
 
 def _replay(conn, calls):
@@ -191,7 +228,9 @@ def _replay(conn, calls):
         pool.createXML(member["disk"], 0)
         seed = pool.createXML(
             f"<volume><name>{member['seed_name']}</name><capacity unit='KiB'>1024</capacity>"
-            "<target><format type='raw'/></target></volume>", 0)
+            "<target><format type='raw'/></target></volume>",
+            0,
+        )
         stream = conn.newStream(0)
         seed.upload(stream, 0, len(member["seed"]), 0)
         stream.send(member["seed"])

@@ -392,4 +392,3 @@ class Command(BaseCommand):
             + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
             + f" (of {elapsed * os.cpu_count():.0f} available on {os.cpu_count()} cores)"
         )
-
