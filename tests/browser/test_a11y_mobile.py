@@ -222,7 +222,7 @@ def test_create_panel_takes_the_focus_and_esc_closes_it(
 ):
     browser_login("admin")
     page.goto(live_server.url + url)
-    button = page.get_by_role("link", name=opener)
+    button = page.locator("a[hx-target='#create-panel']", has_text=opener)
     button.click()
     panel = page.locator("#create-panel")
     field = panel.locator("#id_name")
@@ -240,7 +240,7 @@ def test_create_panel_takes_the_focus_and_esc_closes_it(
 
 def test_cluster_form_keeps_the_focus_when_its_fields_are_redrawn(browser_login, page, live_server):
     browser_login("admin")
-    page.get_by_role("link", name="가상 클러스터 생성").click()
+    page.locator("a[hx-target='#create-panel']", has_text="가상 클러스터 생성").click()
     form = page.locator("#create-form")
     expect(form.locator("#id_name")).to_be_focused()  # the panel has settled
     zone = form.get_by_label("가용 영역")

@@ -123,7 +123,7 @@ def test_cluster_lifecycle_click_by_click(
     browser_login("admin")
 
     # 1. Create the cluster from the HTMX panel.
-    page.get_by_role("link", name="가상 클러스터 생성").click()
+    page.locator("a[hx-target='#create-panel']", has_text="가상 클러스터 생성").click()
     form = page.locator("#create-form")
     expect(form.get_by_role("heading", name="가상 클러스터 생성")).to_be_visible()
     expect(form).to_contain_text("가상 클러스터는 스팟 자원을 사용할 수 없습니다")

@@ -52,7 +52,7 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     page.on("dialog", lambda dialog: dialog.accept())
     browser_login("admin")
 
-    page.get_by_role("link", name="가상 클러스터 생성").click()
+    page.locator("a[hx-target='#create-panel']", has_text="가상 클러스터 생성").click()
     form = page.locator("#create-form")
     form.get_by_label("클러스터 이름").fill(CLUSTER)
     form.get_by_label("가용 영역").select_option(label="kr-central-1a")
