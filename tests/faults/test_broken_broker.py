@@ -6,6 +6,7 @@ so starting a VM or creating a cluster answered 500; the worker died on the same
 beat logged SchedulingError, while /healthz still said "broker": "ok".
 """
 
+import json
 import shutil
 
 import pytest
@@ -51,7 +52,9 @@ def test_a_moved_queue_folder_is_made_again_and_the_change_is_sent(filesystem_br
 
     assert response.status_code == 302
     assert VirtualMachine.objects.get(pk=vm.pk).status == VmStatus.STARTING
-    assert len(messages(queue)) == 1  # the folder is back and holds the step
+    # The folder is back and holds the step (and the watch of the start's Operation).
+    tasks = [json.loads(m.read_text())["headers"]["task"] for m in messages(queue)]
+    assert sorted(tasks) == ["clusters.operations.fanout.watch", "vms.tasks.advance_vm"]
 
 
 def test_a_broker_that_cannot_take_messages_leaves_the_work_to_the_reconciler(
