@@ -5,6 +5,8 @@ remote ``qemu+ssh://`` host works the same), on which each VM's overlay is made.
 and initramfs are booted from the portal machine's path: on a remote host, build the image
 there too (or set ``LIBVIRT_BASE_VOLUME`` to a cloud image with cloud-init and no kernel)."""
 
+import json
+import subprocess
 from pathlib import Path
 
 from clusters.backends.libvirt.connection import connect, lookup
@@ -30,11 +32,29 @@ def ensure_pool(conn, name):
     return pool
 
 
+def virtual_size(path: Path) -> int:
+    """The disk size a qcow2 image gives its guest (not the file's size)."""
+    done = subprocess.run(
+        ["qemu-img", "info", "--output=json", str(path)], capture_output=True, text=True
+    )
+    if done.returncode:
+        raise guest_image.ImageError(f"qemu-img info {path}: {done.stderr[-2000:]}")
+    return int(json.loads(done.stdout)["virtual-size"])
+
+
 def ensure_base(pool, image: "guest_image.Image") -> str:
-    """The image's base volume in ``pool`` (uploaded once); returns its name."""
+    """The image's base volume in ``pool`` (uploaded once); returns its name.
+
+    A base whose disk is not the image's (an interrupted or mis-converted copy: its capacity
+    differs from the image's virtual size) is deleted and uploaded again, never booted: a
+    guest on it finds no root file system and sits in its initramfs."""
     name = image.base_volume_name
-    if lookup(pool.storageVolLookupByName, name) is not None:
-        return name
+    want = virtual_size(image.base_volume)
+    existing = lookup(pool.storageVolLookupByName, name)
+    if existing is not None:
+        if existing.info()[1] == want:
+            return name
+        existing.delete(0)
     size = image.base_volume.stat().st_size
     partial = f"{name}.partial"
     stale = lookup(pool.storageVolLookupByName, partial)
@@ -42,7 +62,7 @@ def ensure_base(pool, image: "guest_image.Image") -> str:
         stale.delete(0)
     volume = pool.createXML(
         f"<volume><name>{partial}</name><capacity unit='B'>{size}</capacity>"
-        "<target><format type='raw'/></target></volume>",
+        "<target><format type='qcow2'/></target></volume>",
         0,
     )
     stream = pool.connect().newStream(0)
@@ -51,15 +71,23 @@ def ensure_base(pool, image: "guest_image.Image") -> str:
         while chunk := source.read(CHUNK):
             stream.send(chunk)
     stream.finish()
+    # libvirt reads the uploaded file's qcow2 header again, so the clone below copies qcow2 to
+    # qcow2; taken as raw, the clone would be a disk holding the qcow2 file's bytes.
+    pool.refresh(0)
+    volume = pool.storageVolLookupByName(partial)
     # A volume is renamed by cloning it: write the final name only once the upload is whole.
     pool.createXMLFrom(
-        f"<volume><name>{name}</name><capacity unit='B'>{size}</capacity>"
+        f"<volume><name>{name}</name><capacity unit='B'>{want}</capacity>"
         "<target><format type='qcow2'/></target></volume>",
         volume,
         0,
     )
     volume.delete(0)
     pool.refresh(0)
+    made = pool.storageVolLookupByName(name)
+    if made.info()[1] != want:
+        made.delete(0)
+        raise guest_image.ImageError(f"{name}: the copy in the pool is not the image's disk")
     return name
 
 
