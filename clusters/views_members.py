@@ -1,4 +1,4 @@
-"""The cluster page as the place a cluster is run (issue 11): attach many VMs, detach one,
+"""The cluster page as the place a cluster is run: attach many VMs, detach one,
 start or stop many members, stop the cluster with its members, and follow each of these as
 one ``Operation`` whose progress card polls itself until it is done.
 

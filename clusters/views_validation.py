@@ -1,4 +1,4 @@
-"""The 검증 section of a cluster page (issue 14): start a run, follow it, read its history
+"""The 검증 section of a cluster page: start a run, follow it, read its history
 and raw output; and 교체 of a member. Lookups go through ``restrict`` as everywhere (outside
 it is a 404); the actions call ``clusters.operations`` and its refusals are shown in place
 by the middleware."""

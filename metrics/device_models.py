@@ -1,4 +1,4 @@
-"""Per-GPU and per-fabric-port series (issue 13): one row per device per sample, beside the
+"""Per-GPU and per-fabric-port series: one row per device per sample, beside the
 per-VM ``Sample``, so that one slow GPU of eight is not diluted into its node's average.
 
 Each series is described once (``Series``): its raw model, its minute and hour rollups, the

@@ -1,4 +1,4 @@
-"""Device error events (issue 13): an XID, new uncorrectable ECC errors, new remapped rows,
+"""Device error events: an XID, new uncorrectable ECC errors, new remapped rows,
 a fabric link that went down — found in the minute rollups as they are made, and written as
 audit events of the VM (``vm.gpu_error`` / ``vm.link_down``), so they show on the cluster's
 활동 tab and as markers on its charts.

@@ -1,4 +1,4 @@
-"""The stored series in Prometheus' text format (issue 13, "bring your own Grafana"): the
+"""The stored series in Prometheus' text format ("bring your own Grafana"): the
 latest sample of each member VM, GPU and fabric port, as gauges labelled with the cluster and
 the VM, for a Prometheus that scrapes (federates) the portal.
 

@@ -1,4 +1,4 @@
-"""``GET /metrics/federate/``: a project's series for its own Prometheus (issue 13 item 3).
+"""``GET /metrics/federate/``: a project's series for its own Prometheus.
 
 The scraper authenticates with a bearer token; which project a token reads is decided by one
 function, ``METRICS_SCRAPE_AUTH`` (a dotted path), so that the portal's API tokens can take

@@ -1,4 +1,4 @@
-"""Authenticating, bounding, validating and storing an agent's batch (SPEC §7, issue 5).
+"""Authenticating, bounding, validating and storing an agent's batch (SPEC §7).
 
 A batch is ``{"vm": <id, optional>, "samples": [{"ts": <unix seconds>, "cpu_util": …}, …]}``
 with the fields of ``metrics.models.METRIC_FIELDS``, or the same as ``"fields"`` + ``"rows"``

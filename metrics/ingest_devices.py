@@ -1,4 +1,4 @@
-"""The per-GPU and per-port arrays of an ingest batch (issue 13): checked whole, like the
+"""The per-GPU and per-port arrays of an ingest batch: checked whole, like the
 host fields, before anything is written.
 
 A sample may carry ``"gpus": [{"gpu": 0, "util": 97.0, "temp": 61, …}, …]`` and

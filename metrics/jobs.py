@@ -1,4 +1,4 @@
-"""The agents' job endpoints for 클러스터 검증 (issue 14): the agent polls for work with its
+"""The agents' job endpoints for 클러스터 검증: the agent polls for work with its
 metrics token, as it posts samples; the portal never connects to a VM.
 
 ``POST /api/metrics/jobs/next`` → ``{"jobs": [{"id", "kind", "params", "timeout"}]}``: the

@@ -165,7 +165,7 @@ class MetricsToken(models.Model):
         return f"{self.vm_id}: {self.prefix}…"
 
 
-# The per-device series (issue 13) live in their own module; every series, described once.
+# The per-device series live in their own module; every series, described once.
 from metrics.device_models import (  # noqa: E402
     GPU_FIELDS,
     PORT_FIELDS,

@@ -1,4 +1,4 @@
-"""Reading a series over a range from the coarsest tables that cover it exactly (issue 13).
+"""Reading a series over a range from the coarsest tables that cover it exactly.
 
 A range is split into pieces: whole hours already rolled up come from the hour rollups,
 whole minutes already rolled up from the minute rollups, and the rest (the range's ragged

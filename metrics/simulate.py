@@ -3,7 +3,7 @@
 A training-like profile: GPUs near full while the job steps, a short dip every ten minutes
 (checkpoint: GPUs wait, the network carries the upload), fabric traffic that follows GPU
 work (all-reduce) on members of a running cluster, a ramp over the first minute after start,
-and noise. Per GPU and per fabric port too (issue 13): each GPU a little off its node's step,
+and noise. Per GPU and per fabric port too: each GPU a little off its node's step,
 temperature and power following its load, eight 400 Gb/s ports sharing the node's traffic.
 Deterministic in (VM, time), so a rerun writes the same figures. Stopped VMs send nothing,
 as a real stopped VM would.

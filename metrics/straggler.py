@@ -1,4 +1,4 @@
-"""Which node is slow (issue 13): per-GPU and per-port figures over the chosen range, the
+"""Which node is slow: per-GPU and per-port figures over the chosen range, the
 slowest GPU against the median, the five slowest, and the node × GPU heatmap.
 
 One query per series: each device's mean over the range from the coarsest tables that

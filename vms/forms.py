@@ -69,7 +69,7 @@ class VmRenameForm(forms.Form):
 class VmClusterForm(forms.Form):
     """The 클러스터 section: 수행할 작업 = 클러스터에 연결 (+ which) or 클러스터에서 분리.
 
-    Only what can apply is offered (issue 11 item 6): a member may only be detached, a VM in
+    Only what can apply is offered: a member may only be detached, a VM in
     no cluster only attached. The services still check every rule on submit.
     """
 

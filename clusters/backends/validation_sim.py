@@ -1,4 +1,4 @@
-"""The simulator's agents for 클러스터 검증 (SPEC §8, issue 14 item 5).
+"""The simulator's agents for 클러스터 검증 (SPEC §8).
 
 Simulated VMs run no agent, so ``answer_jobs`` plays one for every running member: it
 claims the member's jobs through the same ``claim`` the agents' endpoint uses and posts

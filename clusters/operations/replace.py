@@ -1,4 +1,4 @@
-"""교체 (issue 14 item 4): swap a member for a stopped, eligible spare as one Operation.
+"""교체: swap a member for a stopped, eligible spare as one Operation.
 
 Item 0 is the member (stopped through ``stop_vm`` if it runs, then detached), item 1 the
 spare (attached, then started through ``start_vm`` if the cluster runs). The swap itself is

@@ -1,4 +1,4 @@
-"""The 연결된 가상머신 tab's rows with their selection checkbox and 분리 (issue 11), rendered in
+"""The 연결된 가상머신 tab's rows with their selection checkbox and 분리, rendered in
 Python like ``cluster_tags.member_rows`` (256 rows through the template engine cost 8-15x the
 floor view). What each row offers comes from ``views_members.member_controls``: the
 preflights' answers, never a rule of its own.
@@ -59,7 +59,7 @@ def member_table_rows(context, members, cluster, controls):
     buttons = VmButtons(csrf, compact=True)
     detach = DetachButtons(cluster, csrf)
     select_label = gettext("%(name)s 선택")
-    verdicts = latest_verdicts(cluster)  # issue 14: the last 검증 verdict, 교체 on 불량
+    verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     rows = []
     for vm in members:
         pk, name = int(vm.pk), escape(vm.name)

@@ -1,1 +1,1 @@
-"""클러스터 검증 (issue 14): thresholds, the run plan, the agents' jobs and the verdicts."""
+"""클러스터 검증: thresholds, the run plan, the agents' jobs and the verdicts."""

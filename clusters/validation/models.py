@@ -1,4 +1,4 @@
-"""클러스터 검증's records (issue 14): the thresholds per instance type and fabric, a run
+"""클러스터 검증's records: the thresholds per instance type and fabric, a run
 (one ``Operation`` of kind VALIDATE), the jobs its members' agents run, and the verdicts.
 
 Imported by ``clusters.models`` (the app's models module); it names ``Operation`` by string

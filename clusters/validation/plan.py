@@ -1,4 +1,4 @@
-"""Which tool runs on which member, in which phase (issue 14 item 1).
+"""Which tool runs on which member, in which phase.
 
 Members are taken in node_rank order and joined in a ring. The phases keep the tools from
 disturbing each other's figures: GPU diagnostics, then the intra-node all-reduce, then

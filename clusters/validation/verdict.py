@@ -1,4 +1,4 @@
-"""A member's verdict from its run's figures (issue 14 item 3): 정상, 점검 필요 (a figure
+"""A member's verdict from its run's figures: 정상, 점검 필요 (a figure
 below its threshold but within the margin, or a correctable-error trend), 불량 (a failed
 diag, a missing GPU, a figure far below, a link down), 응답 없음 (its agent did not answer).
 A member without the tools (a guest with no GPU software) is 점검 필요 and says which are

@@ -331,7 +331,7 @@ def main(argv=None):
     agent_jobs.start(
         args.url,
         args.token,
-        agent.stopping,  # issue 14: 클러스터 검증 jobs
+        agent.stopping,  # 클러스터 검증 jobs
         infiniband_root=args.infiniband_root,
     )
     log.info("reporting to %s every %g s", args.url, args.interval)

@@ -1,5 +1,5 @@
 """What the agent reads per device on the VM itself: each GPU through NVML, each fabric port
-from sysfs (issue 13). Part of the agent's distribution; standard library plus the
+from sysfs. Part of the agent's distribution; standard library plus the
 optional ``nvidia-ml-py``.
 
 A GPU is a dict of ``metrics.device_models.GPU_FIELDS`` (memory in MiB, power in W, as

@@ -1,4 +1,4 @@
-"""The stock exporters as the agent's source (issue 13): NVIDIA's dcgm-exporter (:9400) for
+"""The stock exporters as the agent's source: NVIDIA's dcgm-exporter (:9400) for
 the GPUs and node_exporter (:9100, InfiniBand collector) for the fabric ports, scraped over
 HTTP and parsed with ``prometheus_client``'s text parser, then mapped onto the same GPU and
 port dicts as ``agent_devices`` reads from NVML and sysfs.

@@ -1,4 +1,4 @@
-"""클러스터 검증 on the member VM (issue 14): the agent's job runner.
+"""클러스터 검증 on the member VM: the agent's job runner.
 
 It polls the portal for this VM's jobs with the agent's token (``POST …/api/metrics/jobs/next``;
 the portal never connects to a VM), runs the real tools with timeouts (``subprocess``, an

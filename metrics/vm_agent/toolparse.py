@@ -1,4 +1,4 @@
-"""Parsers for the output of the tools 클러스터 검증 runs (issue 14), standard library only.
+"""Parsers for the output of the tools 클러스터 검증 runs, standard library only.
 
 The agent (``agent_jobs``) runs the tools on a member VM and posts their raw output
 with these figures; the portal parses the raw output again with the same functions, so a

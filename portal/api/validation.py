@@ -1,4 +1,4 @@
-"""클러스터 검증 and 교체 (issue 14) on the API: start a run, read the runs with their
+"""클러스터 검증 and 교체 on the API: start a run, read the runs with their
 verdicts and figures, swap a member for a spare. Each change is one ``clusters.operations``
 call answered 202 with its Operation, like every other change; a run's verdicts are read
 here once its Operation is done."""
