@@ -201,7 +201,9 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
             nodes.append(g.node)
             cells[g.node] = {}
         cells[g.node][g.gpu] = g
-    x = [f"GPU {index}" for index in columns]
+    # The GPU's index alone under an axis titled GPU: eight "GPU n" labels did not fit a
+    # phone's plot width, and plotly turned them on end.
+    x = [str(index) for index in columns]
     y = [f"{node} ({marks[node]})" if node in marks else node for node in nodes]
     traces, buttons = [], []
     for position, (metric, (label, unit, scale, z_range)) in enumerate(labels.items()):
@@ -218,7 +220,7 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
             "visible": position == 0,
             "colorscale": scale,
             "colorbar": {"title": {"text": unit}, "thickness": 10},
-            "hovertemplate": f"%{{y}} %{{x}}: %{{z}} {unit}<extra></extra>",
+            "hovertemplate": f"%{{y}} · GPU %{{x}}: %{{z}} {unit}<extra></extra>",
             "xgap": 1,
             "ygap": 1,
         }
@@ -234,9 +236,19 @@ def heatmap_figure(view: DeviceView, labels: dict) -> dict | None:
         )
     layout = {
         "height": min(max(120 + 18 * len(nodes), 220), 900),
-        "margin": {"l": 8, "r": 8, "t": 44, "b": 32},
-        "xaxis": {"type": "category"},
-        "yaxis": {"autorange": "reversed", "type": "category", "automargin": True},
+        "margin": {"l": 8, "r": 8, "t": 44, "b": 40},
+        "xaxis": {
+            "type": "category",
+            "title": {"text": "GPU", "standoff": 4},
+            "tickangle": 0,
+            "tickfont": {"size": 12},
+        },
+        "yaxis": {
+            "autorange": "reversed",
+            "type": "category",
+            "automargin": True,
+            "tickfont": {"size": 12},
+        },
         "updatemenus": [
             {
                 "type": "buttons",

@@ -100,7 +100,7 @@ def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, 
     expected = {key: statistics.fmean(values) for key, values in acc.items()}
 
     heat = figures["heatmap"]["data"][0]
-    assert heat["y"] == [vm.name for vm in members] and heat["x"] == [f"GPU {g}" for g in range(8)]
+    assert heat["y"] == [vm.name for vm in members] and heat["x"] == [str(g) for g in range(8)]
     for row, vm in zip(heat["z"], members, strict=True):
         for gpu, value in enumerate(row):
             assert abs(value - expected[(vm.pk, gpu)]) <= 0.05 + 1e-9, (vm.name, gpu)
