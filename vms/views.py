@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -200,10 +201,9 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         "can_update": can_update,
         "can_delete": request.user.has_perm(Perm.VM_DELETE, vm),
         "cluster_form": cluster_form
+        # 수행할 작업 starts at nothing: a 저장 without a choice does nothing (it asks).
         or VmClusterForm(
-            clusters=eligible_clusters(request.user, vm),
-            member=vm.cluster_id is not None,
-            initial={"action": VmClusterForm.DETACH if vm.cluster_id else VmClusterForm.ATTACH},
+            clusters=eligible_clusters(request.user, vm), member=vm.cluster_id is not None
         ),
         "rename_form": rename_form or VmRenameForm(initial={"name": vm.name}),
         # Why the section's one action can't succeed now, shown before the user tries (the
@@ -241,8 +241,19 @@ def vm_edit(request, pk):
     vm = _vm(request, pk)
     context = _edit_context(request, vm, rename_form=form if not saved else None, renamed=saved)
     if request.htmx:
-        return render(request, "vms/edit.html#basics", context, status=200 if saved else 422)
+        return _section(request, "basics", context, saved)
     return render(request, "vms/edit.html", context, status=200 if saved else 422)
+
+
+def _section(request, section, context, saved, status=422):
+    """A section's answer to its 저장. Once saved, the parts of the page it changed outside
+    itself come along as out-of-band swaps: the header (name, cluster, start/stop), the
+    breadcrumb, the 삭제 panel (a member can't be deleted) and the title."""
+    if not saved:
+        return render(request, f"vms/edit.html#{section}", context, status=status)
+    response = render(request, f"vms/edit.html#{section}", context)
+    response.content += render_to_string("vms/edit.html#saved", context, request).encode()
+    return response
 
 
 @login_required
@@ -272,8 +283,9 @@ def vm_cluster(request, pk):
         context = _edit_context(request, vm, done=done)
     else:
         context = _edit_context(request, vm, cluster_form=form)
-    template = "vms/edit.html#cluster-section" if request.htmx else "vms/edit.html"
-    return render(request, template, context, status=status)
+    if request.htmx:
+        return _section(request, "cluster-section", context, status == 200, status)
+    return render(request, "vms/edit.html", context, status=status)
 
 
 def _vm_action(request, pk, operation, done):

@@ -13,7 +13,8 @@
     if (!form) return;
     var action = form.querySelector("select[name=action]");
     var chooser = form.querySelector("[data-show-when=attach]");
-    if (action && chooser) chooser.hidden = action.value === "detach";
+    // The cluster to join is asked for once 클러스터에 연결 is the chosen action.
+    if (action && chooser) chooser.hidden = action.value !== "attach";
   }
 
   // Copy buttons for the torchrun / NCCL snippets.

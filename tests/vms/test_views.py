@@ -92,3 +92,51 @@ def test_detach_that_would_leave_one_member_is_refused_on_the_page(world, login)
     a, _b = world.members(cluster, 2)
     response = login("admin").post(f"/vms/{a.pk}/cluster/", {"action": "detach"})
     assert response.status_code == 409 and "가상머신 2대 이상이 필요합니다" in body(response)
+
+
+# -- A 저장 and the rest of the page ------------------------------------------------------
+
+
+def test_the_action_starts_at_nothing(world, login):
+    world.cluster("target")
+    member = world.members(world.cluster("joined"), 1)[0]
+    client = login("admin")
+    for vm in (world.vm("n1"), member):
+        page = body(client.get(f"/vms/{vm.pk}/"))
+        action = page.split('name="action"')[1].split("</select>")[0]
+        assert '<option value="" selected>' in action and action.count("selected") == 1
+
+
+def test_a_save_brings_the_header_and_delete_panel_it_changed(world, login):
+    cluster = world.cluster("target")
+    vm = world.vm("n1")
+    client = login("admin")
+    assert 'id="vm-delete" class="panel danger-zone"' in body(client.get(f"/vms/{vm.pk}/"))
+    attached = body(
+        client.post(f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": cluster.pk}, **HX)
+    )
+    assert 'id="cluster-section"' in attached
+    header = attached.split('<section id="vm-status"')[1].split("</section>")[0]
+    assert header.startswith(' class="detail-header" hx-swap-oob="true"') and "target" in header
+    assert '<div id="vm-delete" hidden hx-swap-oob="true"></div>' in attached
+    detached = body(client.post(f"/vms/{vm.pk}/cluster/", {"action": "detach"}, **HX))
+    assert 'id="vm-delete" class="panel danger-zone" hx-swap-oob="true"' in detached
+    renamed = body(client.post(f"/vms/{vm.pk}/", {"name": "n1-renamed"}, **HX))
+    assert 'id="basics"' in renamed
+    assert '<span id="crumb-name" hx-swap-oob="true">n1-renamed</span>' in renamed
+    assert "<title>n1-renamed · 가상머신 · GPU 클라우드 콘솔</title>" in renamed
+
+
+def test_a_refused_save_changes_nothing_else_on_the_page(world, login):
+    vm = world.vm("n1", billing_type=BillingType.SPOT)
+    cluster = world.cluster("target")
+    client = login("admin")
+    refused = body(
+        client.post(f"/vms/{vm.pk}/cluster/", {"action": "attach", "cluster": cluster.pk}, **HX)
+    )
+    nothing = client.post(f"/vms/{vm.pk}/cluster/", {"action": ""}, **HX)
+    assert nothing.status_code == 422
+    for answer in (refused, body(nothing)):
+        assert "hx-swap-oob" not in answer
+    vm.refresh_from_db()
+    assert vm.cluster_id is None
