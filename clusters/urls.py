@@ -1,6 +1,6 @@
 from django.urls import path
 
-from clusters import views, views_help, views_members, views_validation
+from clusters import views, views_help, views_members, views_rename, views_validation
 
 app_name = "clusters"
 urlpatterns = [
@@ -19,6 +19,7 @@ urlpatterns = [
     path("<int:pk>/start/", views.cluster_start, name="cluster_start"),
     path("<int:pk>/stop/", views.cluster_stop, name="cluster_stop"),
     path("<int:pk>/delete/", views.cluster_delete, name="cluster_delete"),
+    path("<int:pk>/rename/", views_rename.cluster_rename, name="cluster_rename"),
     path("<int:pk>/attach/", views_members.cluster_attach, name="cluster_attach"),
     path("<int:pk>/detach/", views_members.cluster_detach, name="cluster_detach"),
     path(

@@ -207,6 +207,8 @@ def _detail_context(request, cluster, tab):
     )
     if tab == "members":
         context["controls"] = views_members.member_controls(user, cluster, members)
+    if tab == "info":  # 이름 변경 is offered where the rename would be taken
+        context["can_rename"] = services.preflight_rename(user, cluster, cluster.name) is None
     return context
 
 

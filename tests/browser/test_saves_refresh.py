@@ -1,0 +1,114 @@
+"""A 저장 updates everything it changed, in Chromium.
+
+The VM page: 수행할 작업 starts at nothing (the cluster chooser appears once 클러스터에 연결
+is chosen); attaching through the 클러스터 section puts the cluster in the header and takes
+the 삭제 panel away (a member can't be deleted), detaching brings it back, and a rename in
+기본 정보 renames the header, the breadcrumb and the title, all without a reload.
+
+A cluster's 이름 변경 on the 정보 tab does the same for the cluster page: the header, the
+breadcrumb, the tab and the title follow; a taken name stays in the form with the rule's
+message.
+"""
+
+import pytest
+from playwright.sync_api import expect
+
+from clusters.models import VirtualCluster
+from portal.models import AuditEvent
+from tests.browser import pages
+from tests.browser.pages import demo_cluster
+from vms.models import VirtualMachine
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def shoot(page, name):
+    """The page after a save at 1280 and 390 px (``SCREENSHOTS``)."""
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        pages.shoot(page, name)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_the_vm_page_follows_its_saves(browser_login, page, live_server):
+    cluster = demo_cluster("attach-here")
+    vm = VirtualMachine.objects.get(name="gpu-node-01")
+    browser_login("admin")
+    page.goto(f"{live_server.url}/vms/{vm.pk}/")
+    header, section = page.locator("#vm-status"), page.locator("#cluster-section")
+    delete = page.get_by_role("button", name="가상머신 삭제")
+    action = section.get_by_label("수행할 작업")
+    chooser = section.get_by_label("연결할 클러스터")
+    expect(delete).to_be_visible()
+    expect(action).to_have_value("")  # nothing chosen
+    expect(chooser).to_be_hidden()
+
+    action.select_option("attach")
+    expect(chooser).to_be_visible()
+    chooser.select_option(label="attach-here")
+    section.get_by_role("button", name="클러스터 저장").click()
+    expect(section.locator(".alert-success")).to_have_text("attach-here 클러스터에 연결했습니다.")
+    expect(header.locator(".subtitle")).to_contain_text("클러스터 attach-here")
+    expect(delete).to_have_count(0)  # a member is detached before it can be deleted
+    expect(action).to_have_value("")
+    shoot(page, "vm-edit-attached")
+
+    action.select_option("detach")
+    section.get_by_role("button", name="클러스터 저장").click()
+    expect(section.locator(".alert-success")).to_have_text("클러스터에서 분리했습니다.")
+    expect(header.locator(".subtitle")).not_to_contain_text("attach-here")
+    expect(delete).to_be_visible()
+    assert VirtualMachine.objects.get(pk=vm.pk).cluster_id is None
+    assert cluster.pk  # untouched
+
+    page.locator("#basics").get_by_label("이름").fill("gpu-node-renamed")
+    page.get_by_role("button", name="기본 정보 저장").click()
+    expect(header.locator("h1")).to_have_text("gpu-node-renamed")
+    expect(page.locator("#crumb-name")).to_have_text("gpu-node-renamed")
+    expect(page).to_have_title("gpu-node-renamed · 가상머신 · GPU 클라우드 콘솔")
+
+
+def test_a_save_without_an_action_changes_nothing(browser_login, page, live_server):
+    demo_cluster("attach-here")
+    vm = VirtualMachine.objects.get(name="gpu-node-01")
+    browser_login("admin")
+    page.goto(f"{live_server.url}/vms/{vm.pk}/")
+    section = page.locator("#cluster-section")
+    section.get_by_role("button", name="클러스터 저장").click()
+    # The browser asks for the action (a required field) and sends nothing.
+    assert section.get_by_label("수행할 작업").evaluate("el => el.validity.valueMissing")
+    expect(section.locator(".alert-success")).to_have_count(0)
+    expect(page.get_by_role("button", name="가상머신 삭제")).to_be_visible()
+    assert VirtualMachine.objects.get(pk=vm.pk).cluster_id is None
+
+
+def test_renaming_a_cluster_on_its_info_tab(browser_login, page, live_server):
+    cluster = demo_cluster("before")
+    demo_cluster("taken")
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
+    rename = page.locator("#cluster-rename")
+    rename.get_by_text("이름 변경").click()
+    field = rename.get_by_label("새 이름")
+    field.fill("taken")
+    rename.get_by_role("button", name="저장").click()
+    expect(page.locator("#rename-error")).to_have_text(
+        "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다"
+    )
+    expect(page.locator("#cluster-header h1")).to_have_text("before")
+
+    page.locator("#cluster-rename").get_by_label("새 이름").fill("after")
+    page.locator("#cluster-rename").get_by_role("button", name="저장").click()
+    expect(page.locator("#cluster-header h1")).to_have_text("after")
+    expect(page.locator("#crumb-name")).to_have_text("after")
+    expect(page.locator("#info-name")).to_have_text("after")
+    expect(page).to_have_title("after · 가상 클러스터 · GPU 클라우드 콘솔")
+    page.locator("#cluster-rename summary").click()
+    shoot(page, "cluster-renamed")
+    assert VirtualCluster.objects.get(pk=cluster.pk).name == "after"
+    outcomes = list(
+        AuditEvent.objects.filter(action="cluster.update", target_id=cluster.pk)
+        .order_by("at", "id")
+        .values_list("outcome", "message")
+    )
+    assert outcomes == [("REFUSED", ""), ("SUCCEEDED", "before → after")]
