@@ -1,132 +1,33 @@
-"""Tenancy in the admin, and the scope every admin of project data shares.
-
-The admin shows a staff user what the console would: the rows of their projects, gated by
-the same ``restrict``/``visible_to`` querysets (superusers see all). ``ProjectScopedAdmin``
-applies the gate once to the changelist, its filters, the change, delete and history pages
-and the actions (all of which start from ``get_queryset``); an object out of scope is
-answered like one that does not exist.
-"""
+"""Tenancy in the admin: projects, roles and their bindings, the audit log, API tokens and
+the accounts, each scoped by ``portal.admin_base`` (where the other apps' admins take their
+base classes from, through this module)."""
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
+from portal.admin_base import (
+    ConsoleAdmin,
+    ProjectChoices,
+    ProjectScopedAdmin,
+    managed_projects,
+    visible_projects,
+    visible_users,
+)
 from portal.api.tokens import revoke_tokens
-from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding, project_permissions
-from portal.permissions import ALL_PERMISSIONS, Perm
+from portal.messages import action_label, target_label
+from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding
+from portal.permissions import Perm
+
+__all__ = ["ConsoleAdmin", "ProjectScopedAdmin"]  # the other apps' admins build on these
 
 admin.site.site_header = _("GPU 클라우드 콘솔")
 admin.site.site_title = _("GPU 클라우드 콘솔")
 admin.site.index_title = _("관리")
-
-
-def visible_projects(user) -> QuerySet:
-    return Project.objects.visible_to(user)
-
-
-def managed_projects(user) -> QuerySet:
-    """The projects whose rows a staff user may change: where their role holds every
-    permission (a project admin); superusers: all. In their other projects they only look:
-    the model permissions a project admin gets name kinds of rows, not projects."""
-    if user.is_superuser:
-        return Project.objects.all()
-    managed = [pid for pid, perms in project_permissions(user).items() if perms >= ALL_PERMISSIONS]
-    return Project.objects.filter(pk__in=managed)
-
-
-class ProjectChoices:
-    """Forms offer only the projects the staff user manages, and never the staff user
-    themself as the holder of a role: nobody but a platform admin raises their own
-    privileges."""
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.related_model is Project:
-            kwargs["queryset"] = managed_projects(request.user)
-        elif db_field.related_model is get_user_model() and not request.user.is_superuser:
-            kwargs["queryset"] = get_user_model().objects.exclude(pk=request.user.pk)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-
-class ConsoleAdmin(admin.ModelAdmin):
-    """Every admin of the portal, and the one place that decides who may write what.
-
-    A model is *global* (the catalog, roles, thresholds, simulator capacity, groups: rows
-    that govern every project) unless its admin says ``project_scoped = True``. Project staff
-    may look at global rows; only platform admins (superusers) add, change or delete them,
-    whatever model permissions a staff user has been given.
-
-    Deleting a catalog row or a role that is still in use lists the rows using it, which may
-    be any project's: a staff user is told only that it is."""
-
-    project_scoped = False
-    # Rows only a platform admin may even see (GPU hosts: the machines under every project).
-    platform_only = False
-
-    def writable_by(self, user) -> bool:
-        return (self.project_scoped and not self.platform_only) or user.is_superuser
-
-    def has_module_permission(self, request):
-        if self.platform_only and not request.user.is_superuser:
-            return False
-        return super().has_module_permission(request)
-
-    def has_view_permission(self, request, obj=None):
-        if self.platform_only and not request.user.is_superuser:
-            return False
-        return super().has_view_permission(request, obj)
-
-    def has_add_permission(self, request, *args):
-        return self.writable_by(request.user) and super().has_add_permission(request, *args)
-
-    def has_change_permission(self, request, obj=None):
-        return self.writable_by(request.user) and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return self.writable_by(request.user) and super().has_delete_permission(request, obj)
-
-    def get_deleted_objects(self, objs, request):
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        if protected and not request.user.is_superuser:
-            protected = [_("다른 객체가 사용하고 있어 삭제할 수 없습니다.")]
-        return deleted, counts, perms_needed, protected
-
-
-class ProjectScopedAdmin(ProjectChoices, ConsoleAdmin):
-    """An admin of project data: subclasses say how a queryset of their model is narrowed to
-    what ``user`` may see (``scope``); the filters then offer only values of visible rows.
-
-    A delete elsewhere that would cascade to a row out of scope is refused (Django asks
-    ``has_delete_permission`` of every row a delete collects)."""
-
-    project_scoped = True
-
-    def scope(self, queryset: QuerySet, user) -> QuerySet:
-        raise NotImplementedError
-
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        return queryset if request.user.is_superuser else self.scope(queryset, request.user)
-
-    def has_delete_permission(self, request, obj=None):
-        if not super().has_delete_permission(request, obj):
-            return False
-        return obj is None or self.get_queryset(request).filter(pk=obj.pk).exists()
-
-    def get_list_filter(self, request):
-        """A filter on a relation lists only the related objects of rows in scope (a plain
-        one would list every project, cluster… in the database)."""
-        return [
-            (entry, admin.RelatedOnlyFieldListFilter)
-            if isinstance(entry, str) and get_fields_from_path(self.model, entry)[-1].is_relation
-            else entry
-            for entry in super().get_list_filter(request)
-        ]
 
 
 class VisibleProjectFilter(admin.RelatedFieldListFilter):
@@ -237,17 +138,50 @@ def own(request, binding) -> bool:
     )
 
 
+class AuditActionFilter(admin.SimpleListFilter):
+    """작업 by its label (the console's words), over the actions of the events in scope."""
+
+    title = _("작업")
+    parameter_name = "action"
+
+    def lookups(self, request, model_admin):
+        actions = model_admin.get_queryset(request).order_by().values_list("action", flat=True)
+        return sorted(((a, action_label(a)) for a in actions.distinct()), key=lambda c: c[1])
+
+    def queryset(self, request, queryset):
+        return queryset.filter(action=self.value()) if self.value() else queryset
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ProjectScopedAdmin):
-    list_display = ["at", "project", "actor", "action", "target_type", "target_name", "outcome"]
-    list_filter = ["outcome", "action", "target_type", "project"]
+    """The audit log as the 활동 tab words it: actions, targets and messages as labels."""
+
+    list_display = ["at", "project", "actor", "action_name", "target", "outcome", "message_text"]
+    list_filter = ["outcome", AuditActionFilter, "project"]
     search_fields = ["target_name", "message", "actor__username", "request_id"]
     date_hierarchy = "at"
     list_select_related = ["project", "actor"]
+    fields = (
+        "at", "project", "actor", "action_name", "target", "target_id", "cluster_id",
+        "outcome", "message_text", "request_id", "client_request_id",
+    )  # fmt: skip
+    readonly_fields = fields
 
     def scope(self, queryset, user):
         """The events of the projects the staff user holds a role in."""
         return queryset.filter(project__in=visible_projects(user))
+
+    @admin.display(description=_("작업"), ordering="action")
+    def action_name(self, event):
+        return event.action_label
+
+    @admin.display(description=_("대상"), ordering="target_name")
+    def target(self, event):
+        return f"{target_label(event.target_type)} {event.target_name}".strip()
+
+    @admin.display(description=_("메시지"))
+    def message_text(self, event):
+        return event.text
 
     def has_add_permission(self, request):
         return False
@@ -326,9 +260,10 @@ def without_platform_fields(names):
 
 @admin.register(User)
 class PortalUserAdmin(UserAdmin, ConsoleAdmin):
-    """Users are global (a project admin binds existing users), but a staff user changes or
-    deletes only accounts wholly inside the projects they manage: one with a role elsewhere, or a
-    superuser, belongs to someone else too (its password, its bindings). Their own account
+    """Users are global (a project admin binds existing users), but project staff see only
+    their projects' members and the accounts they added (``visible_users``), and change or
+    delete only accounts wholly inside the projects they manage: one with a role elsewhere,
+    or a superuser, belongs to someone else too (its password, its bindings). Their own account
     is not one of them (its privileges are a platform admin's to change), and the fields
     that grant anything beyond a project (``PLATFORM_FIELDS``) are neither shown to nor
     taken from project staff."""
@@ -357,6 +292,14 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
     def get_list_filter(self, request):
         filters = super().get_list_filter(request)
         return filters if request.user.is_superuser else without_platform_fields(filters)
+
+    def get_queryset(self, request):
+        """The accounts the staff user may see at all (``visible_users``): the list, its
+        filters, the change and history pages and the autocompletes that pick a user."""
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(pk__in=visible_users(request.user).values("pk"))
 
     def _within_reach(self, request, user) -> bool:
         if request.user.is_superuser or user is None:

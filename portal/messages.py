@@ -5,6 +5,7 @@ that are not errors are the notices below. Action names get their labels here to
 """
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from portal.errors import RuleViolation
 
@@ -63,6 +64,15 @@ ACTION_LABELS = {
     "cluster.validated": _("클러스터 검증 완료"),
     "vm.gpu_error": _("GPU 오류"),
     "vm.link_down": _("패브릭 링크 끊김"),
+    "token.create": _("API 토큰 발급"),
+    "token.revoke": _("API 토큰 폐기"),
+}
+
+# What an event is about, one of a kind (an audit row names one target).
+TARGET_LABELS = {
+    "cluster": pgettext_lazy("target", "클러스터"),
+    "vm": pgettext_lazy("target", "가상머신"),
+    "api_token": pgettext_lazy("target", "API 토큰"),
 }
 
 
@@ -80,3 +90,7 @@ def render_message(code: str, params: dict | None, text: str = "") -> str:
 
 def action_label(action: str) -> str:
     return str(ACTION_LABELS.get(action, action))
+
+
+def target_label(target_type: str) -> str:
+    return str(TARGET_LABELS.get(target_type, target_type))

@@ -249,7 +249,9 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["target_type", "target_id", "-at"])]
 
     def __str__(self):
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_name} {self.outcome}"
+        """In the reader's words (the admin's titles and lists): the action's label."""
+        label, outcome = self.action_label, self.get_outcome_display()
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {label} {self.target_name} {outcome}"
 
     @property
     def text(self) -> str:
