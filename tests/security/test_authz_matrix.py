@@ -200,6 +200,11 @@ def vm_renamed(scene, user):
     assert scene.vm.name == "renamed-by-matrix"
 
 
+def cluster_renamed(scene, user):
+    scene.cluster.refresh_from_db()
+    assert scene.cluster.name == "renamed-by-matrix"
+
+
 def token_issued(scene, user):
     from metrics.models import MetricsToken
 
@@ -354,6 +359,19 @@ MATRIX = {
             effect=status_is("cluster", ClusterStatus.DELETED),
             headers=SAFE,
         ),
+    ],
+    # 이름 변경 on the 정보 tab: the API's rename, CLUSTER UPDATE.
+    "clusters:cluster_rename": [
+        Case(
+            "post",
+            object_action(Perm.CLUSTER_UPDATE),
+            target="cluster",
+            data={"name": "renamed-by-matrix"},
+            audit="cluster.update",
+            effect=cluster_renamed,
+            headers=headers,
+        )
+        for headers in ({}, SAFE)
     ],
     # Issue 11: the cluster page's bulk actions and the Operation's progress.
     "clusters:cluster_attach": [
