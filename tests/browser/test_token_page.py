@@ -68,12 +68,18 @@ HEADERS = """
 
 
 def test_the_admin_shows_its_labels_as_written(browser_login, page, live_server):
+    from django.contrib.auth import get_user_model
+
     from clusters.validation.thresholds import threshold_for
+    from portal.api import tokens
+    from portal.models import Project
     from vms.models import FabricType, InstanceType
 
     for fabric in FabricType.values:
         threshold_for(InstanceType.objects.get(code="gpu.h100x8"), fabric)
     demo_cluster("audited")
+    admin = get_user_model().objects.get(username="admin")
+    tokens.issue_token(user=admin, project_id=Project.objects.get(slug="demo").pk, name="ci")
     page.set_viewport_size(DESKTOP)
     browser_login("root")
     for name, path in (
@@ -82,14 +88,16 @@ def test_the_admin_shows_its_labels_as_written(browser_login, page, live_server)
         ("admin-vms", "vms/virtualmachine/"),
         ("admin-clusters", "clusters/virtualcluster/"),
         ("admin-users", "auth/user/"),
+        ("admin-tokens", "portal/apitoken/"),
     ):
         page.goto(f"{live_server.url}/admin/{path}")
         shoot(page, name)
         headers = page.evaluate(HEADERS)
         assert headers, name
         assert [h for h in headers if h["transform"] != "none" or h["cut"]] == [], name
-        content = page.locator("#content-main").bounding_box()
-        assert all(h["right"] <= content["x"] + content["width"] + 0.5 for h in headers), name
+        # The list's box scrolls sideways when a column does not fit: none may be out of sight.
+        results = page.locator("#changelist .results")
+        assert results.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), name
         if name == "admin-thresholds":
             assert any("Gb/s" in h["text"] for h in headers)
         if name == "admin-audit":
