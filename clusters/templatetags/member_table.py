@@ -77,7 +77,10 @@ def member_table_rows(context, members, cluster, controls):
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     label, billing = cell_labels(), BILLING_LABELS
     ip_cell = f'<td role="cell" class="member-fact" data-label="{label["ip"]}">'
-    fabric_cell = f'<td role="cell" class="member-fact mono" data-label="{label["fabric"]}">'
+    # The address in the code font, its phone label (::before) in the text font.
+    fabric_cell = (
+        f'<td role="cell" class="member-fact" data-label="{label["fabric"]}"><span class="mono">'
+    )
     billing_cell = f'<td role="cell" class="member-fact" data-label="{label["billing"]}">'
     verdict_head = f'<td role="cell" class="member-fact verdict" data-label="{label["verdict"]}">'
     rows = []
@@ -101,7 +104,7 @@ def member_table_rows(context, members, cluster, controls):
             f'<td role="cell" class="member-name"><a href="{edit.format(pk=pk)}">{name}</a></td>'
             f'<td role="cell" class="member-status">{status_badge(vm)}</td>'
             f"{ip_cell}{escape(vm.private_ip or '-')}</td>"
-            f"{fabric_cell}{escape(vm.fabric_address or '-')}</td>"
+            f"{fabric_cell}{escape(vm.fabric_address or '-')}</span></td>"
             f"{billing_cell}{escape(str(billing.get(vm.billing_type, vm.billing_type)))}</td>"
             f"{verdict_head}{verdict_cell(verdicts.get(pk), vm, cluster, can_update)}</td>"
             f'<td role="cell" class="row-actions">{actions}</td></tr>'
