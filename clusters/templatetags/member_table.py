@@ -76,13 +76,11 @@ def member_table_rows(context, members, cluster, controls):
     select_label = gettext("%(name)s 선택")
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     label, billing = cell_labels(), BILLING_LABELS
-    ip_cell = f'<td role="cell" class="member-fact" data-label="{label["ip"]}">'
+    ip_cell = f'<td role="cell" data-label="{label["ip"]}">'
     # The address in the code font, its phone label (::before) in the text font.
-    fabric_cell = (
-        f'<td role="cell" class="member-fact" data-label="{label["fabric"]}"><span class="mono">'
-    )
-    billing_cell = f'<td role="cell" class="member-fact" data-label="{label["billing"]}">'
-    verdict_head = f'<td role="cell" class="member-fact verdict" data-label="{label["verdict"]}">'
+    fabric_cell = f'<td role="cell" data-label="{label["fabric"]}"><span class="mono">'
+    billing_cell = f'<td role="cell" data-label="{label["billing"]}">'
+    verdict_head = f'<td role="cell" class="verdict" data-label="{label["verdict"]}">'
     rows = []
     for vm in members:
         pk, name = int(vm.pk), escape(vm.name)
