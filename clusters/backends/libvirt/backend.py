@@ -54,8 +54,7 @@ class LibvirtBackend(ComputeBackend):
 
     def capacity(self, zone, instance_type, fabric_type):
         hosts = placement.hosts_of(zone.pk, fabric_type)
-        total = placement.count(placement.slots(hosts, instance_type, True, free_only=False))
-        free = placement.count(placement.slots(hosts, instance_type, True))
+        total, free = placement.capacity(hosts, instance_type, True)
         return Capacity(total_nodes=total, free_nodes=free)
 
     @staticmethod
