@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from clusters.backends.libvirt import domain, fabric
+from clusters.backends.libvirt import names
 from clusters.models import VirtualCluster
 from metrics.models import Sample
 from tests.browser.test_console import attach
@@ -80,7 +80,7 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
         )
     vms = list(VirtualMachine.objects.filter(name__in=MEMBERS))
     c = conn()
-    assert all(c.lookupByName(domain.domain_name(vm.pk)).isActive() for vm in vms)
+    assert all(c.lookupByName(names.domain_name(vm.pk)).isActive() for vm in vms)
     c.close()
 
     # Their agents report; the 메트릭 tab then draws real CPU and memory, and says the
@@ -109,4 +109,4 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     page.wait_for_url(re.compile(r"/clusters/$"))
     expect(page.get_by_role("link", name=CLUSTER)).to_have_count(0)
     wait_for(lambda: not leftovers([], [cluster.pk]), 60, "the fabric network to be gone")
-    assert fabric.network_name(cluster.pk) not in leftovers([], [cluster.pk])
+    assert names.network_name(cluster.pk) not in leftovers([], [cluster.pk])

@@ -4,9 +4,10 @@ leaf and NUMA, the InfiniBand and RoCE domain XML, idempotency, delete leaving n
 import xml.etree.ElementTree as ET
 
 import pytest
+from django.conf import settings
 
 from clusters import services as cluster_services
-from clusters.backends.libvirt import LibvirtBackend, domain
+from clusters.backends.libvirt import LibvirtBackend, domain, names
 from clusters.hosts.models import FabricPartition, HostDevice, Placement
 from clusters.models import ClusterStatus
 from portal.errors import CapacityUnavailable
@@ -29,7 +30,7 @@ def running_cluster(world, hosts, n, fabric=FabricType.INFINIBAND, name="train",
 
 def dom_xml(hosts, vm):
     placed = Placement.objects.select_related("domain_host").get(vm=vm)
-    dom = hosts.conn(placed.domain_host).lookupByName(domain.domain_name(vm.pk))
+    dom = hosts.conn(placed.domain_host).lookupByName(names.domain_name(vm.pk))
     return dom, ET.fromstring(dom.XMLDesc(0))
 
 
@@ -95,7 +96,7 @@ def test_infiniband_domain_xml(world, hosts):
     vm.refresh_from_db()
     assert vm.status == VmStatus.RUNNING and vm.fabric_guid and vm.fabric_lid
     dom, root = dom_xml(hosts, vm)
-    assert dom.isActive() and root.findtext("uuid") == domain.domain_uuid(vm.pk)
+    assert dom.isActive() and root.findtext("uuid") == names.domain_uuid(vm.pk)
     meta = root.find(f"metadata/{{{domain.NAMESPACE}}}vm")
     assert meta.findtext(f"{{{domain.NAMESPACE}}}cluster") == str(cluster.pk)
     hostdevs = root.findall("devices/hostdev[@mode='subsystem'][@type='pci'][@managed='yes']")
@@ -176,12 +177,13 @@ def test_delete_leaves_nothing(world, hosts):
     cluster_services.delete_cluster(cluster.pk, actor=world.admin)
     for vm in members:
         vm_services.delete_vm(vm.pk, actor=world.admin)
+    ours = f"{settings.LIBVIRT_NAME_PREFIX}-"
     for h in hosts_all(hosts):
         conn = hosts.conn(h)
-        assert [d.name() for d in conn.listAllDomains(0) if d.name().startswith("vc-")] == []
-        assert [n.name() for n in conn.listAllNetworks() if n.name().startswith("vc-")] == []
+        assert [d.name() for d in conn.listAllDomains(0) if d.name().startswith(ours)] == []
+        assert [n.name() for n in conn.listAllNetworks() if n.name().startswith(ours)] == []
         pool = conn.storagePoolLookupByName(h.storage_pool)
-        assert [v for v in pool.listVolumes() if v.startswith("vc-")] == []
+        assert [v for v in pool.listVolumes() if v.startswith(ours)] == []
     assert not Placement.objects.exists() and not FabricPartition.objects.exists()
     assert not HostDevice.objects.filter(placement__isnull=False).exists()
 

@@ -23,8 +23,8 @@ from clusters.backends.base import (
     Observed,
     private_ip,
 )
-from clusters.backends.libvirt import domain, fabric, guest, placement, volumes
-from clusters.backends.libvirt.connection import connect, domain_type, lookup
+from clusters.backends.libvirt import domain, fabric, guest, names, placement, volumes
+from clusters.backends.libvirt.connection import connect, domain_type
 from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
@@ -190,7 +190,7 @@ class LibvirtBackend(ComputeBackend):
         )
         for host in GpuHost.objects.order_by("pk"):
             try:
-                ids |= {fabric.cluster_id_of(n) for n in self.fabric.networks(host)}
+                ids |= {names.cluster_id_of(n) for n in self.fabric.networks(host)}
             except (BackendError, libvirt.libvirtError):
                 log.warning("fabric networks of host %s unreadable", host.name)
         return sorted(ids)
@@ -216,7 +216,7 @@ class LibvirtBackend(ComputeBackend):
             if not dom.isActive():
                 dom.create()
         except (libvirt.libvirtError, BackendError, OSError) as exc:
-            log.warning("start of %s failed: %s", domain.domain_name(vm.pk), exc)
+            log.warning("start of %s failed: %s", names.domain_name(vm.pk), exc)
             if cluster is None:  # a standalone VM holds nothing unless it runs
                 placement.unbind(Placement.objects.filter(pk=placed.pk))
             raise BackendError() from exc
@@ -296,7 +296,7 @@ class LibvirtBackend(ComputeBackend):
     def stop_vm(self, vm):
         placed = Placement.objects.select_related("domain_host").filter(vm=vm).first()
         if placed is not None and placed.domain_host is not None:
-            dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
+            dom = volumes.own_domain(connect(placed.domain_host), vm.pk)
             if dom is not None and dom.isActive():
                 self._power_off(dom)
         if placed is not None and placed.cluster_id is None and placed.held:
@@ -320,7 +320,7 @@ class LibvirtBackend(ComputeBackend):
         if placed is None:
             return
         if placed.domain_host is not None:
-            dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
+            dom = volumes.own_domain(connect(placed.domain_host), vm.pk)
             if dom is not None and not dom.isActive() and placed.domain_host_id == placed.host_id:
                 self._define(vm, placed, None, None, prepare=False)  # no fabric devices
         if placed.cluster_id == cluster.pk and placed.held:
@@ -342,9 +342,9 @@ class LibvirtBackend(ComputeBackend):
     # -- observation --------------------------------------------------------------------
 
     def observe(self):
-        """Every ``vc-vm-<id>`` domain on the hosts it can reach. A VM is seen missing only
-        when its host answered: one on an unreachable host is not reported at all."""
-        seen, names, unreachable = {}, [], set()
+        """Every domain of ours (``names.owned_domain``) on the hosts it can reach. A VM is
+        seen missing only when its host answered: one on an unreachable host is not reported."""
+        seen, domains_seen, unreachable = {}, [], set()
         for host in GpuHost.objects.order_by("pk"):
             try:
                 domains = connect(host).listAllDomains(0)
@@ -353,9 +353,9 @@ class LibvirtBackend(ComputeBackend):
                 unreachable.add(host.pk)
                 continue
             for dom in domains:
-                vm_id = domain.vm_id_of(dom.name())
+                vm_id = names.owned_domain(dom)
                 if vm_id is None:
-                    continue  # not ours
+                    continue  # not ours (another name, or our name with another portal's UUID)
                 state, reason = dom.state()
                 if state in RUNNING_STATES:
                     seen[vm_id] = Observed(True)
@@ -365,9 +365,9 @@ class LibvirtBackend(ComputeBackend):
                     else:
                         why = SHUTOFF_REASONS.get(reason, "domain_stopped")
                     seen[vm_id] = Observed(False, why)
-                names.append((vm_id, dom.name()))
+                domains_seen.append((vm_id, dom.name()))
         live = set(VirtualMachine.objects.filter(pk__in=seen).values_list("pk", flat=True))
-        strays = sorted(name for vm_id, name in names if vm_id not in live)
+        strays = sorted(name for vm_id, name in domains_seen if vm_id not in live)
         unknown = Q(placement__domain_host__in=unreachable) | Q(placement__host__in=unreachable)
         missing = VirtualMachine.objects.filter(
             Q(placement__domain_host__isnull=False) | Q(status=VmStatus.RUNNING)
