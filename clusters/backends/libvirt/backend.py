@@ -14,6 +14,7 @@ import libvirt
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from clusters.backends.base import (
     Capacity,
@@ -121,22 +122,25 @@ class LibvirtBackend(ComputeBackend):
         """The cluster's partition: the lowest free block, taken in one statement unless the
         cluster holds one already (ON CONFLICT). An allocation in another zone (not
         serialised by these host locks) may take the same block first: nothing is inserted
-        then, and the next free block is tried."""
+        then, and the next free block is tried. Plain SQL both PostgreSQL and SQLite (the
+        demo's embedded database) speak: a recursive CTE counts the blocks."""
         roce = cluster.fabric_type == FabricType.ROCE_V2
         table = FabricPartition._meta.db_table
         sql = (
-            f"INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
-            " SELECT %s, %s, b, %s::integer + b, %s::integer + b, false, now()"
-            " FROM generate_series(0, %s) AS b"
-            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b)"
-            " ORDER BY b LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
+            "WITH RECURSIVE b(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n < %s)"
+            f" INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
+            " SELECT %s, %s, n, CAST(%s AS integer) + n, CAST(%s AS integer) + n, %s, %s FROM b"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b.n)"
+            " ORDER BY n LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
         )
         params = [
+            fabric.BLOCKS - 1,
             cluster.pk,
             cluster.fabric_type,
             None if roce else fabric.PKEY_BASE,
             fabric.VLAN_BASE if roce else None,
-            fabric.BLOCKS - 1,
+            False,
+            timezone.now(),
         ]
         for _attempt in range(16):
             with connection.cursor() as cursor:
