@@ -4,11 +4,8 @@ one-statement allocation must speak SQLite as well as PostgreSQL. Run in a child
 its own SQLite file (the suite's database is PostgreSQL)."""
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+from tests.child import run_python
 
 SCRIPT = """
 import django
@@ -59,15 +56,7 @@ def test_placement_and_partitions_on_sqlite(tmp_path):
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", f"TMP = {str(tmp_path)!r}\n{SCRIPT}"],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_python(f"TMP = {str(tmp_path)!r}\n{SCRIPT}", env, timeout=600)
     partitions, held = done.stdout.strip().splitlines()[-2:]
     assert partitions == "[('c0', 0, 256, None), ('c1', 1, None, 101), ('c2', 2, 258, None)]"
     assert held == "6"

@@ -15,30 +15,35 @@ import uuid
 from django.conf import settings
 
 
-def _prefix(kind: str) -> str:
-    return f"{settings.LIBVIRT_NAME_PREFIX}-{kind}-"
+class _Kind:
+    """Names ``<prefix>-<tag>-<id>`` and UUIDs ``uuid5(<portal id>/<space>/<id>)``."""
+
+    def __init__(self, tag: str, space: str):
+        self.tag, self.space = tag, space
+
+    def name(self, pk) -> str:
+        return f"{settings.LIBVIRT_NAME_PREFIX}-{self.tag}-{pk}"
+
+    def id_of(self, name: str) -> int | None:
+        pattern = re.escape(f"{settings.LIBVIRT_NAME_PREFIX}-{self.tag}-") + r"(\d+)"
+        match = re.fullmatch(pattern, name)
+        return int(match.group(1)) if match else None
+
+    def uuid(self, pk) -> str:
+        return str(
+            uuid.uuid5(uuid.NAMESPACE_URL, f"{settings.LIBVIRT_PORTAL_ID}/{self.space}/{pk}")
+        )
+
+    def owned(self, obj) -> int | None:
+        """The id of a libvirt object (domain, network) of ours; None for anyone else's."""
+        pk = self.id_of(obj.name())
+        return pk if pk is not None and obj.UUIDString() == self.uuid(pk) else None
 
 
-def _id_of(kind: str, name: str) -> int | None:
-    match = re.fullmatch(re.escape(_prefix(kind)) + r"(\d+)", name)
-    return int(match.group(1)) if match else None
-
-
-def _uuid(kind: str, pk) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{settings.LIBVIRT_PORTAL_ID}/{kind}/{pk}"))
-
-
-def domain_name(vm_id) -> str:
-    return f"{_prefix('vm')}{vm_id}"
-
-
-def vm_id_of(name: str) -> int | None:
-    return _id_of("vm", name)
-
-
-def domain_uuid(vm_id) -> str:
-    """Stable for the VM's life: a redefined domain keeps its UUID."""
-    return _uuid("vm", vm_id)
+_VM, _FABRIC = _Kind("vm", "vm"), _Kind("fab", "fabric")
+domain_name, vm_id_of, domain_uuid, owned_domain = _VM.name, _VM.id_of, _VM.uuid, _VM.owned
+network_name, cluster_id_of = _FABRIC.name, _FABRIC.id_of
+network_uuid, owned_network = _FABRIC.uuid, _FABRIC.owned
 
 
 def disk_volume(vm_id) -> str:
@@ -47,29 +52,3 @@ def disk_volume(vm_id) -> str:
 
 def seed_volume(vm_id) -> str:
     return f"{domain_name(vm_id)}-seed.iso"
-
-
-def network_name(cluster_id) -> str:
-    return f"{_prefix('fab')}{cluster_id}"
-
-
-def cluster_id_of(name: str) -> int | None:
-    return _id_of("fab", name)
-
-
-def network_uuid(cluster_id) -> str:
-    return _uuid("fabric", cluster_id)
-
-
-def owned_domain(dom) -> int | None:
-    """The VM id of a domain of ours, None for anyone else's."""
-    vm_id = vm_id_of(dom.name())
-    return vm_id if vm_id is not None and dom.UUIDString() == domain_uuid(vm_id) else None
-
-
-def owned_network(net) -> int | None:
-    """The cluster id of a fabric network of ours, None for anyone else's."""
-    cluster_id = cluster_id_of(net.name())
-    if cluster_id is None or net.UUIDString() != network_uuid(cluster_id):
-        return None
-    return cluster_id
