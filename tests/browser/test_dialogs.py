@@ -258,3 +258,22 @@ def test_a_failed_start_is_worded_and_coloured_as_failure_and_cards_do_not_stack
     expect(rows.nth(1)).to_have_attribute("data-outcome", "failed")
     expect(rows.nth(1)).to_contain_text("실패 1")
     expect(rows.nth(0)).to_contain_text("성공 4/4")
+
+
+def test_revoking_an_api_token_is_confirmed_in_the_same_dialog(browser_login, page, live_server):
+    """A plain form (no htmx) asks through data-confirm: 취소 sends nothing, 폐기 sends it."""
+    browser_login("admin")
+    page.goto(f"{live_server.url}/account/api-tokens/")
+    page.get_by_label("이름").fill("ci")
+    page.get_by_role("button", name="발급").click()
+    row = page.locator("tr[data-token-name='ci']")
+    expect(row).to_contain_text("사용 가능")
+    row.get_by_role("button", name="폐기").click()
+    dialog = confirm_dialog(page)
+    expect(dialog.locator("#confirm-title")).to_have_text("ci 토큰을 폐기합니다")
+    shoot(page, "token-revoke-ko")
+    cancel(page)
+    expect(row).to_contain_text("사용 가능")
+    row.get_by_role("button", name="폐기").click()
+    confirm(page, says="ci 토큰을 폐기합니다")
+    expect(page.locator("tr[data-token-name='ci']")).to_contain_text("폐기됨")
