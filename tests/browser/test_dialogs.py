@@ -180,6 +180,9 @@ def test_the_attach_dialog_says_per_vm_what_refuses_it(browser_login, page, live
     expect(dialog.locator("[data-candidate]:visible")).to_have_count(4)
     expect(dialog.locator("[data-candidate='gpu-extra-01']")).to_be_hidden()
     shoot(page, "attach-dialog-search-ko")
+    search.fill("-01")  # one of each kind, the refused ones with their reasons
+    expect(dialog.locator("[data-candidate]:visible")).to_have_count(8)
+    shoot(page, "attach-dialog-reasons-ko")
     search.fill("")
     shoot(page, "attach-dialog-ko")
     dialog.get_by_label("gpu-node-01", exact=True).check()
@@ -191,6 +194,7 @@ def test_the_attach_dialog_says_per_vm_what_refuses_it(browser_login, page, live
     switch_language(page, "English")
     page.locator("#open-attach").click()
     expect(page.locator("#attach-dialog")).to_contain_text("Another availability zone")
+    page.locator("#attach-search").fill("-01")
     shoot(page, "attach-dialog-en")
 
 
