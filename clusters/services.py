@@ -2,13 +2,11 @@
 
 Each action runs in one transaction, locks rows in the fixed order of ``clusters.locking``,
 checks the actor's permission and the rules, raises a typed error with the SPEC §5 message,
-audits the attempt and queues the slow part with ``queue_after_commit``. ``actor=None``
-means the system (tasks, the reconciler, the admin's force actions).
+audits the attempt and queues the slow part (``actor=None``: the system).
 
-Each rule is written once, as a ``*_refusal`` function of the facts it needs; the action
-raises what it returns on the locked rows, and its ``preflight_*`` twin returns it on the
-rows as read, for pages that disable a button and say why. The background walk (준비중 →
-할당됨 → 대기중 → 실행중, roll-back, the reconciler) is ``clusters.progress``.
+Each rule is once, a ``*_refusal`` function of the facts it needs: the action raises it on
+the locked rows, its ``preflight_*`` twin returns it on the rows as read (a page disables a
+button and says why). The background walk is ``clusters.progress``.
 """
 
 import itertools
@@ -58,8 +56,10 @@ from portal.errors import (
     NotMember,
     RuleViolation,
     SpotOrDrVm,
+    VmInOtherZone,
     VmNotEligible,
     VmNotStopped,
+    VmOfOtherInstanceType,
     ZoneRequired,
 )
 from portal.kernel import (
@@ -159,19 +159,21 @@ def vm_attach_refusal(vm) -> RuleViolation | None:
 
 def attach_refusal(vm, cluster) -> RuleViolation | None:
     """SPEC §5.1-3: same project; the VM in no cluster; membership open; an on-demand or
-    reserved VM, stopped, of the cluster's zone and instance type."""
+    reserved VM of the cluster's zone and instance type (each named), stopped. What stopping
+    cannot fix is said first. ``vm`` may be unsaved: VM create asks before it makes one."""
     if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
         return ClusterNotFound()
     if vm.cluster_id is not None:
         return AlreadyMember()
     if cluster.status not in MEMBERSHIP_OPEN:
         return ClusterChanging()
-    refusal = vm_attach_refusal(vm)
-    if refusal is not None:
-        return refusal
-    if vm.zone_id != cluster.zone_id or vm.instance_type_id != cluster.instance_type_id:
-        return VmNotEligible()
-    return None
+    if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
+        return SpotOrDrVm()
+    if vm.zone_id != cluster.zone_id:
+        return VmInOtherZone(zone=vm.zone.code)
+    if vm.instance_type_id != cluster.instance_type_id:
+        return VmOfOtherInstanceType(instance_type=vm.instance_type.code)
+    return vm_attach_refusal(vm)
 
 
 def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
@@ -342,10 +344,8 @@ def reserve_node(cluster, members: int) -> RuleViolation | None:
 
 def join(vm, cluster, rank: int | None = None) -> None:
     """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks).
-
     The VM takes ``rank`` (a 교체 spare: the replaced member's) or the lowest node rank no
-    member holds, so the members' order (torchrun, hostfile) survives detaches and swaps.
-    """
+    member holds, so the members' order (torchrun, hostfile) survives detaches and swaps."""
     if rank is None:
         taken = set(cluster.members.exclude(pk=vm.pk).values_list("node_rank", flat=True))
         rank = next(r for r in itertools.count() if r not in taken)

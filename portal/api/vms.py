@@ -100,7 +100,9 @@ ACCEPTED = {202: OperationOut}
 @router.post("/virtual-machines", response=ACCEPTED, summary="가상머신 생성")
 def create_vms(request, payload: VmCreateIn):
     """``count`` stopped VMs (``<name>-01`` … when more than one), all or none, each attached
-    to ``cluster_id`` if given: an Operation with an item per VM."""
+    to ``cluster_id`` if given: an Operation with an item per VM. With ``cluster_id`` the
+    attach rule is asked first: VMs it would refuse (spot/DR, another zone or instance type)
+    are refused whole with its code, and none is created."""
     return accepted(
         request,
         lambda claim: ops.create_vms(

@@ -19,6 +19,7 @@ from playwright.sync_api import expect
 import clusters.views
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
+from tests.browser.dialogs import confirm
 from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -261,6 +262,7 @@ def test_status_changes_are_announced_in_the_live_region(
     expect(live).to_have_attribute("aria-live", "polite")
     row = page.locator("tr[data-vm='gpu-node-03']")
     row.get_by_role("button", name="gpu-node-03 시작").click()
+    confirm(page, says="gpu-node-03을 시작합니다")
     expect(row.locator(".badge")).to_have_text("실행중")
     expect(live).to_have_text("gpu-node-03 상태: 실행중")
 

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from clusters.backends.libvirt import names
 from clusters.models import VirtualCluster
 from metrics.models import Sample
+from tests.browser.dialogs import confirm
 from tests.browser.test_console import attach
 from tests.realvm.guests import (
     BOOT_SECONDS,
@@ -49,7 +50,6 @@ def real_console(transactional_db, live_server, settings):
 
 def test_console_flow_on_real_guests(real_console, browser_login, page, live_server, celery_worker):
     call_command("libvirt_demo_hosts", stdout=io.StringIO())  # this machine as GPU hosts
-    page.on("dialog", lambda dialog: dialog.accept())
     browser_login("admin")
 
     page.locator("a[hx-target='#create-panel']", has_text="가상 클러스터 생성").click()
@@ -69,11 +69,13 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     section.get_by_role("link", name=CLUSTER).click()
     header = page.locator("#cluster-header")
     header.get_by_role("button", name="클러스터 시작").click()
+    confirm(page)
     expect(badge).to_have_text("실행중", timeout=SLOW)
 
     tab = page.get_by_role("tab", name="연결된 가상머신")
     tab.click()
     page.locator("#start-all").click()
+    confirm(page)
     for name in MEMBERS:
         expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
             "실행중", timeout=SLOW
@@ -98,14 +100,17 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
 
     tab.click()
     page.locator("#stop-all").click()
+    confirm(page)
     for name in MEMBERS:
         expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
             "중지됨", timeout=SLOW
         )
     header.get_by_role("button", name="클러스터 중지").click()
+    confirm(page)
     expect(badge).to_have_text("종료됨", timeout=SLOW)
     cluster = VirtualCluster.objects.get(name=CLUSTER)
     header.get_by_role("button", name="삭제").click()
+    confirm(page)
     page.wait_for_url(re.compile(r"/clusters/$"))
     expect(page.get_by_role("link", name=CLUSTER)).to_have_count(0)
     wait_for(lambda: not leftovers([], [cluster.pk]), 60, "the fabric network to be gone")

@@ -286,7 +286,7 @@ def test_attach_candidates_say_why_each_is_refused(world):
         ("b-ok", None),
         ("a-spot", "spot_or_dr_vm"),
         ("c-member", "already_member"),
-        ("d-l40s", "vm_not_eligible"),
+        ("d-l40s", "vm_other_instance_type"),
     ]
 
 

@@ -113,7 +113,10 @@ def test_duplicate_name_is_a_field_error(world, login):
 def test_start_empty_cluster_shows_reason_and_refuses(world, login):
     cluster = world.cluster()
     client = login("admin")
-    assert "가상머신 2대 이상이 필요합니다" in body(client.get(f"/clusters/{cluster.pk}/"))
+    # Said once: the empty cluster's callout (a start needs 2), which the button points at.
+    page = body(client.get(f"/clusters/{cluster.pk}/"))
+    assert "클러스터를 시작하려면 2대 이상이 필요합니다" in page
+    assert 'aria-describedby="callout-empty"' in page and 'id="start-reason"' not in page
     response = client.post(f"/clusters/{cluster.pk}/start/", **HX)
     assert response.status_code == 409
     assert response["HX-Retarget"] == "#flash"
@@ -217,6 +220,11 @@ def test_last_error_is_stored_once_and_shown_in_the_users_language(
         client.post(f"/clusters/{cluster.pk}/start/")
     cluster.refresh_from_db()
     # Stored as a code, in no language; rendered in the reader's.
-    assert (cluster.error_code, cluster.error_params) == ("capacity_unavailable", {})
+    assert cluster.error_code == "capacity_unavailable"
+    assert {k: cluster.error_params[k] for k in ("zone", "requested", "available")} == {
+        "zone": "kr-central-1a",
+        "requested": 2,
+        "available": 1,
+    }
     page = body(client.get(f"/clusters/{cluster.pk}/"))
-    assert "Not enough capacity in the zone to start" in page
+    assert "Not enough H100 · InfiniBand nodes in kr-central-1a: 2 requested, 1 available" in page

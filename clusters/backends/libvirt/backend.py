@@ -58,22 +58,14 @@ class LibvirtBackend(ComputeBackend):
         total, free = placement.capacity(hosts, instance_type, True)
         return Capacity(total_nodes=total, free_nodes=free)
 
-    @staticmethod
-    def _short(zone, instance_type, fabric_type, requested, available):
-        return CapacityUnavailable(
-            zone=str(zone),
-            instance_type=str(instance_type),
-            fabric=FabricType(fabric_type).label if fabric_type else "-",
-            requested=requested,
-            available=available,
-        )
-
     def _place(self, hosts, instance_type, zone, fabric_type, n, prefer, needs_vf):
         found = placement.slots(hosts, instance_type, needs_vf)
         try:
             return placement.choose(hosts, found, n, prefer)
         except CapacityUnavailable:
-            raise self._short(zone, instance_type, fabric_type, n, placement.count(found)) from None
+            raise self.shortage(
+                zone, instance_type, fabric_type, n, placement.count(found)
+            ) from None
 
     def create_vm(self, vm):
         return private_ip(vm)  # the domain is defined at its first start, where it is placed
@@ -83,7 +75,7 @@ class LibvirtBackend(ComputeBackend):
 
     def allocate(self, cluster, nodes):
         if nodes > fabric.MAX_MEMBERS:
-            raise self._short(
+            raise self.shortage(
                 cluster.zone, cluster.instance_type, cluster.fabric_type, nodes, fabric.MAX_MEMBERS
             )
         with transaction.atomic():
