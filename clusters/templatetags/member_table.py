@@ -59,6 +59,7 @@ def member_table_rows(context, members, cluster, controls):
     buttons = VmButtons(csrf, compact=True)
     detach = DetachButtons(cluster, csrf)
     select_label = gettext("%(name)s 선택")
+    billing = {code: escape(str(text)) for code, text in BILLING_LABELS.items()}
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     rows = []
     for vm in members:
@@ -80,7 +81,7 @@ def member_table_rows(context, members, cluster, controls):
             f'<tr data-vm="{name}">{checkbox}<td><a href="{edit.format(pk=pk)}">{name}</a></td>'
             f"<td>{status_badge(vm)}</td><td>{escape(vm.private_ip or '-')}</td>"
             f'<td class="mono">{escape(vm.fabric_address or "-")}</td>'
-            f"<td>{escape(str(BILLING_LABELS.get(vm.billing_type, vm.billing_type)))}</td>"
+            f"<td>{billing.get(vm.billing_type) or escape(vm.billing_type)}</td>"
             f'<td class="verdict">{verdict_cell(verdicts.get(pk), vm, cluster, can_update)}</td>'
             f'<td class="row-actions">{actions}</td></tr>'
         )
