@@ -40,7 +40,7 @@ from portal.errors import (
     NameTaken,
 )
 from portal.kernel import check_perm
-from portal.models import AuditEvent
+from portal.models import AuditEvent, readable
 from portal.permissions import Perm
 from portal.rendering import render_form
 from vms.models import VirtualMachine
@@ -192,18 +192,30 @@ def _visible_members(user, cluster):
     return VirtualMachine.objects.restrict(user, Perm.VM_READ).filter(cluster=cluster)
 
 
+def _members_and_states(user, cluster) -> tuple[list, MemberStates]:
+    """The members ``user`` may read, in rank order, and the states of all of them (what the
+    header's rules count), from one read of the cluster's members: each row is kept by
+    ``readable(...).shows``, the same rule ``restrict`` applies in SQL."""
+    every = list(
+        VirtualMachine.objects.filter(cluster=cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
+    )
+    states = MemberStates.of(vm.status for vm in sorted(every, key=lambda vm: vm.pk))
+    readable_vms = readable(user, Perm.VM_READ, VirtualMachine)
+    return [vm for vm in every if readable_vms.shows(vm)], states
+
+
 def _detail_context(request, cluster, tab):
     user = request.user
-    members = list(
-        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
-        if tab in ("info", "members")
-        else []
+    members, states = (
+        _members_and_states(user, cluster) if tab in ("info", "members") else ([], None)
     )
-    context = _header_context(user, cluster)
+    context = _header_context(user, cluster, states)
     context.update(
         tab=tab,
         members=members,
-        fabric=_fabric_usage(cluster, members) if cluster.status == ClusterStatus.RUNNING else None,
+        fabric=_fabric_usage(cluster, members)
+        if tab == "info" and cluster.status == ClusterStatus.RUNNING
+        else None,
         can_update_vm=user.has_perm(Perm.VM_UPDATE, cluster),
     )
     if tab == "members":
@@ -222,13 +234,14 @@ def _detail_context(request, cluster, tab):
     return context
 
 
-def _header_context(user, cluster):
+def _header_context(user, cluster, members: MemberStates | None = None):
     """The header: status, member count, and what its buttons may do and why not, all
-    asked of the services' preflights on one read of the members' statuses.
+    asked of the services' preflights on one read of the members' statuses (``members``,
+    if the page has read them already).
 
     While an operation runs on the cluster (``outcome.open_operation``) the header names it
     and offers no start, stop, delete or 멤버 모두 시작: nothing that contradicts it."""
-    members = MemberStates.read(cluster)
+    members = members if members is not None else MemberStates.read(cluster)
     stop_refusal = services.preflight_stop(user, cluster, members)
     busy = outcome.open_operation(cluster)
     idle = busy is None

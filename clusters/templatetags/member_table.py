@@ -76,6 +76,7 @@ def member_table_rows(context, members, cluster, controls):
     }
     detach = DetachButtons(cluster, csrf, reason_ids)
     select_label = gettext("%(name)s 선택")
+    billing = {code: escape(str(text)) for code, text in BILLING_LABELS.items()}
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     # A running bulk start or stop has not reached these rows yet (``views`` reads them).
     waiting = controls.get("queued", set())
@@ -104,7 +105,7 @@ def member_table_rows(context, members, cluster, controls):
             f"<td>{status_badge(vm)}{queued if pk in waiting else ''}</td>"
             f"<td>{escape(vm.private_ip or '-')}</td>"
             f'<td class="mono">{escape(vm.fabric_address or "-")}</td>'
-            f"<td>{escape(str(BILLING_LABELS.get(vm.billing_type, vm.billing_type)))}</td>"
+            f"<td>{billing.get(vm.billing_type) or escape(vm.billing_type)}</td>"
             f'<td class="verdict">{verdict_cell(verdicts.get(pk), vm, cluster, can_update)}</td>'
             f'<td class="row-actions">{actions}</td></tr>'
         )

@@ -217,7 +217,7 @@ def test_an_unexpected_exception_is_a_500_problem_without_traceback(
     def broken(*args, **kwargs):
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr("portal.api.clusters.labels", broken)
+    monkeypatch.setattr("portal.api.clusters.filtered", broken)
     client = Client(raise_request_exception=False)
     with override_settings(DEBUG=debug):
         response = client.get(
