@@ -16,6 +16,7 @@ from functools import cache
 import orjson
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import BaseBackend, ModelBackend
+from django.db import connection
 from django.db.models import TextField
 from django.db.models.expressions import RawSQL
 
@@ -72,6 +73,10 @@ class SessionUserBackend(ModelBackend):
     the user's row and their roles in one query, read afresh on every request."""
 
     def get_user(self, user_id):
+        if connection.vendor != "postgresql":
+            # The demo's embedded SQLite has no json_agg(... ORDER BY): the roles and the
+            # projects are read when first asked (``project_permissions``, ``visible_projects``).
+            return super().get_user(user_id)
         users = get_user_model()._default_manager.annotate(**{GRANTS: grants_sql()})
         user = users.filter(pk=user_id).first()
         if user is None or not self.user_can_authenticate(user):
