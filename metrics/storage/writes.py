@@ -15,8 +15,8 @@ the same statement or transaction, so a batch is all stored or none of it:
 
 Every host row is stamped with its VM's cluster at the moment it is written
 (``Sample.cluster_id``, what the cluster rollups group by): read from the VM row by the same
-statement (the token's join, or a subquery), or looked up once per batch for COPY and
-``bulk_create``.
+statement (the token's join, or a subquery); for COPY and ``bulk_create`` read with the token
+by the endpoint (``ingest.lookup_member``), or looked up once per batch.
 
 Samples are telemetry: they commit asynchronously (``synchronous_commit = off`` for these
 transactions only). A PostgreSQL crash may lose the last fraction of a second of acknowledged
@@ -27,7 +27,7 @@ database) is created and the write retried once.
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import psycopg
 from django.db import IntegrityError, connection, transaction
@@ -47,6 +47,7 @@ COPY_SQL = f"COPY {Sample._meta.db_table} ({', '.join(COLUMNS)}) FROM STDIN (FOR
 SMALL_BATCH = 5  # samples; one INSERT of at most 50 host parameters (psycopg caches its parse)
 SMALL_DEVICE_ROWS = 96  # GPU + port rows in that INSERT: 8 GPUs and 4 ports a sample
 DEVICES = {"gpu": GPU, "port": PORT}
+LOOK_UP = object()  # write_batch's cluster_id when the caller did not read it
 
 
 def _device_columns(series):
@@ -152,17 +153,25 @@ def write_samples(
 
 
 def write_batch(
-    vm_id: int, columns: list, backlog: RollupBacklog | None = None, devices: dict | None = None
+    vm_id: int,
+    columns: list,
+    backlog: RollupBacklog | None = None,
+    devices: dict | None = None,
+    *,
+    cluster_id: object = LOOK_UP,
 ) -> None:
     """``write_samples`` for one VM's validated batch as columns (``micros``, then
     ``METRIC_NAMES``) and device columns: the ingest endpoint's path when
-    ``write_for_token`` does not apply."""
+    ``write_for_token`` does not apply. ``cluster_id``: the VM's cluster if the caller read it
+    with the token (``ingest.lookup_member``), else it is looked up."""
     by_table = {
         name: ([vm_id] * len(cols[0]), cols[0], cols[1], cols[2:])
         for name, cols in (devices or {}).items()
         if cols and cols[0]
     }
-    _write([vm_id] * len(columns[0]), columns[0], columns[1:], backlog, by_table)
+    count = len(columns[0])
+    clusters = None if cluster_id is LOOK_UP else [cluster_id] * count
+    _write([vm_id] * count, columns[0], columns[1:], backlog, by_table, clusters)
 
 
 def write_for_token(
@@ -203,10 +212,14 @@ def _array(column):
     return list(column)
 
 
-def _write(vm_ids, micros, metrics, backlog, devices):
+def _write(vm_ids, micros, metrics, backlog, devices, clusters=None):
+    """Write by the way that fits; ``clusters``: each row's cluster stamp, if the caller knows
+    them (the small INSERT reads them itself)."""
     rows = sum(len(table[0]) for table in devices.values())
     if not is_postgresql():
-        _with_partitions(lambda: _bulk_create(vm_ids, micros, metrics, backlog, devices), micros)
+        clusters = _clusters_of(vm_ids) if clusters is None else clusters
+        write = partial(_bulk_create, vm_ids, clusters, micros, metrics, backlog, devices)
+        _with_partitions(write, micros)
     elif len(micros) <= SMALL_BATCH and backlog is None and rows <= SMALL_DEVICE_ROWS:
         stamps = map(datetime_of, micros)
         params = [value for row in zip(vm_ids, stamps, *metrics, strict=True) for value in row]
@@ -216,8 +229,8 @@ def _write(vm_ids, micros, metrics, backlog, devices):
             params += [ids, list(map(datetime_of, stamps_)), indexes, *map(_array, values)]
         _insert(_insert_sql(len(micros), False, shape), params, micros, bool(shape))
     else:
-        stamps = _clusters_of(vm_ids)
-        data = [(COPY_SQL, binary.pack(vm_ids, micros, None, metrics, stamps))]
+        clusters = _clusters_of(vm_ids) if clusters is None else clusters
+        data = [(COPY_SQL, binary.pack(vm_ids, micros, None, metrics, clusters))]
         for name, (ids, indexes, stamps, values) in devices.items():
             data.append((_copy_sql(DEVICES[name]), binary.pack(ids, stamps, indexes, values)))
         _with_partitions(lambda: _copy(data, backlog), micros)
@@ -251,7 +264,7 @@ def _clusters_of(vm_ids):
     return [clusters.get(vm_id) for vm_id in vm_ids]
 
 
-def _bulk_create(vm_ids, micros, metrics, backlog, devices):
+def _bulk_create(vm_ids, clusters, micros, metrics, backlog, devices):
     with transaction.atomic():
         Sample.objects.bulk_create(
             Sample(
@@ -261,7 +274,7 @@ def _bulk_create(vm_ids, micros, metrics, backlog, devices):
                 **dict(zip(METRIC_NAMES, values, strict=True)),
             )
             for vm_id, cluster_id, ts, *values in zip(
-                vm_ids, _clusters_of(vm_ids), micros, *metrics, strict=True
+                vm_ids, clusters, micros, *metrics, strict=True
             )
         )
         for name, (ids, indexes, stamps, values) in devices.items():
