@@ -18,6 +18,7 @@ from django.utils import timezone
 from clusters.models import ClusterStatus
 from metrics import charts, storage
 from metrics.figures import script_safe
+from metrics.models import METRIC_NAMES
 from vms.models import VmStatus
 
 FIGURE = re.compile(
@@ -82,16 +83,7 @@ def samples(cluster):
 
 def per_vm_buckets(rows, step, until=None):
     """{bucket: {vm: {series: mean}}}, computed in Python from the raw rows."""
-    names = (
-        "cpu_util",
-        "mem_util",
-        "gpu_util",
-        "gpu_mem_util",
-        "net_rx",
-        "net_tx",
-        "fabric_rx",
-        "fabric_tx",
-    )
+    names = METRIC_NAMES
     acc = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for vm_id, at, *values in rows:
         if until is not None and at >= until:
