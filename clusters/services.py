@@ -64,10 +64,10 @@ from portal.errors import (
 )
 from portal.kernel import (
     check_perm,
-    id_for_lookup,
     permission_refusal,
     queue_after_commit,
     raise_if,
+    rename,
     set_status,
     validate_name,
 )
@@ -75,10 +75,9 @@ from portal.permissions import Perm
 from vms.models import (
     BillingType,
     FabricType,
-    InstanceType,
     VirtualMachine,
     VmStatus,
-    Zone,
+    catalog_choice,
     offered_fabrics,
 )
 
@@ -242,8 +241,7 @@ def create_cluster(
         check_perm(actor, Perm.CLUSTER_CREATE, project)
         name = validate_name(name)
         att.target_name = name
-        zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
-        instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
+        zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, fabric_type))
         cluster = VirtualCluster(
             project=project,
@@ -266,12 +264,18 @@ def create_cluster(
     return cluster
 
 
+def _locked(cluster_id, actor, perm, att, refusal) -> tuple[VirtualCluster, list]:
+    """The cluster and its members, locked in order, once ``refusal`` let them pass."""
+    cluster = lock_cluster(cluster_id, actor, perm, att)
+    members = lock_members(cluster)
+    raise_if(refusal(cluster, MemberStates.of(vm.status for vm in members)))
+    return cluster, members
+
+
 def start_cluster(cluster_id, *, actor) -> VirtualCluster:
     """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members."""
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
-        members = lock_members(cluster)
-        raise_if(start_refusal(cluster, MemberStates.of(vm.status for vm in members)))
+        cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, start_refusal)
         cluster.previous_status = cluster.status
         set_status(cluster, S.PROVISIONING, LIFECYCLE)
         cluster.operation = ClusterOp.START
@@ -285,9 +289,7 @@ def start_cluster(cluster_id, *, actor) -> VirtualCluster:
 def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
     """실행중/할당됨/대기중 → 종료됨, releasing the fabric. Refused while a member runs."""
     with attempt("cluster.stop", actor=actor, target_type="cluster") as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
-        members = lock_members(cluster)
-        raise_if(stop_refusal(cluster, MemberStates.of(vm.status for vm in members)))
+        cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, stop_refusal)
         for vm in members:
             clear_fabric(vm)
             save_vm(vm)
@@ -301,9 +303,7 @@ def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
 def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
     """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_DELETE, att)
-        members = lock_members(cluster)
-        raise_if(delete_refusal(cluster, MemberStates.of(vm.status for vm in members)))
+        cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
         for vm in members:
             leave(vm)
         set_status(cluster, S.DELETED, LIFECYCLE)
@@ -385,16 +385,5 @@ def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
     fabric never change (SPEC §5.7): only the name is editable."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
-        name = validate_name(name)
-        if name == cluster.name:
-            return cluster
-        raise_if(rename_refusal(cluster, name))
-        att.message = f"{cluster.name} → {name}"
-        cluster.name = name
-        try:
-            with transaction.atomic():
-                cluster.save(update_fields=["name"])
-        except IntegrityError:  # a concurrent rename or create took the name
-            raise NameTaken() from None
-        att.target_name = name
+        rename(cluster, name, att, rename_refusal, NameTaken)
     return cluster

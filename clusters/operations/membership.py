@@ -39,6 +39,32 @@ from vms import services as vm_services
 from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
 
 
+class _Books:
+    """The items and audit events of a membership change, one per VM, written at the end."""
+
+    def __init__(self, operation: Operation) -> None:
+        self.operation = operation
+        self.items: list[OperationItem] = []
+        self.events: list[AuditEvent] = []
+
+    def add(
+        self,
+        position: int,
+        vm_id: object,
+        vm: VirtualMachine | None,
+        refusal: RuleViolation | None,
+        event: Attempt,
+    ) -> None:
+        item = _item(self.operation, position, vm, refusal, name=str(vm_id))
+        self.items.append(item if refusal is not None else _succeed(item))
+        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
+        self.events.append(build_event(event, outcome, refusal))
+
+    def write(self) -> None:
+        OperationItem.objects.bulk_create(self.items)
+        record_many(self.events)
+
+
 def _attach_each(
     operation: Operation, cluster: VirtualCluster, vm_ids: list[int], actor: Actor
 ) -> None:
@@ -48,7 +74,7 @@ def _attach_each(
         for vm in VirtualMachine.objects.select_for_update().filter(pk__in=vm_ids).order_by("pk")
     }
     members = cluster.members.count() if cluster.status == ClusterStatus.RUNNING else 0
-    items, events = [], []
+    books = _Books(operation)
     for position, vm_id in enumerate(vm_ids):
         vm = vms.get(vm_id)
         att = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=vm_id)
@@ -65,12 +91,8 @@ def _attach_each(
         if refusal is None and vm is not None:
             services.join(vm, cluster)
             members += 1
-        item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
-        items.append(item if refusal is not None else _succeed(item))
-        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
-        events.append(build_event(att, outcome, refusal))
-    OperationItem.objects.bulk_create(items)
-    record_many(events)
+        books.add(position, vm_id, vm if visible else None, refusal, att)
+    books.write()
 
 
 def _membership_operation(
@@ -125,7 +147,7 @@ def _detach_each(
         vm.pk: vm for vm in VirtualMachine.objects.filter(pk__in=ids).exclude(cluster=cluster)
     }
     count = len(members)
-    items, events = [], []
+    books = _Books(operation)
     for position, vm_id in enumerate(ids):
         vm = members.get(vm_id) or others.get(vm_id)
         evt = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=vm_id)
@@ -141,12 +163,8 @@ def _detach_each(
         if refusal is None and vm is not None:
             services.leave(vm)
             count -= 1
-        item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
-        items.append(item if refusal is not None else _succeed(item))
-        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
-        events.append(build_event(evt, outcome, refusal))
-    OperationItem.objects.bulk_create(items)
-    record_many(events)
+        books.add(position, vm_id, vm if visible else None, refusal, evt)
+    books.write()
 
 
 def detach_many(

@@ -19,6 +19,7 @@ from playwright.sync_api import expect
 import clusters.views
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
+from tests.browser.conftest import script_errors
 from tests.browser.dialogs import confirm
 from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
@@ -71,16 +72,7 @@ def page(context):
     ``htmx:sendAbort`` for each ``htmx:afterRequest`` error, and nothing else."""
     page = context.new_page()
     page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
-    page.on(
-        "console",
-        lambda msg: (
-            errors.append(f"console: {msg.text}")
-            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
-            else None
-        ),
-    )
+    errors = script_errors(page)
     yield page
     aborts = [e for e in errors if e.startswith("console: htmx:sendAbort")]
     after = [e for e in errors if e.startswith("console: htmx:afterRequest")]

@@ -4,16 +4,10 @@ import pytest
 from django.urls import reverse
 
 from clusters.models import ClusterStatus, VirtualCluster
+from tests.pages import HX, body
 from vms.models import FabricType, VmStatus
 
 S = ClusterStatus
-SPOT_OR_DR = "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"
-SAME_TYPE_STOPPED = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def body(response):
-    return response.content.decode()
 
 
 def test_cluster_list_shows_columns_and_create_button(world, login):

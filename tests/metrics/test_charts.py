@@ -84,16 +84,7 @@ def samples(cluster):
 
 def per_vm_buckets(rows, step, until=None):
     """{bucket: {vm: {series: mean}}}, computed in Python from the raw rows."""
-    names = (
-        "cpu_util",
-        "mem_util",
-        "gpu_util",
-        "gpu_mem_util",
-        "net_rx",
-        "net_tx",
-        "fabric_rx",
-        "fabric_tx",
-    )
+    names = METRIC_NAMES
     acc = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for vm_id, at, *values in rows:
         if until is not None and at >= until:

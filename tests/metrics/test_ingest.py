@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 
 from metrics import services
-from metrics.models import Sample
+from metrics.models import METRIC_NAMES, Sample
 from tests.metrics.conftest import sample
 from vms.models import VmStatus
 
@@ -233,17 +233,7 @@ def test_unknown_encoding_is_415(post, token):
     _refused(post(token, b"{}", **{"Content-Encoding": "br"}), 415, "unsupported_encoding")
 
 
-FIELDS = [
-    "ts",
-    "cpu_util",
-    "mem_util",
-    "gpu_util",
-    "gpu_mem_util",
-    "net_rx",
-    "net_tx",
-    "fabric_rx",
-    "fabric_tx",
-]
+FIELDS = ["ts", *METRIC_NAMES]
 
 
 def compact(*samples, fields=FIELDS):
