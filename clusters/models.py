@@ -1,7 +1,7 @@
 """Virtual clusters (SPEC §2, §4) and the simulator's capacity ledger (SPEC §8)."""
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db import models
@@ -11,7 +11,15 @@ from django.utils.translation import gettext_lazy as _
 from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
-from vms.models import VM_ACTIVE, VM_TRANSITIONAL, FabricType, InstanceType, VirtualMachine, Zone
+from vms.models import (
+    VM_ACTIVE,
+    VM_TRANSITIONAL,
+    FabricType,
+    InstanceType,
+    VirtualMachine,
+    VmStatus,
+    Zone,
+)
 
 
 class ClusterStatus(models.TextChoices):
@@ -68,6 +76,8 @@ class MemberStates:
     active: int = 0  # running or in transition (SPEC §5.5)
     transitional: int = 0
     digest: str = ""
+    # The members not 중지됨, by name (``read`` only): what a stop with its members stops.
+    unstopped: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, statuses) -> "MemberStates":
@@ -83,7 +93,9 @@ class MemberStates:
     def read(cls, cluster) -> "MemberStates":
         """One query, whatever the number of members."""
         members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
-        return cls.of(members.values_list("status", flat=True))
+        rows = list(members.values_list("status", "name"))
+        unstopped = tuple(sorted(name for status, name in rows if status != VmStatus.STOPPED))
+        return replace(cls.of(status for status, _name in rows), unstopped=unstopped)
 
     @property
     def by_status(self) -> Counter:

@@ -2,13 +2,11 @@
 
 Each action runs in one transaction, locks rows in the fixed order of ``clusters.locking``,
 checks the actor's permission and the rules, raises a typed error with the SPEC §5 message,
-audits the attempt and queues the slow part with ``queue_after_commit``. ``actor=None``
-means the system (tasks, the reconciler, the admin's force actions).
+audits the attempt and queues the slow part (``actor=None``: the system).
 
-Each rule is written once, as a ``*_refusal`` function of the facts it needs; the action
-raises what it returns on the locked rows, and its ``preflight_*`` twin returns it on the
-rows as read, for pages that disable a button and say why. The background walk (준비중 →
-할당됨 → 대기중 → 실행중, roll-back, the reconciler) is ``clusters.progress``.
+Each rule is once, a ``*_refusal`` function of the facts it needs: the action raises it on
+the locked rows, its ``preflight_*`` twin returns it on the rows as read (a page disables a
+button and says why). The background walk is ``clusters.progress``.
 """
 
 import itertools
@@ -58,16 +56,18 @@ from portal.errors import (
     NotMember,
     RuleViolation,
     SpotOrDrVm,
+    VmInOtherZone,
     VmNotEligible,
     VmNotStopped,
+    VmOfOtherInstanceType,
     ZoneRequired,
 )
 from portal.kernel import (
     check_perm,
-    id_for_lookup,
     permission_refusal,
     queue_after_commit,
     raise_if,
+    rename,
     set_status,
     validate_name,
 )
@@ -75,10 +75,9 @@ from portal.permissions import Perm
 from vms.models import (
     BillingType,
     FabricType,
-    InstanceType,
     VirtualMachine,
     VmStatus,
-    Zone,
+    catalog_choice,
     offered_fabrics,
 )
 
@@ -159,19 +158,21 @@ def vm_attach_refusal(vm) -> RuleViolation | None:
 
 def attach_refusal(vm, cluster) -> RuleViolation | None:
     """SPEC §5.1-3: same project; the VM in no cluster; membership open; an on-demand or
-    reserved VM, stopped, of the cluster's zone and instance type."""
+    reserved VM of the cluster's zone and instance type (each named), stopped. What stopping
+    cannot fix is said first. ``vm`` may be unsaved: VM create asks before it makes one."""
     if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
         return ClusterNotFound()
     if vm.cluster_id is not None:
         return AlreadyMember()
     if cluster.status not in MEMBERSHIP_OPEN:
         return ClusterChanging()
-    refusal = vm_attach_refusal(vm)
-    if refusal is not None:
-        return refusal
-    if vm.zone_id != cluster.zone_id or vm.instance_type_id != cluster.instance_type_id:
-        return VmNotEligible()
-    return None
+    if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
+        return SpotOrDrVm()
+    if vm.zone_id != cluster.zone_id:
+        return VmInOtherZone(zone=vm.zone.code)
+    if vm.instance_type_id != cluster.instance_type_id:
+        return VmOfOtherInstanceType(instance_type=vm.instance_type.code)
+    return vm_attach_refusal(vm)
 
 
 def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
@@ -240,8 +241,7 @@ def create_cluster(
         check_perm(actor, Perm.CLUSTER_CREATE, project)
         name = validate_name(name)
         att.target_name = name
-        zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
-        instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
+        zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, fabric_type))
         cluster = VirtualCluster(
             project=project,
@@ -264,12 +264,18 @@ def create_cluster(
     return cluster
 
 
+def _locked(cluster_id, actor, perm, att, refusal) -> tuple[VirtualCluster, list]:
+    """The cluster and its members, locked in order, once ``refusal`` let them pass."""
+    cluster = lock_cluster(cluster_id, actor, perm, att)
+    members = lock_members(cluster)
+    raise_if(refusal(cluster, MemberStates.of(vm.status for vm in members)))
+    return cluster, members
+
+
 def start_cluster(cluster_id, *, actor) -> VirtualCluster:
     """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members."""
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
-        members = lock_members(cluster)
-        raise_if(start_refusal(cluster, MemberStates.of(vm.status for vm in members)))
+        cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, start_refusal)
         cluster.previous_status = cluster.status
         set_status(cluster, S.PROVISIONING, LIFECYCLE)
         cluster.operation = ClusterOp.START
@@ -283,9 +289,7 @@ def start_cluster(cluster_id, *, actor) -> VirtualCluster:
 def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
     """실행중/할당됨/대기중 → 종료됨, releasing the fabric. Refused while a member runs."""
     with attempt("cluster.stop", actor=actor, target_type="cluster") as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
-        members = lock_members(cluster)
-        raise_if(stop_refusal(cluster, MemberStates.of(vm.status for vm in members)))
+        cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, stop_refusal)
         for vm in members:
             clear_fabric(vm)
             save_vm(vm)
@@ -299,9 +303,7 @@ def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
 def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
     """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_DELETE, att)
-        members = lock_members(cluster)
-        raise_if(delete_refusal(cluster, MemberStates.of(vm.status for vm in members)))
+        cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
         for vm in members:
             leave(vm)
         set_status(cluster, S.DELETED, LIFECYCLE)
@@ -342,10 +344,8 @@ def reserve_node(cluster, members: int) -> RuleViolation | None:
 
 def join(vm, cluster, rank: int | None = None) -> None:
     """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks).
-
     The VM takes ``rank`` (a 교체 spare: the replaced member's) or the lowest node rank no
-    member holds, so the members' order (torchrun, hostfile) survives detaches and swaps.
-    """
+    member holds, so the members' order (torchrun, hostfile) survives detaches and swaps."""
     if rank is None:
         taken = set(cluster.members.exclude(pk=vm.pk).values_list("node_rank", flat=True))
         rank = next(r for r in itertools.count() if r not in taken)
@@ -385,16 +385,5 @@ def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
     fabric never change (SPEC §5.7): only the name is editable."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
-        name = validate_name(name)
-        if name == cluster.name:
-            return cluster
-        raise_if(rename_refusal(cluster, name))
-        att.message = f"{cluster.name} → {name}"
-        cluster.name = name
-        try:
-            with transaction.atomic():
-                cluster.save(update_fields=["name"])
-        except IntegrityError:  # a concurrent rename or create took the name
-            raise NameTaken() from None
-        att.target_name = name
+        rename(cluster, name, att, rename_refusal, NameTaken)
     return cluster

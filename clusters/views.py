@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from clusters import operations, services, views_members
+from clusters import operations, outcome, services, views_members
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
 from clusters.launch import RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
@@ -29,6 +29,7 @@ from clusters.models import (
     STARTABLE,
     STOPPABLE,
     ClusterStatus,
+    OperationItem,
     VirtualCluster,
 )
 from clusters.services import MemberStates
@@ -39,7 +40,7 @@ from portal.errors import (
     NameTaken,
 )
 from portal.kernel import check_perm
-from portal.models import AuditEvent
+from portal.models import AuditEvent, readable
 from portal.permissions import Perm
 from portal.rendering import render_form
 from vms.models import VirtualMachine
@@ -191,58 +192,107 @@ def _visible_members(user, cluster):
     return VirtualMachine.objects.restrict(user, Perm.VM_READ).filter(cluster=cluster)
 
 
+def _members_and_states(user, cluster) -> tuple[list, MemberStates]:
+    """The members ``user`` may read, in rank order, and the states of all of them (what the
+    header's rules count), from one read of the cluster's members: each row is kept by
+    ``readable(...).shows``, the same rule ``restrict`` applies in SQL."""
+    every = list(
+        VirtualMachine.objects.filter(cluster=cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
+    )
+    states = MemberStates.of(vm.status for vm in sorted(every, key=lambda vm: vm.pk))
+    readable_vms = readable(user, Perm.VM_READ, VirtualMachine)
+    return [vm for vm in every if readable_vms.shows(vm)], states
+
+
 def _detail_context(request, cluster, tab):
     user = request.user
-    members = list(
-        _visible_members(user, cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
-        if tab in ("info", "members")
-        else []
+    members, states = (
+        _members_and_states(user, cluster) if tab in ("info", "members") else ([], None)
     )
-    context = _header_context(user, cluster)
+    context = _header_context(user, cluster, states)
     context.update(
         tab=tab,
         members=members,
-        fabric=_fabric_usage(cluster, members) if cluster.status == ClusterStatus.RUNNING else None,
+        fabric=_fabric_usage(cluster, members)
+        if tab == "info" and cluster.status == ClusterStatus.RUNNING
+        else None,
         can_update_vm=user.has_perm(Perm.VM_UPDATE, cluster),
     )
     if tab == "members":
         context["controls"] = views_members.member_controls(user, cluster, members)
+        busy = context["busy"] = context["header"]["busy"]
+        # Rows a running bulk start or stop has not reached yet say so beside their status.
+        context["controls"]["queued"] = (
+            set(
+                busy.items.filter(status=OperationItem.Status.PENDING, started_at__isnull=True)
+                .exclude(vm=None)
+                .values_list("vm_id", flat=True)
+            )
+            if busy is not None
+            else set()
+        )
     if tab == "info":  # 이름 변경 is offered where the rename would be taken
         context["can_rename"] = services.preflight_rename(user, cluster, cluster.name) is None
     return context
 
 
-def _header_context(user, cluster):
+def _header_context(user, cluster, members: MemberStates | None = None):
     """The header: status, member count, and what its buttons may do and why not, all
-    asked of the services' preflights on one read of the members' statuses."""
-    members = MemberStates.read(cluster)
+    asked of the services' preflights on one read of the members' statuses (``members``,
+    if the page has read them already).
+
+    While an operation runs on the cluster (``outcome.open_operation``) the header names it
+    and offers no start, stop, delete or 멤버 모두 시작: nothing that contradicts it."""
+    members = members if members is not None else MemberStates.read(cluster)
     stop_refusal = services.preflight_stop(user, cluster, members)
+    busy = outcome.open_operation(cluster)
+    idle = busy is None
+    summary = views_members.member_summary(user, cluster, members, stop_refusal)
+    summary["offer_start_all"] = idle and summary.get("offer_start_all", False)
+    offer_with_members = idle and summary.get("offer_stop_members", False)
     return {
         "cluster": cluster,
         "member_count": members.count,
-        "summary": views_members.member_summary(user, cluster, members, stop_refusal),
-        "fingerprint": _fingerprint(user, cluster, members),
+        "summary": summary,
+        "fingerprint": _fingerprint(user, cluster, members, busy),
         "header": {
             "can_update": user.has_perm(Perm.CLUSTER_UPDATE, cluster),
             "can_delete": user.has_perm(Perm.CLUSTER_DELETE, cluster),
-            "show_start": cluster.status in STARTABLE,
-            "show_stop": cluster.status in STOPPABLE,
-            "show_delete": cluster.status in DELETABLE,
+            "show_start": idle and cluster.status in STARTABLE,
+            "show_stop": idle and cluster.status in STOPPABLE,
+            "show_delete": idle and cluster.status in DELETABLE,
             "start_reason": shown_reason(services.preflight_start(user, cluster, members)),
+            # The seed's sentence (members still run) is said where it applies: beside a
+            # stop that stays refused, or in the stop dialog whose option lifts it.
             "stop_reason": shown_reason(stop_refusal),
+            "stop_reason_in_dialog": offer_with_members,
+            "stop_members": _stopping_members(members) if offer_with_members else None,
             "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
-            "polling": cluster.is_transitional or members.transitional > 0,
+            "busy": busy,
+            "polling": cluster.is_transitional or members.transitional > 0 or not idle,
         },
     }
 
 
-def _fingerprint(user, cluster, members):
+STOP_NAMES_SHOWN = 3
+
+
+def _stopping_members(members: MemberStates) -> dict:
+    """The members 클러스터 중지 with 멤버 가상머신도 함께 중지 stops (every one not 중지됨, as
+    ``operations.stop_cluster_with_members`` picks them): how many, and the first names."""
+    names = members.unstopped
+    shown = ", ".join(names[:STOP_NAMES_SHOWN])
+    return {"count": len(names), "names": shown + (", …" if len(names) > STOP_NAMES_SHOWN else "")}
+
+
+def _fingerprint(user, cluster, members, busy=None):
     """An opaque token of what the page shows, sent back by the header poll (``?seen=``).
 
     Member statuses count only for a user who may read the VMs; and it is a keyed hash, so
-    not even they can read statuses out of it.
+    not even they can read statuses out of it. The running operation counts too: when it
+    ends, the tabs offer their bulk actions again.
     """
-    shown = [cluster.status, str(members.count)]
+    shown = [cluster.status, str(members.count), str(busy.pk if busy is not None else "")]
     if user.has_perm(Perm.VM_READ, cluster):
         shown.append(members.digest)
     return salted_hmac("cluster-fingerprint", ":".join(shown)).hexdigest()[:20]

@@ -9,14 +9,13 @@ preflights, never from a rule written here.
 """
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
-from clusters import operations
+from clusters import operations, outcome
 from clusters.models import ClusterStatus, OperationItem, VirtualCluster
 from clusters.services import MemberStates, detach_refusal
 from portal.errors import (
@@ -28,10 +27,11 @@ from portal.errors import (
     VmNotStopped,
 )
 from portal.kernel import check_perm
+from portal.messages import NOT_STOPPED_REASON, STOPPING_REASON
 from portal.models import readable
 from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
+from vms.models import VirtualMachine, VmStatus
 
 # How many failed items a progress card and an activity row list (the rest are counted).
 FAILURES_SHOWN = 20
@@ -111,6 +111,7 @@ def member_controls(user, cluster, members: list) -> dict:
         "stoppable": set(),
         "detach": {},
         "start_reason": "",
+        "detach_reasons": [],
         "can_update_vm": can_update_vm,
         "offer_attach": can_update_vm and cluster.status != ClusterStatus.DELETED,
     }
@@ -132,33 +133,27 @@ def member_controls(user, cluster, members: list) -> dict:
         elif not isinstance(refusal, VmNotStopped | InvalidTransition):
             controls["detach"][vm.pk] = refusal.message  # shown disabled, with the rule's message
     controls["start_reason"] = "" if controls["startable"] else start_reason
+    # Each reason a disabled 분리 has, said once above the table (rows point at it).
+    controls["detach_reasons"] = list(dict.fromkeys(r for r in controls["detach"].values() if r))
     return controls
 
 
 def cluster_operations(user, cluster) -> list:
-    """The cluster's latest Operations for the 활동 tab, counted in the query; the failed
-    items only for a user who may read the VMs they name."""
+    """The cluster's latest Operations for the 활동 tab with their outcomes, counted in the
+    query; the failed items only for a user who may read the VMs they name."""
     ops = (
         operations.visible_operations(user)
         .filter(cluster=cluster)
         .select_related("actor")
-        .annotate(**_item_counts("items__"))
+        .annotate(**outcome.item_counts("items__"))
     )
     if user.has_perm(Perm.VM_READ, cluster):
         failed = OperationItem.objects.filter(status=OperationItem.Status.FAILED)
         ops = ops.prefetch_related(Prefetch("items", queryset=failed, to_attr="failures"))
-    return list(ops.order_by("-created_at", "-id")[:OPERATIONS_SHOWN])
-
-
-def _item_counts(prefix: str = "") -> dict:
-    """Items in all, finished (succeeded or failed) and failed, as one aggregate."""
-    done = (OperationItem.Status.SUCCEEDED, OperationItem.Status.FAILED)
-    pk = f"{prefix}pk"
-    return {
-        "n_total": Count(pk),
-        "n_finished": Count(pk, filter=Q(**{f"{prefix}status__in": done})),
-        "n_failed": Count(pk, filter=Q(**{f"{prefix}status": OperationItem.Status.FAILED})),
-    }
+    return [
+        {"op": op, "outcome": outcome.of(op)}
+        for op in ops.order_by("-created_at", "-id")[:OPERATIONS_SHOWN]
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +161,7 @@ def _item_counts(prefix: str = "") -> dict:
 
 
 def _operation_context(request, operation) -> dict:
-    counts = operation.items.aggregate(**_item_counts())
+    counts = operation.items.aggregate(**outcome.item_counts())
     failures = []
     if counts["n_failed"] and request.user.has_perm(Perm.VM_READ, operation.project):
         failures = list(
@@ -178,22 +173,22 @@ def _operation_context(request, operation) -> dict:
     show_cluster = operation.cluster_id is not None and request.user.has_perm(
         Perm.CLUSTER_READ, operation.project
     )
-    return {"op": operation, "counts": counts, "failures": failures, "show_cluster": show_cluster}
+    return {
+        "op": operation,
+        "counts": counts,
+        "outcome": outcome.describe(operation, **counts),
+        "failures": failures,
+        "show_cluster": show_cluster,
+    }
 
 
 def _summary(context) -> str:
-    """The toast of a finished Operation: what, how many done, how many failed, and the
+    """The toast of a finished Operation: what, its outcome in the card's words, and the
     first failure's message (a row's 분리 has only that one)."""
-    operation, counts = context["op"], context["counts"]
+    operation, result = context["op"], context["outcome"]
     if operation.last_error is not None:
-        return f"{operation.kind_label}: {operation.last_error.message}"
-    text = _("%(kind)s: %(done)d/%(total)d 완료") % {
-        "kind": operation.kind_label,
-        "done": counts["n_finished"],
-        "total": counts["n_total"],
-    }
-    if counts["n_failed"]:
-        text += " · " + _("실패 %(n)d") % {"n": counts["n_failed"]}
+        return f"{operation.kind_label}: {result.text} — {operation.last_error.message}"
+    text = f"{operation.kind_label}: {result.text}"
     if context["failures"]:
         first = context["failures"][0]
         text += f" — {first.target_name}: {first.last_error.message}"
@@ -259,17 +254,23 @@ def _selected_vm_ids(request) -> list[str] | None:
 # The actions
 
 
+def _attach_reason(vm, refusal) -> str:
+    """What the 가상머신 연결 dialog says beside a VM it cannot attach, naming the fact: its
+    other zone or instance type, its status (실행중 — 먼저 중지하세요), or the rule's words."""
+    if type(refusal) is VmNotEligible:  # the plain rule 1: only "not stopped" is left
+        text = STOPPING_REASON if vm.status == VmStatus.STOPPING else NOT_STOPPED_REASON
+        return text % {"status": vm.get_status_display()}
+    return refusal.short
+
+
 def _attach_context(request, cluster, error=""):
     candidates = operations.attach_candidates(request.user, cluster)
-    # Where each VM is and of what type says why "other zone or type" refuses it (two small
-    # catalog reads, not one per row); "already in a cluster" names it, to who may read it.
-    zones = dict(Zone.objects.values_list("pk", "code"))
-    types = dict(InstanceType.objects.values_list("pk", "code"))
     rows = [
         {
             "vm": vm,
-            "where": f"{zones.get(vm.zone_id, '')} · {types.get(vm.instance_type_id, '')}",
-            "reason": refusal.message if refusal is not None else "",
+            "where": f"{vm.zone.code} · {vm.instance_type.code}",
+            "reason": _attach_reason(vm, refusal) if refusal is not None else "",
+            # "already in a cluster" names it, to who may read it.
             "in_cluster": vm.cluster.name
             if refusal is not None
             and vm.cluster_id

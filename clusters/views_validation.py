@@ -6,16 +6,19 @@ by the middleware."""
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from clusters import operations
+from clusters import operations, outcome
 from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
+from clusters.validation.errors import NotEnoughRunningMembers
 from clusters.validation.rules import preflight_validate
 from clusters.views_members import _answer as answer
 from clusters.views_members import readable_cluster, shown_reason
 from portal.kernel import parse_id
 from portal.models import readable
+from portal.particles import with_particles
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -28,11 +31,19 @@ def _section_context(request, cluster):
     running = cluster.members.filter(status=VmStatus.RUNNING).count()
     refusal = preflight_validate(user, cluster, running, open_run is not None)
     can_read_vms = user.has_perm(Perm.VM_READ, cluster)
+    # Too few running members: 멤버 모두 시작 beside the reason, when stopped ones would start.
+    start_all = (
+        isinstance(refusal, NotEnoughRunningMembers)
+        and user.has_perm(Perm.VM_UPDATE, cluster)
+        and outcome.open_operation(cluster) is None
+        and cluster.members.filter(status=VmStatus.STOPPED).count()
+    )
     return {
         "cluster": cluster,
-        "show_button": cluster.status == ClusterStatus.RUNNING
+        "show_button": cluster.status != ClusterStatus.DELETED
         and user.has_perm(Perm.CLUSTER_UPDATE, cluster),
         "validate_reason": shown_reason(refusal),
+        "start_all": start_all or 0,
         "polling": open_run is not None,
         "history": display.run_history(cluster, user.has_perm(Perm.VM_UPDATE, cluster))
         if can_read_vms
@@ -103,11 +114,14 @@ def member_replace(request, pk):
         vm for vm, refusal in operations.attach_candidates(request.user, cluster) if refusal is None
     ]
     last = display.vm_verdicts(vm.pk for vm in spares)
+    # Each spare names itself in the confirmation: "gpu-node-03을 gpu-spare-01로 교체합니다".
+    confirm = gettext("%(member)s을(를) %(spare)s(으)로 교체합니다")
     spares = [
         {
             "vm": vm,
             "badge": display.verdict_badge(last.get(vm.pk)),
             "suspect": vm.pk in last and last[vm.pk].verdict in display.SUSPECT,
+            "confirm": with_particles(confirm % {"member": member.name, "spare": vm.name}),
         }
         for vm in spares
     ]

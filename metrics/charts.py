@@ -1,14 +1,16 @@
 """The 메트릭 tab's data and figures (SPEC §7): cluster-level series aggregated in SQL.
 
-Each range reads the coarsest table that still gives it enough points, so the rows scanned
-stay about the same whatever the range (1h: raw samples; 6h and 24h: minute rollups; 7d:
-hour rollups), and finer ones where the coarse ones are not rolled up yet (the current hour,
-the last minute: ``series_sql``), so every range reaches "now".
+The cluster's lines (member mean, slowest member, throughput totals) come from the cluster
+rollups (``metrics.cluster_series``): a row per minute or hour of the range, however many
+members — 1h, 6h and 24h from the minute rows (1-, 1- and 3-minute points), 7d from the hour
+rows, each completed to "now" from the finer tables. A bucket counts the members that reported
+in it as members of this cluster (the cluster stamped on their samples), so attaching,
+detaching or replacing a member never rewrites a cluster's history.
 
-Two levels of aggregation, both in the database: first each member's average
-per bucket (so every member weighs the same, however many samples it sent), then across the
-members: averages for utilisations, the minimum for the slowest member's GPU utilisation,
-sums for throughputs. Only the points drawn come back to Python.
+Per-member mode reads each member's own series (``series_sql``: raw samples for 1h, minute
+rollups for 6h and 24h, hour rollups for 7d, finer ones where those are not rolled up yet):
+the members drawn, and the ones a 교체 took out within the range up to the moment they left.
+Only the points drawn come back to Python.
 
 The figures drawn from this data are ``metrics.figures``.
 """
@@ -21,7 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters.models import Operation, OperationItem
-from metrics import series_sql
+from metrics import cluster_series, series_sql
 from metrics.models import HOST, METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
 
@@ -29,12 +31,19 @@ from vms.models import VirtualMachine, VmStatus
 @dataclass(frozen=True)
 class Window:
     seconds: int
-    source: str  # "raw", "minute" or "hour"
+    source: str  # "raw", "minute" or "hour": per-member mode's
     step: int  # bucket width in seconds, a multiple of the source's own
 
+    @property
+    def cluster(self) -> tuple[str, int]:
+        """(coarsest cluster rollup, bucket width) of the aggregate lines: minutes at the
+        finest, as the cluster rollups go."""
+        return ("minute" if self.source == "raw" else self.source), max(self.step, 60)
 
-# 1h at 20 s (180 points: wide enough that an agent's jitter never leaves a bucket empty),
-# 6h at 1 min (360), 24h at 3 min (480), 7d at 1 h (168).
+
+# Per member: 1h at 20 s (180 points: wide enough that an agent's jitter never leaves a
+# bucket empty), 6h at 1 min (360), 24h at 3 min (480), 7d at 1 h (168). Aggregate lines the
+# same but 1h at 1 min (60): the cluster rollups' finest.
 RANGES = {
     "1h": Window(3600, "raw", 20),
     "6h": Window(6 * 3600, "minute", 60),
@@ -52,21 +61,6 @@ PER_MEMBER_VALUE_BUDGET = 12000
 # the ones worth a look; the heatmap shows every GPU of every member.
 PER_MEMBER_SHOWN = 32
 SOURCE_STEP = {"raw": 1, "minute": 60, "hour": 3600}
-# The aggregate series, in the order the cross-member query returns them.
-AGGREGATES = (
-    ("gpu_util", "avg", "gpu_util"),
-    ("gpu_util_min", "min", "gpu_util"),
-    ("gpu_mem_util", "avg", "gpu_mem_util"),
-    ("cpu_util", "avg", "cpu_util"),
-    ("mem_util", "avg", "mem_util"),
-    ("net_rx", "sum", "net_rx"),
-    ("net_tx", "sum", "net_tx"),
-    ("fabric_rx", "sum", "fabric_rx"),
-    ("fabric_tx", "sum", "fabric_tx"),
-    # How many members reported at all / reported a GPU figure in the bucket.
-    ("reporting", "count", "cpu_util"),
-    ("reporting_gpu", "count", "gpu_util"),
-)
 GPU_PANELS = ("gpu", "gpu-mem")
 
 
@@ -109,6 +103,13 @@ class ChartData:
         filled = {i for line in lines for i, v in enumerate(line) if v is not None}
         return 0 < len(filled) < 3
 
+    @property
+    def link_capacity_gbps(self) -> float | None:
+        """The members' fabric link rate, summed (the most over the range's buckets): the
+        fabric chart's "% of link" axis. None in per-member mode or without port rates."""
+        rates = [v for v in self.series.get("link_gbps", ()) if v] if not self.per_member else []
+        return max(rates) if rates else None
+
     def no_gpu(self):
         """Members that reported in the window without any GPU figure (a VM with no GPU):
         names in per-member mode, else (how many, of how many reporting); None if none."""
@@ -127,8 +128,11 @@ class ChartData:
 
 
 def window_step(window, members, per_member):
-    """The bucket width: the range's own, or coarser so per-member mode stays in budget."""
-    if not per_member or not members:
+    """The bucket width: the aggregate lines', or per-member mode's (the range's own, or
+    coarser so it stays in budget)."""
+    if not per_member:
+        return window.cluster[1]
+    if not members:
         return window.step
     points = max(PER_MEMBER_VALUE_BUDGET // (len(METRIC_NAMES) * len(members)), 12)
     points = min(points, window.seconds // window.step, MAX_POINTS)
@@ -166,15 +170,22 @@ def replaced_members(cluster, since) -> dict:
     return {(vm_id, name): left for vm_id, name, left in rows}
 
 
-def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
-    """The series of ``cluster``'s members over ``range_key`` ending at ``now``, and of the
-    members replaced within it (``replaced``)."""
-    window = RANGES[range_key]
+def members_over(cluster, seconds, now=None) -> tuple[list, dict]:
+    """([(vm_id, name)] of ``cluster``'s members and of those a 교체 took out within the last
+    ``seconds``, {vm_id: when it left} of the latter): whom per-member figures are about."""
     now = now or timezone.now()
-    gone = replaced_members(cluster, now - timedelta(seconds=window.seconds))
+    gone = replaced_members(cluster, now - timedelta(seconds=seconds))
     current = cluster_members(cluster)
     members = current + [m for m in gone if m not in current]
-    until = {vm_id: left for (vm_id, _name), left in gone.items()}
+    return members, {vm_id: left for (vm_id, _name), left in gone.items()}
+
+
+def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
+    """The series of ``cluster`` over ``range_key`` ending at ``now``: the cluster's lines,
+    or each member's (the members replaced within the range too, up to when they left)."""
+    window = RANGES[range_key]
+    now = now or timezone.now()
+    members, until = members_over(cluster, window.seconds, now)
     shown = _slowest(members, window, now) if per_member else []
     step = window_step(window, shown if per_member else members, per_member)
     last = int(now.timestamp()) // step
@@ -184,28 +195,26 @@ def chart_data(cluster, range_key=DEFAULT_RANGE, per_member=False, now=None):
     )
     if not members:
         return data
-    drawn = shown if per_member else members
-    rows = _query(
+    if not per_member:
+        coarsest = window.cluster[0]
+        stop = datetime.fromtimestamp((last + 1) * step, tz=UTC)
+        data.series = {name: [None] * points for name in cluster_series.NAMES}
+        for bucket, *values in cluster_series.fetch(cluster.pk, coarsest, step, data.start, stop):
+            for name, value in zip(cluster_series.NAMES, values, strict=True):
+                data.series[name][bucket - data.first_bucket] = value
+        return data
+    rows = _per_member(
         window.source,
         step,
-        [vm_id for vm_id, _name in drawn],
+        [vm_id for vm_id, _name in shown],
         data.start,
         datetime.fromtimestamp((last + 1) * step, tz=UTC),
-        per_member,
         until,
     )
-    if per_member:
-        data.series = {
-            name: {vm_id: [None] * points for vm_id, _n in shown} for name in METRIC_NAMES
-        }
-        for bucket, vm_id, *values in rows:
-            for name, value in zip(METRIC_NAMES, values, strict=True):
-                data.series[name][vm_id][bucket - data.first_bucket] = value
-    else:
-        data.series = {name: [None] * points for name, _how, _col in AGGREGATES}
-        for bucket, *values in rows:
-            for (name, _how, _col), value in zip(AGGREGATES, values, strict=True):
-                data.series[name][bucket - data.first_bucket] = value
+    data.series = {name: {vm_id: [None] * points for vm_id, _n in shown} for name in METRIC_NAMES}
+    for bucket, vm_id, *values in rows:
+        for name, value in zip(METRIC_NAMES, values, strict=True):
+            data.series[name][vm_id][bucket - data.first_bucket] = value
     return data
 
 
@@ -226,23 +235,14 @@ def _slowest(members, window, now):
     return [member for member in members if member[0] in chosen]
 
 
-def _query(source, step, vm_ids, start, stop, per_member, until=None):
-    """Each member's mean per bucket (from the coarsest tables that cover [start, stop)
-    exactly, ``series_sql``), then across the members unless ``per_member``."""
+def _per_member(source, step, vm_ids, start, stop, until=None):
+    """Each member's mean per bucket, from the coarsest tables that cover [start, stop)
+    exactly (``series_sql``); a member of ``until`` only up to the moment it left."""
     parts = series_sql.pieces(start, stop, series_sql.rolled_up_to(), source)
     level1, params = series_sql.means_sql(HOST, parts, vm_ids, step, until=until)
-    if per_member:
-        sql = f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id"
-    else:
-        across = ", ".join(f"{how}({column})" for _name, how, column in AGGREGATES)
-        sql = f"SELECT b, {across} FROM ({level1}) per_vm GROUP BY b ORDER BY b"
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # JIT compilation costs more than these small aggregates (FIELD-NOTES: 1.2 s).
             cursor.execute("SET LOCAL jit = off")
-        cursor.execute(sql, params)
+        cursor.execute(f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id", params)
         return cursor.fetchall()
-
-
-# ---------------------------------------------------------------------------------------------
-# Figures

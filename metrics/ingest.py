@@ -62,13 +62,19 @@ def bearer_hash(request) -> str:
 def lookup(token_hash: str) -> int:
     """The VM id of a token hash, or ``Unauthorized``. The token of a deleted VM no longer
     writes."""
-    vm_ids = (
+    return lookup_member(token_hash)[0]
+
+
+def lookup_member(token_hash: str) -> tuple[int, int | None]:
+    """(VM id, its cluster's id or None) of a token hash, in one query: what a batch is
+    written for and stamped with. ``Unauthorized`` as ``lookup``."""
+    rows = (
         MetricsToken.objects.filter(token_hash=token_hash)
         .exclude(vm__status=VmStatus.DELETED)
-        .values_list("vm_id", flat=True)
+        .values_list("vm_id", "vm__cluster_id")
     )
-    for vm_id in vm_ids[:1]:
-        return vm_id
+    for vm_id, cluster_id in rows[:1]:
+        return vm_id, cluster_id
     raise errors.Unauthorized()
 
 
@@ -116,11 +122,12 @@ def store(
     """
     try:
         if not storage.write_for_token(token_hash, claimed_vm, columns, now, devices):
-            vm_id = lookup(token_hash)
+            vm_id, cluster_id = lookup_member(token_hash)
             if claimed_vm is not None and claimed_vm != vm_id:
                 message = _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.")
                 raise errors.WrongVm(message % {"vm": vm_id})
-            storage.write_batch(vm_id, columns, storage.late_batch(vm_id, columns[0], now), devices)
+            backlog = storage.late_batch(vm_id, columns[0], now)
+            storage.write_batch(vm_id, columns, backlog, devices, cluster_id=cluster_id)
     except errors.Duplicate:
         _count_verified(token_hash, counted)  # a re-sent batch: the token was good
         raise

@@ -56,6 +56,10 @@ class Sample(models.Model):
     net_tx = models.FloatField()
     fabric_rx = models.FloatField(null=True)
     fabric_tx = models.FloatField(null=True)
+    # The VM's cluster when the sample was written (None: in no cluster), taken from the VM
+    # row by the same statement. The cluster rollups count a sample for this cluster, so
+    # membership changes never move history (metrics.cluster_models).
+    cluster_id = models.BigIntegerField(null=True)
 
     class Meta:
         # On PostgreSQL this index is a BRIN (see migration 0001): samples arrive in time
@@ -104,6 +108,10 @@ class Rollup(models.Model):
 
 
 class MinuteRollup(Rollup):
+    # The cluster its samples were stamped with (``Sample.cluster_id``): what the cluster
+    # rollups group members by.
+    cluster_id = models.BigIntegerField(null=True)
+
     class Meta:
         indexes = [models.Index(fields=["bucket"], name="metrics_minute_bucket")]
 
@@ -165,7 +173,9 @@ class MetricsToken(models.Model):
         return f"{self.vm_id}: {self.prefix}…"
 
 
-# The per-device series live in their own module; every series, described once.
+# The per-cluster rollups and the per-device series live in their own modules; every
+# series, described once.
+from metrics.cluster_models import ClusterHourRollup, ClusterMinuteRollup  # noqa: E402, F401
 from metrics.device_models import (  # noqa: E402
     GPU_FIELDS,
     PORT_FIELDS,

@@ -7,10 +7,10 @@ from django.utils import timezone
 from metrics.ingest import TOKEN_PREFIX, hash_token
 from metrics.models import MetricsToken
 from portal.audit import attempt
-from portal.errors import NotFound
 from portal.kernel import check_perm
+from portal.models import readable
 from portal.permissions import Perm
-from vms.models import VirtualMachine, VmStatus
+from vms.models import VirtualMachine
 
 
 def rotate_token(vm_id, *, actor):
@@ -20,14 +20,10 @@ def rotate_token(vm_id, *, actor):
     exists only in this return value; the database keeps its SHA-256. Audited.
     """
     with attempt("vm.metrics_token", actor=actor, target_type="vm", target_id=vm_id) as att:
-        vm = (
-            VirtualMachine.objects.select_for_update()
-            .exclude(status=VmStatus.DELETED)
-            .filter(pk=vm_id)
-            .first()
-        )
-        if vm is None:
-            raise NotFound()
+        # A VM the actor may not read is not found (404), as everywhere; one it reads but may
+        # not change is refused (403).
+        vms = readable(actor, Perm.VM_READ, VirtualMachine).select_for_update(of=("self",))
+        vm = vms.get_or_404(vm_id)
         att.about(vm)
         check_perm(actor, Perm.VM_UPDATE, vm)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/metrics/jobs/result", jobs.job_result, name="ingest_job_result"),
     path("vms/<int:pk>/metrics/token/", views.vm_token_rotate, name="vm_token_rotate"),
     path("clusters/<int:pk>/metrics/charts/", views.cluster_charts, name="cluster_charts"),
+    path("clusters/<int:pk>/metrics/devices/", views.cluster_devices, name="cluster_devices"),
 ]
 # Prometheus federation is opt-in: routed once an operator configures who may scrape
 # (METRICS_SCRAPE_TOKENS, or another METRICS_SCRAPE_AUTH function). metrics/README.md.

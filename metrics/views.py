@@ -86,39 +86,37 @@ def vm_token_rotate(request, pk):
     return render(request, template, context)  # never_cache: no-store, the token is in it
 
 
+def _range_of(request) -> str:
+    range_key = request.GET.get("range", charts.DEFAULT_RANGE)
+    return range_key if range_key in charts.RANGES else charts.DEFAULT_RANGE
+
+
 @login_required
 @require_GET
 def cluster_charts(request, pk):
     """The 메트릭 tab of cluster ``pk``: the whole panel, or only its figures (``#body``) when
-    the range controls or the 30-second refresh ask for them."""
+    the range controls or the 30-second refresh ask for them. The per-device panel (slowest
+    GPU and port, heatmap, 하위 5) reads every member's devices: it is its own request
+    (``cluster_devices``), loaded once the charts are on screen."""
     cluster = get_object_or_404(readable(request.user, Perm.CLUSTER_READ, VirtualCluster), pk=pk)
-    range_key = request.GET.get("range", charts.DEFAULT_RANGE)
-    if range_key not in charts.RANGES:
-        range_key = charts.DEFAULT_RANGE
-    # Member names are VM data: the per-member breakdown needs VM READ too.
-    per_member = request.GET.get("per_member") == "1" and request.user.has_perm(
-        Perm.VM_READ, cluster
-    )
+    range_key = _range_of(request)
+    # Member names are VM data: the per-member breakdown and the devices need VM READ too.
+    vm_read = request.user.has_perm(Perm.VM_READ, cluster)
+    per_member = request.GET.get("per_member") == "1" and vm_read
     data = charts.chart_data(cluster, range_key, per_member)
     last = straggler.last_received([vm_id for vm_id, _name in data.members])
-    # Device figures name the nodes: VM data, like the per-member breakdown.
-    devices = straggler.DeviceView()
-    if data.has_data and request.user.has_perm(Perm.VM_READ, cluster):
-        devices = straggler.device_view(
-            data.members, charts.RANGES[range_key].seconds, replaced=data.replaced
-        )
-    heatmap = straggler.heatmap_figure(devices, heatmap_labels())
     figures = []
     if data.has_data:
         markers = events.chart_markers(cluster.pk, data.start)
-        figures = draw_figures(data, straggler.link_capacity_gbps(devices), markers)
+        figures = draw_figures(data, data.link_capacity_gbps, markers)
+    devices_url = None
+    if data.has_data and vm_read:
+        devices_url = reverse("metrics:cluster_devices", args=[cluster.pk]) + f"?range={range_key}"
     context = {
         "cluster": cluster,
         "data": data,
         "figures": figures,
-        "devices": devices,
-        "heatmap_json": heatmap
-        and script_safe(pio.to_json(heatmap, validate=False, engine="orjson")),
+        "devices_url": devices_url,
         "last_received": last,
         "ranges": range_labels(),
         "range_key": range_key,
@@ -129,6 +127,28 @@ def cluster_charts(request, pk):
     partial = request.htmx and request.htmx.target == "metrics-body"
     template = "metrics/charts.html#body" if partial else "metrics/charts.html"
     return render(request, template, context)
+
+
+@login_required
+@require_GET
+def cluster_devices(request, pk):
+    """The 메트릭 tab's per-device panel of cluster ``pk`` over the range: the slowest GPU and
+    port against the median, 방금 합류 and 교체됨 members, the node × GPU heatmap and the
+    하위 5, from each member's own series (``straggler``). Device names are VM data: without
+    VM READ the panel is empty."""
+    cluster = get_object_or_404(readable(request.user, Perm.CLUSTER_READ, VirtualCluster), pk=pk)
+    seconds = charts.RANGES[_range_of(request)].seconds
+    devices = straggler.DeviceView()
+    if request.user.has_perm(Perm.VM_READ, cluster):
+        members, replaced = charts.members_over(cluster, seconds)
+        devices = straggler.device_view(members, seconds, replaced=replaced)
+    heatmap = straggler.heatmap_figure(devices, heatmap_labels())
+    context = {
+        "devices": devices,
+        "heatmap_json": heatmap
+        and script_safe(pio.to_json(heatmap, validate=False, engine="orjson")),
+    }
+    return render(request, "metrics/charts.html#devices", context)
 
 
 # Colour-blind-safe scales (no red-green axis), by the names plotly.js knows (the vendored

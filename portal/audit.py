@@ -30,6 +30,9 @@ class Attempt:
     message: str = ""
     code: str = ""
     params: dict = field(default_factory=dict)
+    # A bulk action that ran but whose items did not all succeed: recorded as 실패, so the
+    # 활동 tab says 성공 only when every item did.
+    failed: bool = False
 
     def about(self, obj: Any) -> Any:
         self.target_id = obj.pk
@@ -41,6 +44,15 @@ class Attempt:
     def notice(self, code: str, **params: Any) -> None:
         """What the event will say, as a notice code of ``portal.messages`` and its params."""
         self.code, self.params = code, params
+
+    def items_done(self, total: int, failed: int) -> None:
+        """A bulk action's end: every item succeeded, or how many of them failed (then the
+        event is recorded as 실패)."""
+        if failed:
+            self.notice("operation_done", total=total, failed=failed)
+            self.failed = True
+        else:
+            self.notice("operation_all_done", total=total)
 
 
 _CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
@@ -121,7 +133,7 @@ def attempt(
     try:
         with transaction.atomic():
             yield att
-            record(att, AuditEvent.Outcome.SUCCEEDED)
+            record(att, AuditEvent.Outcome.FAILED if att.failed else AuditEvent.Outcome.SUCCEEDED)
     except RuleViolation as exc:
         record(att, AuditEvent.Outcome.REFUSED, exc)
         raise

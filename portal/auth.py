@@ -1,9 +1,88 @@
-"""Answers ``user.has_perm("Resource.X.Y", obj)`` from the user's role in obj's project."""
+"""Answers ``user.has_perm("Resource.X.Y", obj)`` from the user's role in obj's project, and
+loads a session's user together with those roles.
 
-from django.contrib.auth.backends import BaseBackend
+A request's user, their role in every project and the projects the switcher lists arrive in
+one query (``SessionUserBackend.get_user``): the roles are read from the database on every
+request, in the query that reads the user anyway, so nothing holds a grant between requests
+and nothing has to be told when one changes — a binding deleted in the admin, a role edited
+by a queryset ``update()`` or by hand in SQL, a project deleted, a user deactivated: the
+very next request sees it. The session keeps only which project was chosen (an id, checked
+against the projects read with the user).
+"""
 
-from portal.models import Project, RoleBinding, project_permissions
+from datetime import datetime
+from functools import cache
+
+import orjson
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import BaseBackend, ModelBackend
+from django.db import connection
+from django.db.models import TextField
+from django.db.models.expressions import RawSQL
+
+from portal.models import Project, Role, RoleBinding, project_permissions
 from portal.permissions import ALL_PERMISSIONS
+
+# The annotation carrying the grants on the user's row.
+GRANTS = "console_grants"
+
+
+@cache
+def grants_sql() -> RawSQL:
+    """The user's projects as a JSON array of ``[id, slug, name, created_at, permissions]``
+    in the switcher's order (name, then id): the projects they hold a role in, with the
+    role's permissions; for a superuser every project, ``permissions`` null where they hold
+    no role. A correlated subquery on the user's row, as SQL (compiled once), so it costs no
+    query of its own; the superuser's branch runs for superusers only."""
+    user = get_user_model()._meta.db_table
+    project, binding, role = (m._meta.db_table for m in (Project, RoleBinding, Role))
+    row = "json_build_array(p.id, p.slug, p.name, p.created_at, r.permissions)"
+    ordered = f"coalesce(json_agg({row} ORDER BY p.name, p.id), '[]')"
+    bound = (
+        f"SELECT {ordered} FROM {binding} b JOIN {project} p ON p.id = b.project_id "
+        f"JOIN {role} r ON r.id = b.role_id WHERE b.user_id = {user}.id"
+    )
+    every = (
+        f"SELECT {ordered} FROM {project} p LEFT JOIN {binding} b ON b.project_id = p.id "
+        f"AND b.user_id = {user}.id LEFT JOIN {role} r ON r.id = b.role_id"
+    )
+    sql = f"(CASE WHEN {user}.is_superuser THEN ({every}) ELSE ({bound}) END)::text"
+    return RawSQL(sql, (), output_field=TextField())
+
+
+def attach_grants(user, grants: str) -> None:
+    """Give ``user`` what ``project_permissions`` and ``visible_projects`` would read: the
+    permissions per project of their roles, and the projects they may see."""
+    fields = [f.attname for f in Project._meta.concrete_fields]
+    permissions, projects = {}, []
+    for pk, slug, name, created_at, perms in orjson.loads(grants):
+        values = {"id": pk, "slug": slug, "name": name, "created_at": _moment(created_at)}
+        projects.append(Project.from_db("default", fields, [values[f] for f in fields]))
+        if perms is not None:
+            permissions[pk] = frozenset(perms)
+    user._project_permissions = permissions
+    user._visible_projects = projects
+
+
+def _moment(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+class SessionUserBackend(ModelBackend):
+    """Django's ModelBackend whose session user comes with their grants (``grants_sql``):
+    the user's row and their roles in one query, read afresh on every request."""
+
+    def get_user(self, user_id):
+        if connection.vendor != "postgresql":
+            # The demo's embedded SQLite has no json_agg(... ORDER BY): the roles and the
+            # projects are read when first asked (``project_permissions``, ``visible_projects``).
+            return super().get_user(user_id)
+        users = get_user_model()._default_manager.annotate(**{GRANTS: grants_sql()})
+        user = users.filter(pk=user_id).first()
+        if user is None or not self.user_can_authenticate(user):
+            return None
+        attach_grants(user, getattr(user, GRANTS))
+        return user
 
 
 def project_id_of(obj):

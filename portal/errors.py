@@ -48,6 +48,16 @@ class RuleViolation(Exception):
         text = str(self.msg_format())
         return text % self.params if self.params else text
 
+    @property
+    def short(self) -> str:
+        """The reason in a few words, where a list names it beside its row (the attach
+        dialog's "다른 가용 영역 (kr-central-1b)"): a class's ``short_message``, else
+        ``message``."""
+        short_message = getattr(self, "short_message", None)
+        if short_message is None or self._override is not None:
+            return self.message
+        return str(short_message) % self.params if self.params else str(short_message)
+
     def __str__(self) -> str:
         return self.message
 
@@ -188,6 +198,24 @@ class VmNotEligible(RuleViolation):
     default_message = _("동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다")
 
 
+class VmInOtherZone(VmNotEligible):
+    """Rule 1 naming the fact: the VM's zone (``zone``) is not the cluster's."""
+
+    code = "vm_other_zone"
+    default_message = _("다른 가용 영역(%(zone)s)의 가상머신은 이 클러스터에 연결할 수 없습니다")
+    short_message = _("다른 가용 영역 (%(zone)s)")
+
+
+class VmOfOtherInstanceType(VmNotEligible):
+    """Rule 1 naming the fact: the VM's instance type (``instance_type``) is not the cluster's."""
+
+    code = "vm_other_instance_type"
+    default_message = _(
+        "다른 인스턴스 유형(%(instance_type)s)의 가상머신은 이 클러스터에 연결할 수 없습니다"
+    )
+    short_message = _("인스턴스 유형이 다름 (%(instance_type)s)")
+
+
 class SpotOrDrVm(RuleViolation):
     code = "spot_or_dr_vm"
     default_message = _("스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다")
@@ -243,18 +271,34 @@ class NameTaken(RuleViolation):
 
 
 class CapacityUnavailable(RuleViolation):
-    """Without params, the plain message; a backend that knows what is short passes
-    ``zone``, ``instance_type``, ``fabric``, ``requested`` and ``available``."""
+    """Without params, the plain message. A backend that knows what is short
+    (``ComputeBackend.shortage``) names it: ``zone``, ``instance_type`` (its GPU model),
+    ``fabric``, ``requested`` and ``available`` nodes, and ``room``, the other zones with
+    room for the request as ``[[zone, free nodes], …]``."""
 
     code = "capacity_unavailable"
     default_message = _("가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요")
-    short_message = _(
-        "%(zone)s의 %(instance_type)s (%(fabric)s) 노드가 부족합니다: %(requested)d대 필요, "
-        "%(available)d대 가능. 잠시 후 다시 시도하세요"
+    named_message = _(
+        "%(zone)s의 %(instance_type)s · %(fabric)s 노드가 부족합니다: 요청 %(requested)d노드, "
+        "가용 %(available)d노드"
     )
+    room_message = _("여유가 있는 영역: %(zones)s")
+    zone_room = _("%(zone)s(%(nodes)d노드)")
+    no_room_message = _("같은 인스턴스 유형과 패브릭을 제공하는 다른 영역에도 여유가 없습니다")
+    retry_message = _("잠시 후 다시 시도하세요")
 
-    def msg_format(self) -> Any:
-        return self.short_message if "requested" in self.params else self.default_message
+    @property
+    def message(self) -> str:
+        if self._override is not None or "requested" not in self.params:
+            return super().message
+        text = str(self.named_message) % self.params
+        room = self.params.get("room")
+        if room:
+            zones = ", ".join(str(self.zone_room) % {"zone": z, "nodes": n} for z, n in room)
+            return f"{text}. {str(self.room_message) % {'zones': zones}}"
+        if room is not None:
+            return f"{text}. {self.no_room_message}. {self.retry_message}"
+        return f"{text}. {self.retry_message}"
 
 
 class BackendError(RuleViolation):

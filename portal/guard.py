@@ -7,7 +7,8 @@
   link, and the list is still what the user came for); a posted form with one is refused
   with the error next to the form (HTMX: the form stays as it was) or, on a page that shows
   its form's errors itself (``nul_as_form_error``), as that form's error.
-* Under ``/api/``: a body past ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413; under the REST API
+* Under ``/api/``: a body past ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413, a body sent without
+  a ``Content-Length`` (chunked) a 411 — WSGI would hand the view an empty body; under the REST API
   (``/api/v1/``) a body is JSON sent as ``application/json`` (else 415); and every error
   answered under ``/api/`` is problem+json, whatever raised it (a 404 or 405 the router
   makes, an exception no handler expected: a 500 that names the request id, no traceback).
@@ -26,6 +27,7 @@ from portal.api.errors import (
     BodyTooLarge,
     HttpRefusal,
     JsonRequired,
+    LengthRequired,
     MethodNotAllowed,
     ServerError,
 )
@@ -90,6 +92,8 @@ def _problem(request, refusal: RuleViolation):
 
 
 def _body_refusal(request) -> RuleViolation | None:
+    if "HTTP_TRANSFER_ENCODING" in request.META and not request.META.get("CONTENT_LENGTH"):
+        return LengthRequired()
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)

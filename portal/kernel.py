@@ -7,11 +7,11 @@ apps depend on ``portal`` and never on each other's internals for them.
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.broker import publish
@@ -155,6 +155,30 @@ def validate_name(raw: str | None) -> str:
     if not NAME_RE.match(name):
         raise NameInvalid()
     return name
+
+
+def rename(
+    obj: Any,
+    raw: str | None,
+    att: Any,
+    refusal: Callable[[Any, str], RuleViolation | None],
+    taken: type[RuleViolation],
+) -> None:
+    """Give ``obj`` (a cluster or a VM, locked) the name ``raw`` by the name rule and its
+    ``refusal``, audited on ``att`` as old → new; a name a concurrent write took meanwhile
+    is ``taken``. The same name again changes nothing."""
+    name = validate_name(raw)
+    if name == obj.name:
+        return
+    raise_if(refusal(obj, name))
+    att.message = f"{obj.name} → {name}"
+    obj.name = name
+    try:
+        with transaction.atomic():
+            obj.save(update_fields=["name"])
+    except IntegrityError:  # a concurrent rename or create took the name
+        raise taken() from None
+    att.target_name = name
 
 
 def queue_after_commit(task: Any, *args: Any) -> None:

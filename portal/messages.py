@@ -13,6 +13,7 @@ NOTICES = {
     "members_detached": _("멤버 %(count)d대를 분리했습니다."),
     "reconcile_started": _("시간 초과된 전환을 복구합니다."),
     "operation_done": _("%(total)d대 중 %(failed)d대 실패"),
+    "operation_all_done": _("%(total)d대 모두 성공"),
     "operation_queued": _("%(total)d대 작업을 시작했습니다."),
     "validation_done": _(
         "정상 %(ok)d대, 점검 필요 %(warn)d대, 불량 %(bad)d대, 응답 없음 %(silent)d대"
@@ -74,6 +75,12 @@ TARGET_LABELS = {
     "vm": pgettext_lazy("target", "가상머신"),
     "api_token": pgettext_lazy("target", "API 토큰"),
 }
+
+
+# What the 가상머신 연결 dialog says beside a VM that is not stopped (%(status)s is its status
+# label); the attach rule's other refusals name their fact themselves (``RuleViolation.short``).
+NOT_STOPPED_REASON = _("%(status)s — 먼저 중지하세요")
+STOPPING_REASON = _("%(status)s — 중지가 끝나면 연결할 수 있습니다")
 
 
 def render_message(code: str, params: dict | None, text: str = "") -> str:

@@ -1,4 +1,5 @@
-"""Which project the console is looking at: the switcher's choice, kept in the session."""
+"""Which project the console is looking at: the switcher's choice, kept in the session (its
+id only: the projects themselves come with the user, ``portal.auth.SessionUserBackend``)."""
 
 from portal.models import Project
 
@@ -6,8 +7,14 @@ SESSION_KEY = "project_id"
 
 
 def visible_projects(request):
+    """The projects the switcher lists: read with the session's user (no query of their
+    own), or, for a user loaded some other way, here."""
     if not hasattr(request, "_visible_projects"):
-        request._visible_projects = list(Project.objects.visible_to(request.user))
+        user = request.user
+        loaded = getattr(user, "_visible_projects", None)
+        request._visible_projects = (
+            loaded if loaded is not None else list(Project.objects.visible_to(user))
+        )
     return request._visible_projects
 
 

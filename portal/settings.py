@@ -9,6 +9,7 @@ deployment hardening that ``manage.py check --deploy`` asks for.
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -363,8 +364,13 @@ LOGGING = {
 LIBVIRT_DOMAIN_TYPE = os.environ.get("LIBVIRT_DOMAIN_TYPE", "kvm")
 if LIBVIRT_DOMAIN_TYPE not in ("kvm", "qemu"):
     raise ImproperlyConfigured("LIBVIRT_DOMAIN_TYPE must be kvm or qemu")
-# Names this portal's domains' UUIDs (uuid5 over it and the VM id): one per installation.
+# Names this portal's domains' and networks' UUIDs (uuid5 over it and the id): one per
+# installation. The name prefix of its domains, networks and volumes (vc-vm-7, vc-fab-3): two
+# portals sharing hosts need their own, or each would take the other's disks for its own.
 LIBVIRT_PORTAL_ID = os.environ.get("LIBVIRT_PORTAL_ID", "vc-portal")
+LIBVIRT_NAME_PREFIX = os.environ.get("LIBVIRT_NAME_PREFIX", "vc")
+if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", LIBVIRT_NAME_PREFIX):
+    raise ImproperlyConfigured("LIBVIRT_NAME_PREFIX: 1-12 lowercase letters and digits")
 # The portal as a guest reaches it (the user-mode NIC makes the host 10.0.2.2).
 LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
 LIBVIRT_BASE_VOLUME = os.environ.get("LIBVIRT_BASE_VOLUME", "")

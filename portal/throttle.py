@@ -33,13 +33,14 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
+
+from portal.auth import SessionUserBackend
 
 MESSAGE = _("로그인 시도가 너무 많습니다. 잠시 후 다시 시도하세요.")
 
@@ -255,8 +256,9 @@ def note_success(request, username):
     LOGIN_FAILURES.reset(_key("user", _normalise(username)))
 
 
-class ThrottledModelBackend(ModelBackend):
-    """Django's ModelBackend, refusing (without checking the password) while throttled."""
+class ThrottledModelBackend(SessionUserBackend):
+    """Django's ModelBackend, refusing (without checking the password) while throttled; a
+    session's user comes with their roles (``portal.auth.SessionUserBackend``)."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         if username is None:

@@ -9,6 +9,9 @@ import os
 os.environ.setdefault("SIMULATOR_STEP_SECONDS", "0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# The real tier's guests and networks never share names with a demo's on the same libvirtd.
+os.environ.setdefault("LIBVIRT_NAME_PREFIX", "vctest")
+os.environ.setdefault("LIBVIRT_PORTAL_ID", "vc-test-portal")
 
 from portal.settings import *  # noqa: E402,F403
 

@@ -41,8 +41,12 @@ class VmCreateForm(forms.Form):
         return self.cleaned_data["count"] or 1
 
     def __init__(self, *args, clusters=None, **kwargs):
-        """``clusters``: the clusters the user may attach the new VMs to (none if omitted);
-        narrowed to the chosen zone and instance type, like the instance types by zone."""
+        """``clusters``: the clusters the user may attach the new VMs to (none if omitted).
+
+        The form offers them narrowed to the chosen zone and instance type
+        (``cluster_choices``, like the instance types by zone), but accepts any of them: a
+        cluster of another zone or type is refused by the attach rule's own message
+        (``operations.create_vms``), never by "not a valid choice"."""
         super().__init__(*args, **kwargs)
         data = self.data if self.is_bound else self.initial
         zone_id = parse_id(data.get("zone"))
@@ -52,14 +56,16 @@ class VmCreateForm(forms.Form):
                 pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
             )
         clusters = clusters if clusters is not None else VirtualCluster.objects.none()
+        self.fields["cluster"].queryset = clusters
+        shown = clusters.select_related("zone", "instance_type")
         if zone_id:
-            clusters = clusters.filter(zone_id=zone_id)
+            shown = shown.filter(zone_id=zone_id)
         if type_id:
-            clusters = clusters.filter(instance_type_id=type_id)
-        self.fields["cluster"].queryset = clusters.select_related("zone", "instance_type")
-        self.fields["cluster"].label_from_instance = lambda cluster: (
-            f"{cluster.name} ({cluster.zone.code} · {cluster.instance_type.code})"
-        )
+            shown = shown.filter(instance_type_id=type_id)
+        self.cluster_choices = [
+            (cluster.pk, f"{cluster.name} ({cluster.zone.code} · {cluster.instance_type.code})")
+            for cluster in shown
+        ]
 
 
 class VmRenameForm(forms.Form):

@@ -6,7 +6,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.errors import VmNotFound
-from portal.kernel import Lifecycle, step
+from portal.kernel import Lifecycle, id_for_lookup, step
 from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
 
 
@@ -77,6 +77,15 @@ class FabricOffering(models.Model):
 
     def __str__(self):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
+
+
+def catalog_choice(zone_id, instance_type_id) -> tuple[Zone | None, InstanceType | None]:
+    """The zone and the instance type a create names: None for one that does not exist (the
+    create's rule refuses it)."""
+    return (
+        Zone.objects.filter(pk=id_for_lookup(zone_id)).first(),
+        InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first(),
+    )
 
 
 def offered_fabrics(zone_id, instance_type_id) -> list[str]:

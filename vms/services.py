@@ -28,10 +28,10 @@ from portal.kernel import (
     Actor,
     Refusal,
     check_perm,
-    id_for_lookup,
     permission_refusal,
     queue_after_commit,
     raise_if,
+    rename,
     set_status,
     validate_name,
 )
@@ -48,6 +48,7 @@ from vms.models import (
     VirtualMachine,
     VmStatus,
     Zone,
+    catalog_choice,
 )
 
 V = VmStatus
@@ -162,8 +163,7 @@ def create_vm(
         att.target_name = str(name or "")[:100]
         check_perm(actor, Perm.VM_CREATE, project)
         name = validate_name(name)
-        zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
-        instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
+        zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, billing_type))
         vm = VirtualMachine(
             project=project,
@@ -188,18 +188,7 @@ def create_vm(
 def rename_vm(vm_id: object, *, actor: Actor, name: str | None) -> VirtualMachine:
     with attempt("vm.update", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
-        name = validate_name(name)
-        if name == vm.name:
-            return vm
-        raise_if(rename_refusal(vm, name))
-        att.message = f"{vm.name} → {name}"
-        vm.name = name
-        try:
-            with transaction.atomic():
-                vm.save(update_fields=["name"])
-        except IntegrityError:  # a concurrent rename or create took the name
-            raise VmNameTaken() from None
-        att.target_name = name
+        rename(vm, name, att, rename_refusal, VmNameTaken)
     return vm
 
 

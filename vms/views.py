@@ -116,6 +116,9 @@ def vm_create(request):
     if request.method == "GET":
         check_perm(request.user, Perm.VM_CREATE, project)
         form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters)
+        if request.htmx and request.htmx.target == "create-fields":
+            # A zone or type picked: the fields again, the types and clusters narrowed.
+            return render(request, "vms/create.html#create-fields", {"form": form})
         return _render_create(request, form)
     # Who may not create is refused (and audited) whatever the form says.
     operations.require_create_vms(request.user, project, request.POST.get("name", ""))
@@ -125,6 +128,12 @@ def vm_create(request):
             url = _create(request, project, form.cleaned_data)
         except InvalidInput as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        except PermissionRequired:
+            raise  # the refusal page, as for any action the user may not take
+        except RuleViolation as exc:
+            # The attach rule refused the VMs before any was made (spot/DR, zone, type …):
+            # said for the whole request, with the rule's own words.
+            form.add_error(None, exc.message)
         else:
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     return _render_create(request, form, status=422)

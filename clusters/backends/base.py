@@ -2,6 +2,12 @@
 
 from dataclasses import dataclass, field
 
+from portal.errors import CapacityUnavailable
+from vms.models import FabricOffering
+
+# The fabric as the capacity error names it (a proper noun: the same in every language).
+FABRIC_SHORT = {"INFINIBAND": "InfiniBand", "ROCE_V2": "RoCEv2"}
+
 
 @dataclass(frozen=True)
 class Capacity:
@@ -52,6 +58,30 @@ class ComputeBackend:
     # True when the backend's VMs run no metrics agent and the portal writes their samples
     # itself (``metrics.tasks.emit_simulated_samples``); a real cloud's VMs report their own.
     emits_metrics = False
+
+    def shortage(self, zone, instance_type, fabric, requested: int, available: int):
+        """The capacity error naming what is short ("kr-central-1a의 L40S · RoCEv2: 요청 2노드,
+        가용 1노드") and the other zones offering the same type and fabric that have room for
+        ``requested`` nodes now (asked of ``capacity``; none when no zone has)."""
+        others = (
+            FabricOffering.objects.filter(instance_type=instance_type, fabric=fabric)
+            .exclude(zone=zone)
+            .select_related("zone")
+            .order_by("zone__code")
+        )
+        room = []
+        for offering in others:
+            free = self.capacity(offering.zone, instance_type, fabric).free_nodes
+            if free >= requested:
+                room.append([offering.zone.code, free])
+        return CapacityUnavailable(
+            zone=zone.code,
+            instance_type=instance_type.gpu_model,
+            fabric=FABRIC_SHORT.get(fabric, fabric),
+            requested=requested,
+            available=available,
+            room=room,
+        )
 
     def capacity(self, zone, instance_type, fabric) -> Capacity:
         raise NotImplementedError

@@ -152,7 +152,10 @@ class SimulatorBackend(ComputeBackend):
                 or 0
             )
             if used + nodes > row.total_nodes:
-                raise CapacityUnavailable()
+                free = max(row.total_nodes - used, 0)
+                raise self.shortage(
+                    cluster.zone, cluster.instance_type, cluster.fabric_type, nodes, free
+                )
             held = SimulatorAllocation.objects.filter(cluster_id=cluster.pk)
             if roce:
                 held.filter(pk__gte=0).delete()  # allocated before blocks: given one below

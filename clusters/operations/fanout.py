@@ -65,17 +65,21 @@ def _fan_out(operation: Operation) -> None:
         transaction.on_commit(partial(publish, run_items, operation.pk, chunk, last))
 
 
+# The members an action takes when none are named: those it can act on.
+MEMBERS_WANTED: dict[str, frozenset[str]] = {
+    K.START_MEMBERS: VM_STARTABLE,
+    K.STOP_MEMBERS: VM_STOPPABLE,
+}
+VmIds = Sequence[object] | None
+Idempotency = tuple[str, ...] | None
+
+
 def _member_operation(
-    kind: str,
-    cluster_id: object,
-    vm_ids: Sequence[object] | None,
-    *,
-    actor: Actor,
-    wanted: object,
-    idempotency: tuple[str, ...] | None,
+    kind: str, cluster_id: object, vm_ids: VmIds, actor: Actor, idempotency: Idempotency
 ) -> Operation:
     """Start or stop members: who may not update the project's VMs is refused whole, before
     any item is made (one refusal, not one per member), whatever targets were named."""
+    wanted = MEMBERS_WANTED[kind]
     _require_vm_update(f"operation.{kind}", actor, cluster_id)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
@@ -112,39 +116,17 @@ def _member_operation(
 
 
 def start_members(
-    cluster_id: object,
-    *,
-    actor: Actor,
-    vm_ids: Sequence[object] | None = None,
-    idempotency: tuple[str, ...] | None = None,
+    cluster_id: object, *, actor: Actor, vm_ids: VmIds = None, idempotency: Idempotency = None
 ) -> Operation:
     """멤버 모두 시작 (or the selected ones): each member through ``start_vm``."""
-    return _member_operation(
-        K.START_MEMBERS,
-        cluster_id,
-        vm_ids,
-        actor=actor,
-        wanted=VM_STARTABLE,
-        idempotency=idempotency,
-    )
+    return _member_operation(K.START_MEMBERS, cluster_id, vm_ids, actor, idempotency)
 
 
 def stop_members(
-    cluster_id: object,
-    *,
-    actor: Actor,
-    vm_ids: Sequence[object] | None = None,
-    idempotency: tuple[str, ...] | None = None,
+    cluster_id: object, *, actor: Actor, vm_ids: VmIds = None, idempotency: Idempotency = None
 ) -> Operation:
     """멤버 모두 중지 (or the selected ones): each member through ``stop_vm``."""
-    return _member_operation(
-        K.STOP_MEMBERS,
-        cluster_id,
-        vm_ids,
-        actor=actor,
-        wanted=VM_STOPPABLE,
-        idempotency=idempotency,
-    )
+    return _member_operation(K.STOP_MEMBERS, cluster_id, vm_ids, actor, idempotency)
 
 
 def stop_cluster_with_members(

@@ -28,14 +28,41 @@ from portal.audit import Attempt, attempt, build_event, record_many, require_per
 from portal.errors import (
     CountInvalid,
     NotMember,
+    RuleViolation,
     VmNameTaken,
     VmNotFound,
 )
-from portal.kernel import Actor, parse_id, validate_name
+from portal.kernel import Actor, id_for_lookup, parse_id, raise_if, validate_name
 from portal.models import AuditEvent, Project
 from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import VirtualMachine
+from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
+
+
+class _Books:
+    """The items and audit events of a membership change, one per VM, written at the end."""
+
+    def __init__(self, operation: Operation) -> None:
+        self.operation = operation
+        self.items: list[OperationItem] = []
+        self.events: list[AuditEvent] = []
+
+    def add(
+        self,
+        position: int,
+        vm_id: object,
+        vm: VirtualMachine | None,
+        refusal: RuleViolation | None,
+        event: Attempt,
+    ) -> None:
+        item = _item(self.operation, position, vm, refusal, name=str(vm_id))
+        self.items.append(item if refusal is not None else _succeed(item))
+        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
+        self.events.append(build_event(event, outcome, refusal))
+
+    def write(self) -> None:
+        OperationItem.objects.bulk_create(self.items)
+        record_many(self.events)
 
 
 def _attach_each(
@@ -47,7 +74,7 @@ def _attach_each(
         for vm in VirtualMachine.objects.select_for_update().filter(pk__in=vm_ids).order_by("pk")
     }
     members = cluster.members.count() if cluster.status == ClusterStatus.RUNNING else 0
-    items, events = [], []
+    books = _Books(operation)
     for position, vm_id in enumerate(vm_ids):
         vm = vms.get(vm_id)
         att = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=vm_id)
@@ -64,12 +91,8 @@ def _attach_each(
         if refusal is None and vm is not None:
             services.join(vm, cluster)
             members += 1
-        item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
-        items.append(item if refusal is not None else _succeed(item))
-        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
-        events.append(build_event(att, outcome, refusal))
-    OperationItem.objects.bulk_create(items)
-    record_many(events)
+        books.add(position, vm_id, vm if visible else None, refusal, att)
+    books.write()
 
 
 def _membership_operation(
@@ -98,7 +121,7 @@ def _membership_operation(
         )
         each(operation, cluster, ids, actor)
         _finish(operation)
-        att.notice("operation_done", total=len(ids), failed=operation.failed)
+        att.items_done(len(ids), operation.failed)
     return operation
 
 
@@ -124,7 +147,7 @@ def _detach_each(
         vm.pk: vm for vm in VirtualMachine.objects.filter(pk__in=ids).exclude(cluster=cluster)
     }
     count = len(members)
-    items, events = [], []
+    books = _Books(operation)
     for position, vm_id in enumerate(ids):
         vm = members.get(vm_id) or others.get(vm_id)
         evt = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=vm_id)
@@ -140,12 +163,8 @@ def _detach_each(
         if refusal is None and vm is not None:
             services.leave(vm)
             count -= 1
-        item = _item(operation, position, vm if visible else None, refusal, name=str(vm_id))
-        items.append(item if refusal is not None else _succeed(item))
-        outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
-        events.append(build_event(evt, outcome, refusal))
-    OperationItem.objects.bulk_create(items)
-    record_many(events)
+        books.add(position, vm_id, vm if visible else None, refusal, evt)
+    books.write()
 
 
 def detach_many(
@@ -167,6 +186,35 @@ def require_create_vms(actor: Actor, project: Project, name: str | None = "") ->
     require_perm("vm.create", actor, Perm.VM_CREATE, project, target_type="vm", target_name=name)
 
 
+def _joining_refusal(
+    project: Project,
+    name: str,
+    cluster: VirtualCluster,
+    zone_id: object,
+    instance_type_id: object,
+    billing_type: str,
+    disaster_recovery: bool,
+) -> RuleViolation | None:
+    """What would refuse the VMs about to be made as members of ``cluster``, asked before
+    any is made: the create's own rules first, then the attach rule itself
+    (``services.attach_refusal``: spot/DR, zone, type …) on a VM as it would be created, so
+    the request is refused whole and nothing billable is left behind."""
+    zone = Zone.objects.filter(pk=id_for_lookup(zone_id)).first()
+    instance_type = InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first()
+    refusal = vm_services.create_refusal(project, name, zone, instance_type, billing_type)
+    if refusal is not None:
+        return refusal
+    future = VirtualMachine(
+        project=project,
+        zone=zone,
+        instance_type=instance_type,
+        billing_type=billing_type,
+        disaster_recovery=bool(disaster_recovery),
+        status=VmStatus.STOPPED,
+    )
+    return services.attach_refusal(future, cluster)
+
+
 def create_vms(
     *,
     actor: Actor,
@@ -181,7 +229,8 @@ def create_vms(
     idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
     """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, then
-    attach each to ``cluster_id`` if given (an item per VM: created, and attached)."""
+    attach each to ``cluster_id`` if given (an item per VM: created, and attached). With a
+    cluster, the attach rule is asked first: a VM it would refuse is never created."""
     require_create_vms(actor, project, name)
     number = parse_id(count)
     if number is None or number > MAX_CREATE:
@@ -199,6 +248,18 @@ def create_vms(
             att.cluster_id = cluster.pk
         if VirtualMachine.objects.alive().filter(project=project, name__in=names).exists():
             raise VmNameTaken()
+        if cluster is not None:
+            raise_if(
+                _joining_refusal(
+                    project,
+                    names[0],
+                    cluster,
+                    zone_id,
+                    instance_type_id,
+                    billing_type,
+                    disaster_recovery,
+                )
+            )
         operation = _new_operation(
             K.CREATE_VMS,
             actor=actor,
@@ -225,5 +286,5 @@ def create_vms(
                 [_succeed(_item(operation, i, vm)) for i, vm in enumerate(created)]
             )
         _finish(operation)
-        att.notice("operation_done", total=len(names), failed=operation.failed)
+        att.items_done(len(names), operation.failed)
     return operation

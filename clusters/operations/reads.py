@@ -18,7 +18,7 @@ def attach_candidates(
         .alive()
         .filter(project_id=cluster.project_id)
         .exclude(cluster=cluster)
-        .select_related("cluster")
+        .select_related("cluster", "zone", "instance_type")
         .order_by("name", "pk")
     )
     pairs = [

@@ -90,16 +90,32 @@ def create_cluster_op(
     return operation, cluster
 
 
+Idempotency = tuple[str, ...] | None
+Done = tuple[Operation, Any]
+
+# Each one-step action: the service that does it, and whether its Operation is done only once
+# the target settles (a start, a VM's stop: ``watch``) or at once.
+CLUSTER_STEPS: dict[str, tuple[Callable[..., object], bool]] = {
+    K.START_CLUSTER: (services.start_cluster, True),
+    K.STOP_CLUSTER: (services.stop_cluster, False),
+    K.DELETE_CLUSTER: (services.delete_cluster, False),
+    K.UPDATE: (services.rename_cluster, False),
+}
+VM_STEPS: dict[str, tuple[Callable[..., object], bool]] = {
+    K.START_VM: (vm_services.start_vm, True),
+    K.STOP_VM: (vm_services.stop_vm, True),
+    K.DELETE_VM: (vm_services.delete_vm, False),
+    K.RENAME_VM: (vm_services.rename_vm, False),
+    K.ATTACH: (services.attach_vm, False),
+    K.DETACH: (services.detach_vm, False),
+}
+
+
 def _cluster_op(
-    kind: str,
-    service: Callable[..., object],
-    cluster_id: object,
-    *,
-    actor: Actor,
-    idempotency: tuple[str, ...] | None,
-    watch_it: bool,
-    **args: Any,
-) -> tuple[Operation, Any]:
+    kind: str, cluster_id: object, actor: Actor, idempotency: Idempotency, **args: Any
+) -> Done:
+    """``CLUSTER_STEPS[kind]`` on a cluster the actor may read (else not found)."""
+    service, watch_it = CLUSTER_STEPS[kind]
     cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
     return _single(
         kind,
@@ -112,88 +128,20 @@ def _cluster_op(
     )
 
 
-def start_cluster_op(
-    cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
-    """Done when the cluster is 실행중, or back where it was with the reason as its error."""
-    return _cluster_op(
-        K.START_CLUSTER,
-        services.start_cluster,
-        cluster_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=True,
-    )
-
-
-def stop_cluster_op(
-    cluster_id: object,
-    *,
-    actor: Actor,
-    stop_members: bool = False,
-    idempotency: tuple[str, ...] | None = None,
-) -> tuple[Operation, Any]:
-    """The plain stop (done at once), or with ``stop_members`` the members first."""
-    if stop_members:
-        operation = stop_cluster_with_members(cluster_id, actor=actor, idempotency=idempotency)
-        return operation, operation.cluster
-    return _cluster_op(
-        K.STOP_CLUSTER,
-        services.stop_cluster,
-        cluster_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=False,
-    )
-
-
-def delete_cluster_op(
-    cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
-    return _cluster_op(
-        K.DELETE_CLUSTER,
-        services.delete_cluster,
-        cluster_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=False,
-    )
-
-
-def rename_cluster_op(
-    cluster_id: object,
-    *,
-    actor: Actor,
-    name: str | None,
-    idempotency: tuple[str, ...] | None = None,
-) -> tuple[Operation, Any]:
-    """``services.rename_cluster`` as an Operation, done at once."""
-    return _cluster_op(
-        K.UPDATE,
-        services.rename_cluster,
-        cluster_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=False,
-        name=name,
-    )
-
-
 def _vm_op(
     kind: str,
-    fn: Callable[..., object],
     vm_id: object,
-    *,
     actor: Actor,
-    idempotency: tuple[str, ...] | None,
-    watch_it: bool,
+    idempotency: Idempotency,
     cluster: VirtualCluster | None = None,
     **args: Any,
-) -> tuple[Operation, Any]:
+) -> Done:
+    """``VM_STEPS[kind]`` on a VM the actor may read (else not found)."""
+    service, watch_it = VM_STEPS[kind]
     vm = readable(actor, Perm.VM_READ, VirtualMachine).get_or_404(vm_id)
     return _single(
         kind,
-        lambda: fn(vm.pk, actor=actor, **args),
+        lambda: service(vm.pk, actor=actor, **args),
         actor=actor,
         project_id=vm.project_id,
         cluster=cluster or vm.cluster,
@@ -203,72 +151,64 @@ def _vm_op(
     )
 
 
-def start_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
+def start_cluster_op(cluster_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
+    """Done when the cluster is 실행중, or back where it was with the reason as its error."""
+    return _cluster_op(K.START_CLUSTER, cluster_id, actor, idempotency)
+
+
+def stop_cluster_op(
+    cluster_id: object, *, actor: Actor, stop_members: bool = False, idempotency: Idempotency = None
+) -> Done:
+    """The plain stop (done at once), or with ``stop_members`` the members first."""
+    if stop_members:
+        operation = stop_cluster_with_members(cluster_id, actor=actor, idempotency=idempotency)
+        return operation, operation.cluster
+    return _cluster_op(K.STOP_CLUSTER, cluster_id, actor, idempotency)
+
+
+def delete_cluster_op(cluster_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
+    """Done at once: the cluster is 삭제됨, or the rule's refusal is raised."""
+    return _cluster_op(K.DELETE_CLUSTER, cluster_id, actor, idempotency)
+
+
+def rename_cluster_op(
+    cluster_id: object, *, actor: Actor, name: str | None, idempotency: Idempotency = None
+) -> Done:
+    """``services.rename_cluster`` as an Operation, done at once."""
+    return _cluster_op(K.UPDATE, cluster_id, actor, idempotency, name=name)
+
+
+def start_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
     """Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패)."""
-    return _vm_op(
-        K.START_VM, vm_services.start_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=True
-    )
+    return _vm_op(K.START_VM, vm_id, actor, idempotency)
 
 
-def stop_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
-    return _vm_op(
-        K.STOP_VM, vm_services.stop_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=True
-    )
+def stop_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
+    """Done when the VM is 중지됨 (성공), or with its error (실패)."""
+    return _vm_op(K.STOP_VM, vm_id, actor, idempotency)
 
 
-def delete_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
-    return _vm_op(
-        K.DELETE_VM,
-        vm_services.delete_vm,
-        vm_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=False,
-    )
+def delete_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
+    """Done at once: the VM is 삭제됨, or the rule's refusal is raised."""
+    return _vm_op(K.DELETE_VM, vm_id, actor, idempotency)
 
 
 def rename_vm_op(
-    vm_id: object, *, actor: Actor, name: str | None, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
+    vm_id: object, *, actor: Actor, name: str | None, idempotency: Idempotency = None
+) -> Done:
     """``vms.services.rename_vm`` as an Operation, done at once."""
-    return _vm_op(
-        K.RENAME_VM,
-        vm_services.rename_vm,
-        vm_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=False,
-        name=name,
-    )
+    return _vm_op(K.RENAME_VM, vm_id, actor, idempotency, name=name)
 
 
 def attach_vm_op(
-    vm_id: object, cluster_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
+    vm_id: object, cluster_id: object, *, actor: Actor, idempotency: Idempotency = None
+) -> Done:
     """One VM attached by ``services.attach_vm`` (the VM page's 클러스터 section): refused
     whole with the rule's error, as the page shows it, or an Operation done at once."""
-    return _vm_op(
-        K.ATTACH,
-        services.attach_vm,
-        vm_id,
-        actor=actor,
-        idempotency=idempotency,
-        watch_it=False,
-        cluster=readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id),
-        cluster_id=cluster_id,
-    )
+    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
+    return _vm_op(K.ATTACH, vm_id, actor, idempotency, cluster=cluster, cluster_id=cluster_id)
 
 
-def detach_vm_op(
-    vm_id: object, *, actor: Actor, idempotency: tuple[str, ...] | None = None
-) -> tuple[Operation, Any]:
+def detach_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
     """One VM out of its cluster by ``services.detach_vm`` (the VM page's 분리)."""
-    return _vm_op(
-        K.DETACH, services.detach_vm, vm_id, actor=actor, idempotency=idempotency, watch_it=False
-    )
+    return _vm_op(K.DETACH, vm_id, actor, idempotency)

@@ -11,6 +11,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 
 from clusters.validation.display import latest_verdicts, verdict_cell
+from portal.particles import with_particles
 from portal.templatetags.console import status_badge, url_pattern
 from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons
 
@@ -18,22 +19,34 @@ register = template.Library()
 
 
 class DetachButtons:
-    """The per-row 분리 form (confirm first), or the button disabled with the reason."""
+    """The per-row 분리 form (confirmed in the console's dialog first), or the button
+    disabled with its reason, which the tab shows once above the table (``reason_ids``)."""
 
-    def __init__(self, cluster, csrf_token):
+    def __init__(self, cluster, csrf_token, reason_ids):
         url = escape(url_pattern("clusters:cluster_detach").format(pk=cluster.pk))
+        self.label = escape(gettext("분리"))
+        detail = escape(gettext("분리한 가상머신은 일반 가상머신으로 남습니다."))
         self.head = (
-            f'<form method="post" action="{url}" hx-post="{url}" hx-swap="none" hx-confirm="'
+            f'<form method="post" action="{url}" hx-post="{url}" hx-swap="none"'
+            f' data-confirm-ok="{self.label}" data-confirm-danger'
+            f' data-confirm-detail="{detail}" hx-confirm="'
         )
         self.csrf = escape(csrf_token)
-        self.label = escape(gettext("분리"))
-        self.confirm = gettext("%(name)s을(를) 클러스터에서 분리하시겠습니까?")
+        self.confirm = gettext("%(name)s을(를) %(cluster)s에서 분리합니다")
+        self.cluster_name = cluster.name
+        self.reason_ids = reason_ids
 
     def __call__(self, vm, name, reason) -> str:
         """``name`` is the VM's name already escaped; every other value is escaped here."""
-        disabled = f' disabled title="{escape(reason)}"' if reason else ""
+        disabled = ""
+        if reason:
+            disabled = (
+                f' disabled title="{escape(reason)}"'
+                f' aria-describedby="{self.reason_ids.get(reason, "")}"'
+            )
+        question = with_particles(self.confirm % {"name": vm.name, "cluster": self.cluster_name})
         return (
-            f'{self.head}{escape(self.confirm % {"name": vm.name})}">'
+            f'{self.head}{escape(question)}">'
             f'<input type="hidden" name="csrfmiddlewaretoken" value="{self.csrf}">'
             f'<input type="hidden" name="vm" value="{int(vm.pk)}">'
             f'<button type="submit" class="btn btn-small btn-ghost-danger"'
@@ -72,15 +85,25 @@ def member_table_rows(context, members, cluster, controls):
         controls["detach"],
     )
     buttons = VmButtons(csrf, compact=True)
-    detach = DetachButtons(cluster, csrf)
+    reason_ids = {
+        reason: f"detach-reason-{index}"
+        for index, reason in enumerate(controls.get("detach_reasons", ()), start=1)
+    }
+    detach = DetachButtons(cluster, csrf, reason_ids)
     select_label = gettext("%(name)s 선택")
+    billing = {code: escape(str(text)) for code, text in BILLING_LABELS.items()}
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
-    label, billing = cell_labels(), BILLING_LABELS
+    label = cell_labels()
     ip_cell = f'<td role="cell" data-label="{label["ip"]}">'
     # The address in the code font, its phone label (::before) in the text font.
     fabric_cell = f'<td role="cell" data-label="{label["fabric"]}"><span class="mono">'
     billing_cell = f'<td role="cell" data-label="{label["billing"]}">'
     verdict_head = f'<td role="cell" class="verdict" data-label="{label["verdict"]}">'
+    # A running bulk start or stop has not reached these rows yet (``views`` reads them).
+    waiting = controls.get("queued", set())
+    waiting_label = escape(gettext("대기 중"))
+    queued = f' <span class="row-queued">{waiting_label}</span>'
+
     rows = []
     for vm in members:
         pk, name = int(vm.pk), escape(vm.name)
@@ -92,18 +115,20 @@ def member_table_rows(context, members, cluster, controls):
             checkbox = (
                 f'<td role="cell" class="select"><input type="checkbox" name="vm" value="{pk}"'
                 f' form="members-selected" id="select-{pk}"'
+                f' data-name="{name}"'
                 f' aria-label="{escape(select_label % {"name": vm.name})}"{flags}></td>'
             )
-            actions = buttons(vm, cluster)
+            actions = buttons(vm, cluster, reason_id="member-start-reason")
             if pk in detachable:
                 actions += detach(vm, name, detachable[pk])
         rows.append(
             f'<tr role="row" data-vm="{name}">{checkbox}'
             f'<td role="cell" class="member-name"><a href="{edit.format(pk=pk)}">{name}</a></td>'
-            f'<td role="cell" class="member-status">{status_badge(vm)}</td>'
+            f'<td role="cell" class="member-status">{status_badge(vm)}'
+            f"{queued if pk in waiting else ''}</td>"
             f"{ip_cell}{escape(vm.private_ip or '-')}</td>"
             f"{fabric_cell}{escape(vm.fabric_address or '-')}</span></td>"
-            f"{billing_cell}{escape(str(billing.get(vm.billing_type, vm.billing_type)))}</td>"
+            f"{billing_cell}{billing.get(vm.billing_type) or escape(vm.billing_type)}</td>"
             f"{verdict_head}{verdict_cell(verdicts.get(pk), vm, cluster, can_update)}</td>"
             f'<td role="cell" class="row-actions">{actions}</td></tr>'
         )

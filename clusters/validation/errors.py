@@ -14,6 +14,20 @@ class ValidationRunning(RuleViolation):
     default_message = _("이 클러스터의 검증이 이미 진행 중입니다")
 
 
+class ValidationNeedsRunningCluster(RuleViolation):
+    """Why 클러스터 검증 is not offered yet on a cluster that is not 실행중 (미할당 …)."""
+
+    code = "validation_cluster_not_running"
+    default_message = _("클러스터가 실행중일 때 검증할 수 있습니다. 먼저 클러스터를 시작하세요")
+
+
+class NotEnoughRunningMembers(RuleViolation):
+    """검증 measures running members only: two must run, however many are attached."""
+
+    code = "not_enough_running_members"
+    default_message = _("실행중인 멤버가 2대 이상 필요합니다")
+
+
 class LevelInvalid(InvalidInput):
     code = "diag_level_invalid"
     field = "level"

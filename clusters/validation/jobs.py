@@ -243,7 +243,10 @@ def _finish(run, now) -> None:
         bad=counts[Verdict.BAD],
         silent=counts[Verdict.NO_ANSWER],
     )
-    record_many([build_event(att, AuditEvent.Outcome.SUCCEEDED)])
+    # A member judged 불량 or silent is not a success: the event says 실패 beside the counts.
+    judged_bad = counts[Verdict.BAD] or counts[Verdict.NO_ANSWER]
+    outcome = AuditEvent.Outcome.FAILED if judged_bad else AuditEvent.Outcome.SUCCEEDED
+    record_many([build_event(att, outcome)])
 
 
 def open_run_of(cluster) -> ValidationRun | None:

@@ -3,17 +3,26 @@
 already in progress; CLUSTER UPDATE to start one."""
 
 from clusters.models import MIN_MEMBERS, ClusterStatus
-from clusters.validation.errors import ValidationRunning
-from portal.errors import InvalidTransition, NotEnoughMembers, RuleViolation
+from clusters.validation.errors import (
+    NotEnoughRunningMembers,
+    ValidationNeedsRunningCluster,
+    ValidationRunning,
+)
+from portal.errors import InvalidTransition, RuleViolation
 from portal.kernel import permission_refusal
 from portal.permissions import Perm
 
 
 def validate_refusal(cluster, running_members: int, run_open: bool) -> RuleViolation | None:
-    if cluster.status != ClusterStatus.RUNNING:
+    """Each refusal names the fact: a deleted cluster is never validated; one not 실행중
+    (미할당 …) must start first; fewer than two *running* members (a stopped member takes no
+    part, however many are attached)."""
+    if cluster.status == ClusterStatus.DELETED:
         return InvalidTransition()
+    if cluster.status != ClusterStatus.RUNNING:
+        return ValidationNeedsRunningCluster()
     if running_members < MIN_MEMBERS:
-        return NotEnoughMembers()  # running ones: a stopped member takes no part
+        return NotEnoughRunningMembers()
     if run_open:
         return ValidationRunning()
     return None

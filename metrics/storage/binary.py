@@ -2,7 +2,8 @@
 ``executemany``, and packing by hand is a third of psycopg's ``write_row`` time).
 
 A table's rows are ``vm_id`` (int8), ``ts`` (timestamptz), optionally a device index (int2:
-the GPU or port), then float8 metrics, any of them NULL.
+the GPU or port), then float8 metrics, any of them NULL, and optionally a trailing int8 (the
+host rows' cluster stamp, NULL for a VM in no cluster).
 """
 
 import struct
@@ -22,14 +23,18 @@ _INT2 = struct.Struct("!ih")
 _FLOAT8 = struct.Struct("!id")
 
 
-def pack(vm_ids: list, micros: list, devices: list | None, metrics: list) -> bytes:
+def pack(
+    vm_ids: list, micros: list, devices: list | None, metrics: list, tail: list | None = None
+) -> bytes:
     """COPY binary data for the rows (columns as lists), one ``struct`` call per row by
-    C-level maps. A metric column mixing values and nulls (rare: a GPU lost mid-batch) cannot
-    be one fixed format; such a batch is packed field by field instead."""
+    C-level maps; ``tail``: a last int8 column (the cluster stamps), if any. A column mixing
+    values and nulls (rare: a GPU lost mid-batch, a batch of VMs in and out of clusters)
+    cannot be one fixed format; such a batch is packed field by field instead."""
     stamps = map((-_PG_EPOCH_MICROS).__add__, micros)
-    count = 2 + (devices is not None) + len(metrics)
-    if any(0 < column.count(None) < len(column) for column in metrics):
-        return _pack_fields(count, vm_ids, stamps, devices, metrics)
+    count = 2 + (devices is not None) + len(metrics) + (tail is not None)
+    columns = metrics if tail is None else [*metrics, tail]
+    if any(0 < column.count(None) < len(column) for column in columns):
+        return _pack_fields(count, vm_ids, stamps, devices, metrics, tail)
     fields = ["!h", "iq", "iq"]  # field count; vm_id; ts
     args = [repeat(count), repeat(8), vm_ids, repeat(8), stamps]
     if devices is not None:
@@ -42,18 +47,30 @@ def pack(vm_ids: list, micros: list, devices: list | None, metrics: list) -> byt
         else:
             fields.append("id")
             args += [repeat(8), column]
+    if tail is not None:
+        if tail and tail[0] is None:
+            fields.append("i")
+            args.append(repeat(-1))
+        else:
+            fields.append("iq")
+            args += [repeat(8), tail]
     row = struct.Struct("".join(fields))
     return b"".join((_SIGNATURE, *map(row.pack, *args), _TRAILER))
 
 
-def _pack_fields(count, vm_ids, stamps, devices, metrics):
+def _pack_fields(count, vm_ids, stamps, devices, metrics, tail):
     header = struct.pack("!h", count)
     parts = [_SIGNATURE]
     indexes = repeat(None) if devices is None else devices
-    for vm_id, ts, device, *values in zip(vm_ids, stamps, indexes, *metrics, strict=False):
+    tails = repeat(None) if tail is None else tail
+    for vm_id, ts, device, last, *values in zip(
+        vm_ids, stamps, indexes, tails, *metrics, strict=False
+    ):
         parts += [header, _INT8.pack(8, vm_id), _INT8.pack(8, ts)]
         if devices is not None:
             parts.append(_INT2.pack(2, device))
         parts += [_NULL if value is None else _FLOAT8.pack(8, value) for value in values]
+        if tail is not None:
+            parts.append(_NULL if last is None else _INT8.pack(8, last))
     parts.append(_TRAILER)
     return b"".join(parts)

@@ -40,3 +40,19 @@ def micros_of(moment: datetime) -> int:
 
 def datetime_of(micros: int) -> datetime:
     return UNIX_EPOCH + timedelta(microseconds=micros)
+
+
+def bucket_sql(column: str, unit: str) -> str:
+    """SQL truncating ``column`` to its ``unit`` ("minute" or "hour"), in UTC."""
+    if is_postgresql():
+        return f"date_trunc('{unit}', {column})"
+    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC.
+    # %% because the statement goes through Django's %s-parameter formatting (and, under
+    # DEBUG, through ``sql % params`` for the query log).
+    pattern = {"minute": "%%Y-%%m-%%d %%H:%%M:00", "hour": "%%Y-%%m-%%d %%H:00:00"}[unit]
+    return f"strftime('{pattern}', {column})"
+
+
+def param(moment: datetime):  # what the backend takes: a str or a datetime
+    """A datetime as this database takes it as a query parameter."""
+    return connection.ops.adapt_datetimefield_value(moment)

@@ -13,7 +13,7 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.utils import timezone
 
 from metrics import conf
-from metrics.models import SERIES, Sample
+from metrics.models import SERIES, ClusterHourRollup, ClusterMinuteRollup, Sample
 from metrics.storage.db import is_postgresql, sqlstate
 
 PARTITIONED = tuple(series.raw._meta.db_table for series in SERIES)
@@ -112,4 +112,10 @@ def drop_expired(now: datetime) -> int:
         series.hour._default_manager.filter(
             bucket__lt=now - timedelta(days=conf.get("METRICS_HOUR_RETENTION_DAYS"))
         ).delete()
+    # The cluster rollups keep as long as the per-VM ones they are made from.
+    for model, setting in (
+        (ClusterMinuteRollup, "METRICS_MINUTE_RETENTION_DAYS"),
+        (ClusterHourRollup, "METRICS_HOUR_RETENTION_DAYS"),
+    ):
+        model._default_manager.filter(bucket__lt=now - timedelta(days=conf.get(setting))).delete()
     return dropped

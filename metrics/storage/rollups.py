@@ -5,7 +5,10 @@ ON CONFLICT DO UPDATE``, so a rerun over the same buckets is harmless: a beat ta
 overlap or run late. A batch that lands in buckets already rolled up (an agent's backlog)
 queues its range in ``RollupBacklog``, redone on the next run. Every series (the per-VM one
 and the per-GPU and per-port ones, ``metrics.models.SERIES``) is rolled up the same way, by
-its keys; after each run the new minutes are scanned for device errors (``events``).
+its keys; the host series' minute rows also keep the cluster their samples were stamped
+with, and each run then redoes the cluster rollups of the same minutes and hours
+(``cluster_rollup``). After each run the new minutes are scanned for device errors
+(``events``).
 """
 
 from datetime import UTC, datetime, timedelta
@@ -14,8 +17,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from metrics import conf
-from metrics.models import SERIES, RollupBacklog, RollupCursor
-from metrics.storage.db import MICROS_PER_SECOND, datetime_of, is_postgresql
+from metrics.models import HOST, SERIES, RollupBacklog, RollupCursor
+from metrics.storage import cluster_rollup
+from metrics.storage.db import MICROS_PER_SECOND, bucket_sql, datetime_of, param
 
 # A minute is closed (rolled up) this long after it ends: agents send every ~10 s.
 CLOSE_GRACE = timedelta(seconds=20)
@@ -48,42 +52,36 @@ def late_batch(vm_id: int, micros: list[int], now: float) -> RollupBacklog | Non
     return RollupBacklog(vm_id=vm_id, start=datetime_of(first), end=datetime_of(last))
 
 
-def _bucket_sql(column, unit):
-    if is_postgresql():
-        return f"date_trunc('{unit}', {column})"
-    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC.
-    # %% because the statement goes through Django's %s-parameter formatting (and, under
-    # DEBUG, through ``sql % params`` for the query log).
-    pattern = {"minute": "%%Y-%%m-%%d %%H:%%M:00", "hour": "%%Y-%%m-%%d %%H:00:00"}[unit]
-    return f"strftime('{pattern}', {column})"
-
-
 def _rollup_columns(series):
     return ["n"] + [f"{name}_{kind}" for name in series.names for kind in ("avg", "max")]
 
 
-def _upsert_sql(series, table, select_sql):
+def _upsert_sql(series, table, select_sql, stamped=False):
     columns = _rollup_columns(series)
     keys = ", ".join(series.keys)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+    if stamped:
+        # A minute recomputed from samples written before they were stamped keeps its stamp.
+        columns.append("cluster_id")
+        updates += f", cluster_id = COALESCE(excluded.cluster_id, {table}.cluster_id)"
     return (
         f"INSERT INTO {table} ({keys}, bucket, {', '.join(columns)}) {select_sql} "
         f"ON CONFLICT ({keys}, bucket) DO UPDATE SET {updates}"
     )
 
 
-def _param(moment):
-    return connection.ops.adapt_datetimefield_value(moment)
-
-
 def roll_minutes(start: datetime, stop: datetime, vm_id: int | None = None) -> None:
-    """(Re)compute the minute rollups of [start, stop) from raw samples, every series."""
+    """(Re)compute the minute rollups of [start, stop) from raw samples, every series; a
+    host minute takes its samples' cluster stamp (if a VM changed cluster within a minute,
+    which takes a stop, a detach, an attach and a start, the minute counts for the larger id)."""
     for series in SERIES:
         aggregates = ", ".join(f"avg({n}), max({n})" for n in series.names)
+        if series is HOST:
+            aggregates += ", max(cluster_id)"
         _upsert(
             series,
             series.minute,
-            f"{_bucket_sql('ts', 'minute')} AS b, count(*), {aggregates}",
+            f"{bucket_sql('ts', 'minute')} AS b, count(*), {aggregates}",
             series.raw,
             "ts",
             start,
@@ -106,7 +104,7 @@ def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> Non
         _upsert(
             series,
             series.hour,
-            f"{_bucket_sql('bucket', 'hour')} AS b, sum(n), {', '.join(parts)}",
+            f"{bucket_sql('bucket', 'hour')} AS b, sum(n), {', '.join(parts)}",
             series.minute,
             "bucket",
             start,
@@ -117,8 +115,9 @@ def roll_hours(start: datetime, stop: datetime, vm_id: int | None = None) -> Non
 
 def _upsert(series, target, aggregates, source, time_column, start, stop, vm_id):
     """Upsert ``target``'s rows from ``source``'s over [start, stop), of one VM or all."""
+    stamped = series is HOST and target is series.minute
     where = f"{time_column} >= %s AND {time_column} < %s"
-    params = [_param(start), _param(stop)]
+    params = [param(start), param(stop)]
     if vm_id is not None:
         where += " AND vm_id = %s"
         params.append(vm_id)
@@ -127,7 +126,7 @@ def _upsert(series, target, aggregates, source, time_column, start, stop, vm_id)
         f"SELECT {keys}, {aggregates} FROM {source._meta.db_table} WHERE {where} GROUP BY {keys}, b"
     )
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(series, target._meta.db_table, select), params)
+        cursor.execute(_upsert_sql(series, target._meta.db_table, select, stamped), params)
 
 
 def _locked_cursor(end):
@@ -154,9 +153,11 @@ def rollup(now: datetime | None = None) -> int:
             start = cursor.upto - LATE_WINDOW
             stop = min(cursor.upto + ROLLUP_CHUNK, end)
             roll_minutes(start, stop)
+            cluster_rollup.roll_minutes(start, stop)
             hours_from, hours_to = floor_to(start, 3600), floor_to(stop, 3600)
             if hours_from < hours_to:
                 roll_hours(hours_from, hours_to)
+                cluster_rollup.roll_hours(hours_from, hours_to)
             advanced += int((stop - cursor.upto).total_seconds() // 60)
             cursor.upto = stop
             cursor.save(update_fields=["upto"])
@@ -171,17 +172,24 @@ def roll_backlog() -> int:
         if cursor is None:
             return 0  # nothing rolled up yet: the normal run will get every batch
         entries = list(RollupBacklog.objects.order_by("id")[:200])
+        redo = cluster_rollup.Redo()
         for entry in entries:
             start = floor_to(entry.start, 60)
             stop = min(floor_to(entry.end, 60) + timedelta(minutes=1), cursor.upto)
             if start >= stop:
                 continue  # not rolled up yet: the normal run will get it
+            # The clusters the VM's minutes counted for, before and after: a late sample
+            # with another stamp moves a minute from one to the other.
+            clusters = cluster_rollup.clusters_of(entry.vm_id, start, stop)
             roll_minutes(start, stop, vm_id=entry.vm_id)
+            clusters |= cluster_rollup.clusters_of(entry.vm_id, start, stop)
+            redo.add(clusters, start, stop)
             hours_to = min(
                 floor_to(stop - timedelta(microseconds=1), 3600) + timedelta(hours=1),
                 floor_to(cursor.upto, 3600),
             )
             if floor_to(start, 3600) < hours_to:
                 roll_hours(floor_to(start, 3600), hours_to, vm_id=entry.vm_id)
+        redo.run(floor_to(cursor.upto, 3600))
         RollupBacklog.objects.filter(pk__in=[e.pk for e in entries]).delete()
     return len(entries)

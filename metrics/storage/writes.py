@@ -13,6 +13,11 @@ the same statement or transaction, so a batch is all stored or none of it:
 - a larger one: binary COPY per table in one transaction (``metrics.storage.binary``);
 - other databases (SQLite in the demo): ``bulk_create``.
 
+Every host row is stamped with its VM's cluster at the moment it is written
+(``Sample.cluster_id``, what the cluster rollups group by): read from the VM row by the same
+statement (the token's join, or a subquery); for COPY and ``bulk_create`` read with the token
+by the endpoint (``ingest.lookup_member``), or looked up once per batch.
+
 Samples are telemetry: they commit asynchronously (``synchronous_commit = off`` for these
 transactions only). A PostgreSQL crash may lose the last fraction of a second of acknowledged
 samples, never consistency; in exchange no ingest request waits for a WAL flush, which
@@ -22,7 +27,7 @@ database) is created and the write retried once.
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import psycopg
 from django.db import IntegrityError, connection, transaction
@@ -35,12 +40,14 @@ from metrics.storage.partitions import ensure_partitions
 from metrics.storage.rollups import is_late
 from vms.models import VirtualMachine, VmStatus
 
-COLUMNS = ("vm_id", "ts", *METRIC_NAMES)
-PG_TYPES = ["int8", "timestamptz", *["float8"] * len(METRIC_NAMES)]
+# A host row as stored: a sample's columns, then the cluster stamp.
+COLUMNS = ("vm_id", "ts", *METRIC_NAMES, "cluster_id")
+PG_TYPES = ["int8", "timestamptz", *["float8"] * len(METRIC_NAMES), "int8"]
 COPY_SQL = f"COPY {Sample._meta.db_table} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 SMALL_BATCH = 5  # samples; one INSERT of at most 50 host parameters (psycopg caches its parse)
 SMALL_DEVICE_ROWS = 96  # GPU + port rows in that INSERT: 8 GPUs and 4 ports a sample
 DEVICES = {"gpu": GPU, "port": PORT}
+LOOK_UP = object()  # write_batch's cluster_id when the caller did not read it
 
 
 def _device_columns(series):
@@ -70,17 +77,22 @@ def _insert_sql(rows, by_token, devices=()):
     ``by_token``: the VM is the token's; parameters per table, host first: its rows (a
     device table's as one array per column) without vm_id, then token hash, deleted
     status, claimed VM id twice (each table's insert checks the token). With device rows
-    the inserts are CTEs of one statement, which answers the host rows inserted.
+    the inserts are CTEs of one statement, which answers the host rows inserted. The
+    cluster stamp is never a parameter: the token's VM row, or a subquery on ``vm_id``.
     """
-    types = PG_TYPES[1:] if by_token else PG_TYPES
+    types = PG_TYPES[1:-1] if by_token else PG_TYPES[:-1]
     # set_config(..., true) lasts until the end of this statement's own transaction, whose
     # commit it makes asynchronous: one round trip, no BEGIN/SET/COMMIT.
     async_commit = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+    vm_table, vm_pk = VirtualMachine._meta.db_table, VirtualMachine._meta.pk.column
+    vm_cluster = _column(VirtualMachine, "cluster")
     vm_source, vm_column, where = "", "", ""
+    # VALUES columns are column1, column2, ...: column1 is vm_id unless the token gives it.
+    stamp = f"(SELECT c.{vm_cluster} FROM {vm_table} c WHERE c.{vm_pk} = v.column1)"
     if by_token:
         # No row comes out for an unknown token, a deleted VM or another VM's id.
         token_vm = _column(MetricsToken, "vm")
-        vm_table, vm_pk = VirtualMachine._meta.db_table, VirtualMachine._meta.pk.column
+        stamp = f"vm.{vm_cluster}"
         vm_source = (
             f", {MetricsToken._meta.db_table} t JOIN {vm_table} vm ON vm.{vm_pk} = t.{token_vm}"
         )
@@ -92,7 +104,8 @@ def _insert_sql(rows, by_token, devices=()):
         )
     host = (
         f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "
-        f"SELECT {vm_column}v.* FROM {async_commit}{vm_source}, {_values(types, rows)} AS v"
+        f"SELECT {vm_column}v.*, {stamp} "
+        f"FROM {async_commit}{vm_source}, {_values(types, rows)} AS v"
     )
     if not devices:
         return host + where
@@ -123,9 +136,10 @@ def _shape(devices):
 def write_samples(
     rows: Sequence[tuple], backlog: RollupBacklog | None = None, devices: dict | None = None
 ) -> None:
-    """Store ``rows`` (tuples in ``COLUMNS`` order, ``ts`` an aware datetime, any VMs) all or
-    none, with ``devices`` (``{"gpu"|"port": [(vm_id, ts, index, *metrics), …]}``) and
-    ``backlog`` (an unsaved ``RollupBacklog`` for a late batch) if given.
+    """Store ``rows`` (``(vm_id, ts, *METRIC_NAMES)``, ``ts`` an aware datetime, any VMs; each
+    stamped with its VM's cluster now) all or none, with ``devices``
+    (``{"gpu"|"port": [(vm_id, ts, index, *metrics), …]}``) and ``backlog`` (an unsaved
+    ``RollupBacklog`` for a late batch) if given.
 
     Raises ``metrics.errors.Duplicate`` if any (vm_id, ts) is already stored.
     """
@@ -139,17 +153,25 @@ def write_samples(
 
 
 def write_batch(
-    vm_id: int, columns: list, backlog: RollupBacklog | None = None, devices: dict | None = None
+    vm_id: int,
+    columns: list,
+    backlog: RollupBacklog | None = None,
+    devices: dict | None = None,
+    *,
+    cluster_id: object = LOOK_UP,
 ) -> None:
     """``write_samples`` for one VM's validated batch as columns (``micros``, then
     ``METRIC_NAMES``) and device columns: the ingest endpoint's path when
-    ``write_for_token`` does not apply."""
+    ``write_for_token`` does not apply. ``cluster_id``: the VM's cluster if the caller read it
+    with the token (``ingest.lookup_member``), else it is looked up."""
     by_table = {
         name: ([vm_id] * len(cols[0]), cols[0], cols[1], cols[2:])
         for name, cols in (devices or {}).items()
         if cols and cols[0]
     }
-    _write([vm_id] * len(columns[0]), columns[0], columns[1:], backlog, by_table)
+    count = len(columns[0])
+    clusters = None if cluster_id is LOOK_UP else [cluster_id] * count
+    _write([vm_id] * count, columns[0], columns[1:], backlog, by_table, clusters)
 
 
 def write_for_token(
@@ -190,10 +212,14 @@ def _array(column):
     return list(column)
 
 
-def _write(vm_ids, micros, metrics, backlog, devices):
+def _write(vm_ids, micros, metrics, backlog, devices, clusters=None):
+    """Write by the way that fits; ``clusters``: each row's cluster stamp, if the caller knows
+    them (the small INSERT reads them itself)."""
     rows = sum(len(table[0]) for table in devices.values())
     if not is_postgresql():
-        _with_partitions(lambda: _bulk_create(vm_ids, micros, metrics, backlog, devices), micros)
+        clusters = _clusters_of(vm_ids) if clusters is None else clusters
+        write = partial(_bulk_create, vm_ids, clusters, micros, metrics, backlog, devices)
+        _with_partitions(write, micros)
     elif len(micros) <= SMALL_BATCH and backlog is None and rows <= SMALL_DEVICE_ROWS:
         stamps = map(datetime_of, micros)
         params = [value for row in zip(vm_ids, stamps, *metrics, strict=True) for value in row]
@@ -203,7 +229,8 @@ def _write(vm_ids, micros, metrics, backlog, devices):
             params += [ids, list(map(datetime_of, stamps_)), indexes, *map(_array, values)]
         _insert(_insert_sql(len(micros), False, shape), params, micros, bool(shape))
     else:
-        data = [(COPY_SQL, binary.pack(vm_ids, micros, None, metrics))]
+        clusters = _clusters_of(vm_ids) if clusters is None else clusters
+        data = [(COPY_SQL, binary.pack(vm_ids, micros, None, metrics, clusters))]
         for name, (ids, indexes, stamps, values) in devices.items():
             data.append((_copy_sql(DEVICES[name]), binary.pack(ids, stamps, indexes, values)))
         _with_partitions(lambda: _copy(data, backlog), micros)
@@ -229,11 +256,26 @@ def _insert(sql, params, micros, counted):
     return inserted[-1]
 
 
-def _bulk_create(vm_ids, micros, metrics, backlog, devices):
+def _clusters_of(vm_ids):
+    """Each row's cluster stamp: the cluster of its VM now (one query for the batch)."""
+    clusters = dict(
+        VirtualMachine.objects.filter(pk__in=set(vm_ids)).values_list("pk", "cluster_id")
+    )
+    return [clusters.get(vm_id) for vm_id in vm_ids]
+
+
+def _bulk_create(vm_ids, clusters, micros, metrics, backlog, devices):
     with transaction.atomic():
         Sample.objects.bulk_create(
-            Sample(vm_id=vm_id, ts=datetime_of(ts), **dict(zip(METRIC_NAMES, values, strict=True)))
-            for vm_id, ts, *values in zip(vm_ids, micros, *metrics, strict=True)
+            Sample(
+                vm_id=vm_id,
+                ts=datetime_of(ts),
+                cluster_id=cluster_id,
+                **dict(zip(METRIC_NAMES, values, strict=True)),
+            )
+            for vm_id, cluster_id, ts, *values in zip(
+                vm_ids, clusters, micros, *metrics, strict=True
+            )
         )
         for name, (ids, indexes, stamps, values) in devices.items():
             series = DEVICES[name]

@@ -15,12 +15,9 @@ from portal.api.common import (
     ListFilters,
     actor,
     filtered,
-    json_response,
-    labels,
     member_count,
     path_id,
     project,
-    stored_error_json,
 )
 from portal.api.operations import accepted
 from portal.api.schemas import (
@@ -34,6 +31,7 @@ from portal.api.schemas import (
     RenameIn,
     StopIn,
     VmPage,
+    read,
 )
 from portal.api.vms import VmFilters, readable_vms, vm_page
 from portal.errors import ClusterNotFound
@@ -50,19 +48,14 @@ class ClusterFilters(ListFilters):
     order_by: str = "-created_at"
 
 
-CLUSTER_FIELDS = (
-    "id", "project_id", "name", "zone_id", "instance_type_id", "fabric_type", "status",
-    "error_code", "error_params", "created_at", "status_changed_at",
-)  # fmt: skip
 MEMBERS = member_count()
 RUNNING_MEMBERS = member_count(VmStatus.RUNNING)
 
 
 def cluster_rows(user):
-    """The clusters ``user`` may read as the dicts their JSON is made of (no model
-    instances: the list's cost is the rows, not the ORM), member counts included."""
-    return readable(user, Perm.CLUSTER_READ, VirtualCluster).values(
-        *CLUSTER_FIELDS,
+    """The clusters ``user`` may read as ``ClusterOut`` reads them: with their zone's and
+    type's codes and their member counts (SQL subqueries, for the rows fetched only)."""
+    return readable(user, Perm.CLUSTER_READ, VirtualCluster).annotate(
         zone_code=F("zone__code"),
         type_code=F("instance_type__code"),
         member_count=MEMBERS,
@@ -75,49 +68,33 @@ def readable_cluster(request, cluster_id: int) -> VirtualCluster:
     return clusters.select_related("instance_type").get_or_404(cluster_id)
 
 
-def cluster_json(row: dict, status_labels: dict[str, str]) -> dict:
-    return {
-        "id": row["id"],
-        "project_id": row["project_id"],
-        "name": row["name"],
-        "zone_id": row["zone_id"],
-        "zone": row["zone_code"],
-        "instance_type_id": row["instance_type_id"],
-        "instance_type": row["type_code"],
-        "fabric_type": row["fabric_type"],
-        "status": row["status"],
-        "status_label": status_labels[row["status"]],
-        "member_count": row["member_count"],
-        "running_member_count": row["running_member_count"],
-        "last_error": stored_error_json(row["error_code"], row["error_params"]),
-        "created_at": row["created_at"],
-        "status_changed_at": row["status_changed_at"],
-    }
-
-
 @router.get("/virtual-clusters", response=ClusterPage, summary="가상 클러스터 목록")
 def list_clusters(request, filters: Query[ClusterFilters]):
     """Filters as on the console (삭제됨 is hidden unless ``status`` asks for it); keyset
     pages, ``order_by`` one of created_at, -created_at, name, -name."""
     clusters = filtered(cluster_rows(actor(request)), filters, ClusterStatus.values)
     rows, next_token = pagination.page(clusters, ORDERS, filters)
-    status_labels = labels(ClusterStatus)
-    items = [cluster_json(row, status_labels) for row in rows]
-    return json_response({"items": items, "next_page_token": next_token})
+    return read(ClusterPage, {"items": rows, "next_page_token": next_token})
 
 
 @router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
 def get_cluster(request, cluster_id: int):
-    row = cluster_rows(actor(request)).get_or_404(cluster_id)
-    return json_response(cluster_json(row, labels(ClusterStatus)))
+    return read(ClusterOut, cluster_rows(actor(request)).get_or_404(cluster_id))
 
 
 @router.get(
     "/virtual-clusters/{int:cluster_id}/members", response=VmPage, summary="연결된 가상머신"
 )
 def list_members(request, cluster_id: int, filters: Query[VmFilters]):
-    cluster = readable_cluster(request, cluster_id)
-    return vm_page(request, readable_vms(actor(request)).filter(cluster=cluster), filters)
+    # The cluster is a condition of the members' query, and is looked up on its own only
+    # for an empty page: a cluster the caller may not read is a 404, as everywhere.
+    clusters = readable(actor(request), Perm.CLUSTER_READ, VirtualCluster)
+    cid = path_id(cluster_id, ClusterNotFound)
+    members = readable_vms(actor(request)).filter(cluster__in=clusters.filter(pk=cid))
+    page = vm_page(request, members, filters)
+    if not page.items:
+        clusters.get_or_404(cid)
+    return page
 
 
 def _members(request, cluster):

@@ -107,6 +107,14 @@ class BodyTooLarge(RuleViolation):
     default_message = _("요청 본문이 너무 큽니다. %(max)d바이트까지 보낼 수 있습니다.")
 
 
+class LengthRequired(RuleViolation):
+    code = "length_required"
+    status = 411
+    default_message = _(
+        "요청 본문에 Content-Length가 필요합니다. 청크 전송(Transfer-Encoding)은 받지 않습니다."
+    )
+
+
 class JsonRequired(RuleViolation):
     code = "json_required"
     status = 415

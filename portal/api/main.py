@@ -42,7 +42,7 @@ from portal.errors import NotFound, RuleViolation
 # Every authenticated operation may answer these, whatever else it documents; a change may
 # also be refused for a missing permission or by a rule.
 COMMON_ERRORS = (400, 401, 404, 422, 429)
-CHANGE_ERRORS = (403, 409, 413, 415)
+CHANGE_ERRORS = (403, 409, 411, 413, 415)
 SWAGGER_DIR = Path(ninja.__file__).parent / "static" / "ninja"
 SWAGGER_ASSETS = {
     "swagger-ui-bundle.js": "text/javascript",

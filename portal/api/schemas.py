@@ -2,13 +2,28 @@
 
 Labels (``status_label``, ``kind_label``) and error messages are rendered in the caller's
 language when the response is built; codes never change with the language.
+
+A resource's shape is written once, here: an ``Out`` schema reads the rows a handler found
+(model instances) by their attributes and serializes them, in pydantic's compiled core — no
+dict is built by hand beside it, and no per-row Python pass (ninja's ``Schema`` resolves
+every attribute in Python: 7 ms for 256 rows).
 """
 
 from datetime import datetime
-from typing import Annotated
+from functools import lru_cache
+from typing import Annotated, Any, TypeVar
 
+from django.utils import translation
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
+
+from clusters.models import ClusterStatus
+from vms.models import VmStatus
+
+# Validation context keys: the language labels are shown in (read once per response, not
+# per row), and whether the reader may read the clusters a VM names.
+LANGUAGE = "language"
+CLUSTERS_VISIBLE = "clusters_visible"
 
 
 def _query_int(value):
@@ -31,7 +46,41 @@ QueryInt = Annotated[int, BeforeValidator(_query_int)]
 QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
 
 
-class ErrorOut(Schema):
+class Out(BaseModel):
+    """A response shape, read from the attributes of a row (``from_attributes``)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+Shape = TypeVar("Shape", bound=Out)
+
+
+def read(schema: type[Shape], data: Any, **context: Any) -> Shape:
+    """``data`` (a row, or a dict holding rows) read by ``schema`` in one pass, labels in the
+    active language; ``context`` answers what a field asks of the reader
+    (``CLUSTERS_VISIBLE``). A handler returns it and ninja serializes it as it is."""
+    return schema.model_validate(data, context={LANGUAGE: translation.get_language(), **context})
+
+
+def labels_of(choices: Any) -> BeforeValidator:
+    """What makes a ``*_label`` field of a code: its label in the response's language
+    (translated once per language, not per row; a code the choices do not know is shown as
+    it is)."""
+
+    @lru_cache(maxsize=8)
+    def table(language: str | None) -> dict[str, str]:
+        with translation.override(language):
+            return {value: str(text) for value, text in choices.choices}
+
+    def to_label(code: str, info: ValidationInfo) -> str:
+        context = info.context or {}
+        language = context[LANGUAGE] if LANGUAGE in context else translation.get_language()
+        return table(language).get(code, code)
+
+    return BeforeValidator(to_label)
+
+
+class ErrorOut(Out):
     """A stored error (a cluster's or an item's ``last_error``) as its code and message."""
 
     code: str
@@ -73,17 +122,18 @@ class InstanceTypeOut(Schema):
     offerings: list[OfferingOut]
 
 
-class Placed(Schema):
+class Placed(Out):
     """What clusters and VMs share: a named thing of a project, in a zone, of a type, with a
-    status (code, and label in the caller's language) and the last error of its last step."""
+    status (code, and label in the caller's language) and the last error of its last step.
+    A row comes with its zone's and type's codes annotated (``zone_code``, ``type_code``)."""
 
     id: int
     project_id: int
     name: str
     zone_id: int
-    zone: str
+    zone: str = Field(validation_alias="zone_code")
     instance_type_id: int
-    instance_type: str
+    instance_type: str = Field(validation_alias="type_code")
     status: str
     status_label: str
     last_error: ErrorOut | None
@@ -91,6 +141,8 @@ class Placed(Schema):
 
 
 class ClusterOut(Placed):
+    # A cluster row comes annotated with member_count and running_member_count too.
+    status_label: Annotated[str, labels_of(ClusterStatus), Field(validation_alias="status")]
     fabric_type: str
     member_count: int
     running_member_count: int
@@ -98,11 +150,19 @@ class ClusterOut(Placed):
 
 
 class VmOut(Placed):
+    status_label: Annotated[str, labels_of(VmStatus), Field(validation_alias="status")]
     billing_type: str
     disaster_recovery: bool
     cluster_id: int | None
     private_ip: str | None
     fabric_address: str
+
+    @field_validator("cluster_id")
+    @classmethod
+    def _cluster_told(cls, value: int | None, info: ValidationInfo) -> int | None:
+        """Which cluster a VM is in is the cluster's to tell (as on the console's VM list):
+        null unless the context says the reader may read clusters."""
+        return value if (info.context or {}).get(CLUSTERS_VISIBLE) else None
 
 
 class OperationItemOut(Schema):
@@ -125,12 +185,12 @@ class OperationOut(Schema):
     error: ErrorOut | None
 
 
-class ClusterPage(Schema):
+class ClusterPage(Out):
     items: list[ClusterOut]
     next_page_token: str | None
 
 
-class VmPage(Schema):
+class VmPage(Out):
     items: list[VmOut]
     next_page_token: str | None
 

@@ -5,13 +5,13 @@ field's choices) and which statuses spin (its ``lifecycle``). Rows live in the a
 them (``clusters/templatetags``, ``vms/templatetags``).
 """
 
-from functools import cache
+from functools import cache, lru_cache
 
 from django import template
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 
 register = template.Library()
@@ -40,9 +40,14 @@ def status_badge(obj):
     A screen reader hears what the colour says: "상태: 실행중" (``role="img"`` so the label
     may name a span; the visible text stays the bare status).
     format_html, not an inclusion tag: it is drawn once per row (256 on a big cluster's
-    member tab), where a template render per badge cost a quarter of the page."""
-    model = type(obj)
-    status = obj.status
+    member tab), where a template render per badge cost a quarter of the page; and made once
+    per model, status and language, not per row."""
+    return _badge(type(obj), obj.status, translation.get_language())
+
+
+@lru_cache(maxsize=256)
+def _badge(model, status: str, language: str | None) -> SafeString:
+    """``status_badge`` of a ``model`` row in ``status``, in ``language`` (the active one)."""
     label = _status_labels(model).get(status, status)
     return format_html(
         '<span class="badge badge-{}" data-status="{}" role="img" aria-label="{}">{}{}</span>',

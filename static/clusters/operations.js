@@ -1,6 +1,8 @@
-// Cluster-scale operations (issue 11): the 가상머신 연결 dialog, selection checkboxes, the stop
-// form's 멤버 가상머신도 함께 중지, progress cards and toasts. Loaded with the CSP nonce; no
-// inline handlers. Everything a button may do was decided by the server; this only wires it.
+// Cluster-scale operations: the 가상머신 연결 dialog (its search box), selection checkboxes,
+// progress cards (a finished one gives way to the next: the 활동 tab keeps them all) and
+// toasts. Loaded with the CSP nonce; no inline handlers. Everything a button may do was
+// decided by the server; this only wires it. Confirmations are base.html's #confirm-dialog
+// (static/portal/dialogs.js).
 (function () {
   "use strict";
 
@@ -112,8 +114,9 @@
     var el = event.target;
     if (!el.matches) return;
     if (el.matches("input[data-select-all]")) {
+      // What the search box hides is not selected with the rest.
       document.querySelectorAll(el.getAttribute("data-select-all")).forEach(function (box) {
-        if (!box.disabled) box.checked = el.checked;
+        if (!box.disabled && !box.closest("[hidden]")) box.checked = el.checked;
       });
     }
     if (el.matches("input[data-enables]")) {
@@ -122,6 +125,37 @@
       if (button) button.disabled = !el.checked && button.hasAttribute("data-refused");
     }
     syncSelection();
+  });
+
+  // The attach dialog's search: rows whose name does not contain the words are hidden.
+  document.addEventListener("input", function (event) {
+    var el = event.target;
+    if (!el.matches || !el.matches("input[data-filter-list]")) return;
+    var words = el.value.trim().toLowerCase();
+    var shown = 0;
+    document.querySelectorAll(el.getAttribute("data-filter-list") + " > [data-name]").forEach(function (row) {
+      row.hidden = words !== "" && row.getAttribute("data-name").indexOf(words) === -1;
+      if (!row.hidden) shown += 1;
+    });
+    var empty = document.querySelector(el.getAttribute("data-filter-empty"));
+    if (empty) empty.hidden = shown > 0;
+  });
+
+  // Finished cards do not stack: the newest one stays until the next action starts; the
+  // 활동 tab lists them all.
+  function collapseFinished(keepNewest) {
+    var done = document.querySelectorAll("#operations .op-card.op-done");
+    Array.prototype.forEach.call(done, function (card, index) {
+      if (!keepNewest || index > 0) card.remove();
+    });
+  }
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.id === "operations") collapseFinished(false);
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.classList && target.classList.contains("op-card")) collapseFinished(true);
   });
 
   document.addEventListener("click", function (event) {

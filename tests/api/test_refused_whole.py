@@ -33,3 +33,26 @@ def test_a_viewer_attach_or_detach_writes_no_operation(api, world, secrets, path
     assert AuditEvent.objects.count() - events <= 1
     member.refresh_from_db()
     assert member.cluster_id == cluster.pk
+
+
+def test_creating_spot_vms_into_a_cluster_is_refused_whole_and_creates_nothing(api, world, secrets):
+    """The attach rule is asked before the VMs are made: the rule's code and message, no VM,
+    no Operation (nothing billable left behind)."""
+    from vms.models import VirtualMachine
+
+    cluster = world.cluster("c")
+    response = api.post(
+        "/virtual-machines",
+        {
+            "name": "spot",
+            "count": 2,
+            "zone_id": world.zone_a.pk,
+            "instance_type_id": world.h100.pk,
+            "billing_type": "SPOT",
+            "cluster_id": cluster.pk,
+        },
+        token=secrets["admin"],
+    )
+    assert response.status_code == 409 and response.json()["code"] == "spot_or_dr_vm"
+    assert not VirtualMachine.objects.filter(name__startswith="spot").exists()
+    assert not Operation.objects.exists()

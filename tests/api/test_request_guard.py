@@ -122,6 +122,24 @@ def test_a_body_too_large_is_a_413_problem(api, world, secrets, debug):
     assert "2621440" in body["detail"]
 
 
+def test_a_chunked_body_without_a_length_is_a_411_and_changes_nothing(api, world, secrets):
+    """A chunked request reaches Django as gunicorn and wsgiref hand it over: a
+    Transfer-Encoding header and no CONTENT_LENGTH, so the view would read an empty body."""
+    cluster = world.cluster("chunked")
+    vm = world.vm("chunked-vm", cluster=None)
+    response = api.client.post(
+        f"/api/v1/virtual-clusters/{cluster.pk}/members",
+        data=json.dumps({"vm_ids": [vm.pk]}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secrets['admin']}"},
+        HTTP_TRANSFER_ENCODING="chunked",
+        CONTENT_LENGTH="",
+    )
+    problem(response, 411, "length_required")
+    vm.refresh_from_db()
+    assert vm.cluster_id is None and not Operation.objects.exists()
+
+
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
 def test_a_json_body_needs_application_json(api, world, secrets, content_type):
     payload = {
@@ -199,7 +217,7 @@ def test_an_unexpected_exception_is_a_500_problem_without_traceback(
     def broken(*args, **kwargs):
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr("portal.api.clusters.labels", broken)
+    monkeypatch.setattr("portal.api.clusters.filtered", broken)
     client = Client(raise_request_exception=False)
     with override_settings(DEBUG=debug):
         response = client.get(

@@ -148,8 +148,9 @@ def test_validate_refuses_by_the_rules(api, world, secrets):
         token=secrets["admin"],
         headers={"Accept-Language": "en"},
     )
-    assert (one.status_code, one.json()["code"]) == (409, "not_enough_members")
-    assert idle.status_code == 409 and idle.headers["Content-Language"] == "en"
+    assert (one.status_code, one.json()["code"]) == (409, "not_enough_running_members")
+    assert (idle.status_code, idle.json()["code"]) == (409, "validation_cluster_not_running")
+    assert idle.headers["Content-Language"] == "en"
     assert snapshot() == before
 
 

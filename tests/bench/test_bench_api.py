@@ -23,7 +23,7 @@ def test_bench_api_runs_and_reports_its_targets():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert "met    queries equal at 10 and 10,000" in result.stdout
-    for key in ("floor", "list10", "list10k", "last10k", "detail"):
+    for key in ("floor", "list10", "list10k", "last10k", "detail", "vms256", "members256"):
         assert f"\n{key} " in result.stdout
 
 

@@ -49,15 +49,10 @@ def browser_context_args(browser_context_args):
 expect.set_options(timeout=SETTLE_MS)
 
 
-@pytest.fixture
-def page(page):
-    """The page, failing the test on any script error or CSP violation it logged.
-
-    Refused requests (403/404/409) are expected in these walks; the browser's own "Failed to
-    load resource" line for them is not a script error.
-    """
-    page.set_default_timeout(SETTLE_MS)
-    errors = []
+def script_errors(page) -> list[str]:
+    """The script errors and console errors ``page`` logs from now on (the browser's own
+    "Failed to load resource" line for a refused request is not one)."""
+    errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
     page.on(
         "console",
@@ -67,6 +62,18 @@ def page(page):
             else None
         ),
     )
+    return errors
+
+
+@pytest.fixture
+def page(page):
+    """The page, failing the test on any script error or CSP violation it logged.
+
+    Refused requests (403/404/409) are expected in these walks; the browser's own "Failed to
+    load resource" line for them is not a script error.
+    """
+    page.set_default_timeout(SETTLE_MS)
+    errors = script_errors(page)
     yield page
     assert errors == [], "the page logged errors"
 

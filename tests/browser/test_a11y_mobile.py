@@ -19,6 +19,8 @@ from playwright.sync_api import expect
 import clusters.views
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
+from tests.browser.conftest import script_errors
+from tests.browser.dialogs import confirm
 from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -70,16 +72,7 @@ def page(context):
     ``htmx:sendAbort`` for each ``htmx:afterRequest`` error, and nothing else."""
     page = context.new_page()
     page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
-    page.on(
-        "console",
-        lambda msg: (
-            errors.append(f"console: {msg.text}")
-            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
-            else None
-        ),
-    )
+    errors = script_errors(page)
     yield page
     aborts = [e for e in errors if e.startswith("console: htmx:sendAbort")]
     after = [e for e in errors if e.startswith("console: htmx:afterRequest")]
@@ -261,6 +254,7 @@ def test_status_changes_are_announced_in_the_live_region(
     expect(live).to_have_attribute("aria-live", "polite")
     row = page.locator("tr[data-vm='gpu-node-03']")
     row.get_by_role("button", name="gpu-node-03 시작").click()
+    confirm(page, says="gpu-node-03을 시작합니다")
     expect(row.locator(".badge")).to_have_text("실행중")
     expect(live).to_have_text("gpu-node-03 상태: 실행중")
 

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from clusters.models import ClusterStatus, Operation, VirtualCluster
+from tests.browser.dialogs import confirm, confirm_dialog
 from tests.browser.test_console import (
     NOT_ELIGIBLE,
     attach,
@@ -30,13 +31,6 @@ def member_badge(page, name):
 
 def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_worker, settings):
     settings.SIMULATOR_STEP_SECONDS = 0.3
-    confirms = []
-
-    def accept(dialog):
-        confirms.append(dialog.message)
-        dialog.accept()
-
-    page.on("dialog", accept)
     cluster = demo_cluster("ops-train")
     browser_login("admin")
     page.goto(f"{live_server.url}/clusters/{cluster.pk}/vms/")
@@ -63,7 +57,7 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
 
     # 2. One Operation; the dialog closes, the card says 3/3, the tab shows 3 members.
     card = page.locator("#operations .op-card").first
-    expect(card).to_contain_text("3/3 완료")
+    expect(card).to_contain_text("성공 3/3")
     expect(dialog).not_to_be_visible()
     for name in NODES:
         expect(member_badge(page, name)).to_have_text("중지됨")
@@ -71,25 +65,30 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
 
     # 3. Start the cluster; the callout then offers 멤버 모두 시작.
     header.get_by_role("button", name="클러스터 시작").click()
+    confirm(page, says="ops-train을 시작합니다")
     expect(header.locator(".badge").first).to_have_text("실행중")
     expect(header.locator("#callout-stopped")).to_contain_text("멤버 3대가 중지되어 있습니다.")
 
     # 4. 멤버 모두 시작 from the tab: the card counts up, then every member is 실행중.
     page.locator("#tab-body").get_by_role("button", name="멤버 모두 시작").click()
+    confirm(page, says="중지된 멤버 3대를 시작합니다")
     start_card = page.locator("#operations .op-card").first
     expect(start_card).to_contain_text("멤버 시작")
-    expect(start_card).to_contain_text("3/3 완료")
+    expect(start_card).to_contain_text("성공 3/3")
+    # The finished 연결 card gave way to this one (the 활동 tab keeps both).
+    expect(page.locator("#operations .op-card")).to_have_count(1)
     for name in NODES:
         expect(member_badge(page, name)).to_have_text("실행중")
     expect(header.locator("#running-members")).to_have_text("실행중 멤버 3/3")
     expect(header.locator("#callout-stopped")).to_have_count(0)
 
     # 5. 클러스터 중지 with 멤버 가상머신도 함께 중지: members 중지됨, then the cluster 종료됨.
-    stop = header.get_by_role("button", name="클러스터 중지")
-    expect(stop).to_be_disabled()  # alone, the seed's rule refuses it
-    header.get_by_label("멤버 가상머신도 함께 중지").check()
-    expect(stop).to_be_enabled()
-    stop.click()
+    header.get_by_role("button", name="클러스터 중지").click()
+    ok = confirm_dialog(page).locator("#confirm-ok")
+    expect(ok).to_be_disabled()  # alone, the seed's rule refuses it
+    confirm_dialog(page).get_by_label("멤버 가상머신도 함께 중지").check()
+    expect(ok).to_be_enabled()
+    confirm(page, says="ops-train을 중지합니다")
     expect(header.locator(".badge").first).to_have_text("종료됨")
     for name in NODES:
         expect(member_badge(page, name)).to_have_text("중지됨")
@@ -101,9 +100,9 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
     page.wait_for_load_state("networkidle")
     row = page.locator("#tab-body tr[data-vm='gpu-node-03']")
     row.get_by_role("button", name="gpu-node-03 분리").click()
+    confirm(page, says="gpu-node-03을 ops-train에서 분리합니다")
     expect(row).to_have_count(0)
     expect(page.locator(".toasts")).to_contain_text("분리")
-    assert any("gpu-node-03" in message for message in confirms)
     assert VirtualMachine.objects.get(name="gpu-node-03").cluster_id is None
     assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.TERMINATED
     assert set(cluster.members.values_list("status", flat=True)) == {VmStatus.STOPPED}
@@ -170,6 +169,7 @@ def test_a_refresh_keeps_the_ticked_rows_and_an_action_clears_them(
     expect(start).to_be_enabled()
 
     start.click()
+    confirm(page, says="선택한 멤버 2대를 시작합니다")
     expect(page.locator("#operations .op-card").first).to_be_visible()
     expect(page.locator(f"#select-{first.pk}")).not_to_be_checked()
     expect(page.locator(f"#select-{second.pk}")).not_to_be_checked()

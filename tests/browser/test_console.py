@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
+from tests.browser.dialogs import cancel, confirm, confirm_dialog
 from vms.models import FabricType, InstanceType, VirtualMachine, Zone
 
 pytestmark = [
@@ -113,13 +114,6 @@ def test_cluster_lifecycle_click_by_click(
 ):
     # Each simulated backend step takes a moment, so the transitional statuses are visible.
     settings.SIMULATOR_STEP_SECONDS = 1.5
-    confirms = []
-
-    def accept(dialog):
-        confirms.append(dialog.message)
-        dialog.accept()
-
-    page.on("dialog", accept)
     browser_login("admin")
 
     # 1. Create the cluster from the HTMX panel.
@@ -151,9 +145,14 @@ def test_cluster_lifecycle_click_by_click(
     # 2. Starting an empty cluster is not possible, and the reason is on the page.
     start = header.get_by_role("button", name="클러스터 시작")
     expect(start).to_be_disabled()
-    expect(header.locator("#start-reason")).to_have_text(NOT_ENOUGH)
+    # Said once, by the empty cluster's callout, which the disabled button points at.
+    expect(header.locator("#start-reason")).to_have_count(0)
+    callout = header.locator("#callout-empty")
+    expect(callout).to_contain_text("클러스터를 시작하려면 2대 이상이 필요합니다")
+    expect(start).to_have_attribute("aria-describedby", "callout-empty")
     # A stale page (say, another tab) still asks the server, which refuses in place.
     force_click(start)
+    confirm(page, says=f"{CLUSTER}을 시작합니다")
     expect(page.locator("#flash")).to_contain_text(NOT_ENOUGH)
     expect(badge).to_have_text("미할당")
 
@@ -179,7 +178,7 @@ def test_cluster_lifecycle_click_by_click(
     expect(start).to_be_enabled()
     expect(page.locator("#tab-body")).to_contain_text("2대")
     start.click()
-    assert "클러스터를 시작하시겠습니까?" in confirms
+    confirm(page, says=f"{CLUSTER}을 시작합니다")
     expect(badge).to_have_text(re.compile("준비중|할당됨|대기중"))
     expect(badge).to_have_text("실행중")
     expect(page.locator("#tab-body")).to_contain_text("torchrun --nproc_per_node=8 --nnodes=2")
@@ -198,25 +197,28 @@ def test_cluster_lifecycle_click_by_click(
     expect(page.get_by_role("tab", name="정보")).to_have_attribute("aria-selected", "false")
     row = page.locator("#tab-body tr[data-vm='gpu-node-01']")
     row.get_by_role("button", name="시작").click()
+    confirm(page, says="gpu-node-01을 시작합니다")
     expect(row.locator(".badge")).to_have_text("실행중")
     expect(page.locator("#tab-body tr[data-vm='gpu-node-02'] .badge")).to_have_text("중지됨")
 
-    # 7. The cluster cannot stop while a member runs.
+    # 7. The cluster cannot stop alone while a member runs: the stop dialog says so and
+    # offers to stop the members too; without that, its confirm button stays disabled.
     stop = header.get_by_role("button", name="클러스터 중지")
-    expect(header.locator("#stop-reason")).to_have_text(STILL_RUNNING)
-    expect(stop).to_be_disabled()
-    force_click(stop)
-    expect(page.locator("#flash")).to_contain_text(STILL_RUNNING)
+    stop.click()
+    dialog = confirm_dialog(page)
+    expect(dialog).to_contain_text(STILL_RUNNING)
+    expect(dialog.locator("#confirm-ok")).to_be_disabled()
+    cancel(page)
     expect(badge).to_have_text("실행중")
 
     # 8. Stop the member, then the cluster: 종료됨.
     row.get_by_role("button", name="중지").click()
-    assert "가상머신을 중지하시겠습니까?" in confirms
+    confirm(page, says="gpu-node-01을 중지합니다")
     expect(row.locator(".badge")).to_have_text("중지됨")
-    expect(stop).to_be_enabled()
     expect(header.locator("#stop-reason")).to_have_count(0)
     stop.click()
-    assert "클러스터를 중지하시겠습니까?" in confirms
+    expect(dialog).not_to_contain_text(STILL_RUNNING)
+    confirm(page, says=f"{CLUSTER}을 중지합니다")
     expect(badge).to_have_text("종료됨")
     expect(header.get_by_role("button", name="클러스터 시작")).to_be_enabled()
     assert same_document(page)

@@ -13,6 +13,7 @@ from clusters.models import ClusterStatus, Operation, OperationItem, VirtualClus
 from clusters.validation.models import ValidationRun, ValidationVerdict, Verdict
 from metrics import simulate
 from portal.models import Project
+from tests.browser.dialogs import cancel, confirm_dialog
 from vms.models import FabricType, VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -113,9 +114,11 @@ def test_after_a_replace_the_late_spare_is_just_joined_and_the_bad_vm_is_marked(
     expect(row).to_contain_text("주의")
     expect(page.locator("input[name=spare]:checked")).to_have_count(0)
     row.locator("input").check()
-    asked = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
     page.locator("#replace-submit").click()
+    dialog = confirm_dialog(page)
+    expect(dialog.locator("#confirm-title")).to_have_text(
+        "gpu-node-01을 gpu-node-03으로 교체합니다"
+    )
+    cancel(page)
     expect(page.locator("#operations .op-card")).to_have_count(0)
-    assert asked == ["gpu-node-01 멤버를 선택한 예비 가상머신으로 교체하시겠습니까?"]
     assert not Operation.objects.filter(kind=Operation.Kind.REPLACE, items__vm=member).exists()

@@ -10,9 +10,10 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from clusters.backends.libvirt import domain, fabric
+from clusters.backends.libvirt import names
 from clusters.models import VirtualCluster
 from metrics.models import Sample
+from tests.browser.dialogs import confirm
 from tests.browser.test_console import attach
 from tests.realvm.guests import (
     BOOT_SECONDS,
@@ -49,7 +50,6 @@ def real_console(transactional_db, live_server, settings):
 
 def test_console_flow_on_real_guests(real_console, browser_login, page, live_server, celery_worker):
     call_command("libvirt_demo_hosts", stdout=io.StringIO())  # this machine as GPU hosts
-    page.on("dialog", lambda dialog: dialog.accept())
     browser_login("admin")
 
     page.locator("a[hx-target='#create-panel']", has_text="가상 클러스터 생성").click()
@@ -69,18 +69,20 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     section.get_by_role("link", name=CLUSTER).click()
     header = page.locator("#cluster-header")
     header.get_by_role("button", name="클러스터 시작").click()
+    confirm(page)
     expect(badge).to_have_text("실행중", timeout=SLOW)
 
     tab = page.get_by_role("tab", name="연결된 가상머신")
     tab.click()
     page.locator("#start-all").click()
+    confirm(page)
     for name in MEMBERS:
         expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
             "실행중", timeout=SLOW
         )
     vms = list(VirtualMachine.objects.filter(name__in=MEMBERS))
     c = conn()
-    assert all(c.lookupByName(domain.domain_name(vm.pk)).isActive() for vm in vms)
+    assert all(c.lookupByName(names.domain_name(vm.pk)).isActive() for vm in vms)
     c.close()
 
     # Their agents report; the 메트릭 tab then draws real CPU and memory, and says the
@@ -98,15 +100,18 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
 
     tab.click()
     page.locator("#stop-all").click()
+    confirm(page)
     for name in MEMBERS:
         expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
             "중지됨", timeout=SLOW
         )
     header.get_by_role("button", name="클러스터 중지").click()
+    confirm(page)
     expect(badge).to_have_text("종료됨", timeout=SLOW)
     cluster = VirtualCluster.objects.get(name=CLUSTER)
     header.get_by_role("button", name="삭제").click()
+    confirm(page)
     page.wait_for_url(re.compile(r"/clusters/$"))
     expect(page.get_by_role("link", name=CLUSTER)).to_have_count(0)
     wait_for(lambda: not leftovers([], [cluster.pk]), 60, "the fabric network to be gone")
-    assert fabric.network_name(cluster.pk) not in leftovers([], [cluster.pk])
+    assert names.network_name(cluster.pk) not in leftovers([], [cluster.pk])

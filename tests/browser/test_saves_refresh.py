@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from clusters.models import VirtualCluster
 from portal.models import AuditEvent
 from tests.browser import pages
+from tests.browser.dialogs import confirm
 from tests.browser.pages import demo_cluster
 from vms.models import VirtualMachine
 
@@ -55,6 +56,7 @@ def test_the_vm_page_follows_its_saves(browser_login, page, live_server):
 
     action.select_option("detach")
     section.get_by_role("button", name="클러스터 저장").click()
+    confirm(page)  # 분리 asks first (the console's one dialog)
     expect(section.locator(".alert-success")).to_have_text("클러스터에서 분리했습니다.")
     expect(header.locator(".subtitle")).not_to_contain_text("attach-here")
     expect(delete).to_be_visible()

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from clusters import services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
+from tests.browser.dialogs import confirm
 from vms import services as vm_services
 from vms.models import FabricType, InstanceType, VirtualMachine, Zone
 
@@ -64,8 +65,8 @@ def test_validate_finds_gpu_node_03_and_replace_keeps_its_rank(browser_login, li
 
     page.locator('tr[data-vm="gpu-node-03"]').get_by_role("link", name="gpu-node-03 교체").click()
     page.get_by_label("gpu-reserved-01").check()
-    page.once("dialog", lambda dialog: dialog.accept())  # 교체 asks first
     page.get_by_role("button", name="교체").click()
+    confirm(page, says="gpu-node-03을 gpu-reserved-01로 교체합니다")  # 교체 asks first
     expect(page.locator("#operations .op-card.op-done")).to_have_count(1)  # its progress card
     page.goto(f"{live_server.url}/clusters/{cluster.pk}/vms/")
     expect(page.locator('tr[data-vm="gpu-reserved-01"]')).to_contain_text("실행중")

@@ -9,7 +9,7 @@ import pycdlib
 import pytest
 
 from clusters.backends.base import FabricAddress
-from clusters.backends.libvirt import guest, guest_image
+from clusters.backends.libvirt import guest, guest_image, names
 from portal.errors import GuestImageMissing
 
 
@@ -28,7 +28,7 @@ def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
     )
     assert set(files) == {"meta-data", "user-data", "network-config"}
     meta = json.loads(files["meta-data"])
-    assert meta == {"instance-id": "vc-vm-42", "local-hostname": "gpu-01"}
+    assert meta == {"instance-id": names.domain_name(42), "local-hostname": "gpu-01"}
     assert files["user-data"].startswith(b"#cloud-config\n")
     user = json.loads(files["user-data"].split(b"\n", 1)[1])
     env = next(f for f in user["write_files"] if f["path"] == "/etc/vc-metrics.env")

@@ -4,9 +4,11 @@ leaf and NUMA, the InfiniBand and RoCE domain XML, idempotency, delete leaving n
 import xml.etree.ElementTree as ET
 
 import pytest
+from django.conf import settings
+from django.utils import translation
 
 from clusters import services as cluster_services
-from clusters.backends.libvirt import LibvirtBackend, domain
+from clusters.backends.libvirt import LibvirtBackend, domain, names
 from clusters.hosts.models import FabricPartition, HostDevice, Placement
 from clusters.models import ClusterStatus
 from portal.errors import CapacityUnavailable
@@ -29,7 +31,7 @@ def running_cluster(world, hosts, n, fabric=FabricType.INFINIBAND, name="train",
 
 def dom_xml(hosts, vm):
     placed = Placement.objects.select_related("domain_host").get(vm=vm)
-    dom = hosts.conn(placed.domain_host).lookupByName(domain.domain_name(vm.pk))
+    dom = hosts.conn(placed.domain_host).lookupByName(names.domain_name(vm.pk))
     return dom, ET.fromstring(dom.XMLDesc(0))
 
 
@@ -62,14 +64,18 @@ def test_capacity_error_names_what_is_short(world, hosts):
     world.members(cluster, 9)
     with pytest.raises(CapacityUnavailable) as caught:
         LibvirtBackend().allocate(cluster, 9)
-    assert caught.value.params == {
+    params = dict(caught.value.params)
+    room = params.pop("room")  # the other zones with room for 9 (none has hosts here)
+    assert params == {
         "zone": "kr-central-1a",
-        "instance_type": "gpu.h100x4",
+        "instance_type": "H100",
         "fabric": "InfiniBand",
         "requested": 9,
         "available": 8,
     }
-    assert "9" in caught.value.message and "8" in caught.value.message
+    assert room == []
+    with translation.override("ko"):
+        assert "요청 9노드, 가용 8노드" in caught.value.message
     assert not Placement.objects.exists() and not FabricPartition.objects.exists()
 
 
@@ -95,7 +101,7 @@ def test_infiniband_domain_xml(world, hosts):
     vm.refresh_from_db()
     assert vm.status == VmStatus.RUNNING and vm.fabric_guid and vm.fabric_lid
     dom, root = dom_xml(hosts, vm)
-    assert dom.isActive() and root.findtext("uuid") == domain.domain_uuid(vm.pk)
+    assert dom.isActive() and root.findtext("uuid") == names.domain_uuid(vm.pk)
     meta = root.find(f"metadata/{{{domain.NAMESPACE}}}vm")
     assert meta.findtext(f"{{{domain.NAMESPACE}}}cluster") == str(cluster.pk)
     hostdevs = root.findall("devices/hostdev[@mode='subsystem'][@type='pci'][@managed='yes']")
@@ -176,12 +182,13 @@ def test_delete_leaves_nothing(world, hosts):
     cluster_services.delete_cluster(cluster.pk, actor=world.admin)
     for vm in members:
         vm_services.delete_vm(vm.pk, actor=world.admin)
+    ours = f"{settings.LIBVIRT_NAME_PREFIX}-"
     for h in hosts_all(hosts):
         conn = hosts.conn(h)
-        assert [d.name() for d in conn.listAllDomains(0) if d.name().startswith("vc-")] == []
-        assert [n.name() for n in conn.listAllNetworks() if n.name().startswith("vc-")] == []
+        assert [d.name() for d in conn.listAllDomains(0) if d.name().startswith(ours)] == []
+        assert [n.name() for n in conn.listAllNetworks() if n.name().startswith(ours)] == []
         pool = conn.storagePoolLookupByName(h.storage_pool)
-        assert [v for v in pool.listVolumes() if v.startswith("vc-")] == []
+        assert [v for v in pool.listVolumes() if v.startswith(ours)] == []
     assert not Placement.objects.exists() and not FabricPartition.objects.exists()
     assert not HostDevice.objects.filter(placement__isnull=False).exists()
 

@@ -4,14 +4,16 @@ import json
 import threading
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from uuid import uuid4
 
 import pytest
 
 from clusters import progress
 from clusters import services as cluster_services
-from clusters.backends.libvirt import LibvirtBackend, domain, fabric
+from clusters.backends.libvirt import LibvirtBackend, fabric, names
 from clusters.backends.libvirt.fabric import UfmClient
 from clusters.hosts.models import FabricPartition, Placement
+from portal.errors import BackendError
 from portal.models import AuditEvent
 from tests.clusters.test_libvirt_backend import running_cluster
 from vms import services as vm_services
@@ -26,7 +28,7 @@ def started_vm(world, hosts, name="solo"):
     vm.refresh_from_db()
     assert vm.status == VmStatus.RUNNING
     placed = Placement.objects.select_related("domain_host").get(vm=vm)
-    return vm, hosts.conn(placed.domain_host).lookupByName(domain.domain_name(vm.pk))
+    return vm, hosts.conn(placed.domain_host).lookupByName(names.domain_name(vm.pk))
 
 
 @pytest.mark.parametrize(
@@ -49,15 +51,18 @@ def test_drift_repaired(world, hosts, behind_the_back, reason):
 def test_a_domain_without_a_vm_is_reported_never_destroyed(world, hosts):
     host = hosts.add("h0")
     conn = hosts.conn(host)
-    conn.defineXML(
-        "<domain type='test'><name>vc-vm-999999</name><memory>1024</memory>"
-        "<os><type>hvm</type></os></domain>"
-    ).create()
+    ours, foreign = names.domain_name(999999), names.domain_name(999998)
+    for name, uuid in ((ours, names.domain_uuid(999999)), (foreign, str(uuid4()))):
+        conn.defineXML(
+            f"<domain type='test'><name>{name}</name><uuid>{uuid}</uuid><memory>1024</memory>"
+            "<os><type>hvm</type></os></domain>"
+        ).create()
     progress.reconcile()
     progress.reconcile()
-    assert conn.lookupByName("vc-vm-999999").isActive()
+    assert conn.lookupByName(ours).isActive() and conn.lookupByName(foreign).isActive()
+    # Our name with another portal's UUID is not ours: not even reported.
     (event,) = AuditEvent.objects.filter(action="vm.stray_domain")
-    assert event.target_name == "vc-vm-999999" and event.code == "stray_domain"
+    assert event.target_name == ours and event.code == "stray_domain"
 
 
 def test_leaked_fabric_network_freed_by_reconciler(world, hosts):
@@ -66,10 +71,25 @@ def test_leaked_fabric_network_freed_by_reconciler(world, hosts):
     conn = hosts.conn(host)
     fabric.FabricManager(lambda h: conn).ensure_network(host, cluster.pk, 7)
     conn.networkDefineXML("<network><name>vc-fab-other</name></network>")  # not ours
+    # Another portal's network with one of our names (same prefix, its own UUID).
+    theirs = names.network_name(cluster.pk + 1000)
+    conn.networkDefineXML(f"<network><name>{theirs}</name><uuid>{uuid4()}</uuid></network>")
     assert cluster.pk in LibvirtBackend().allocated_cluster_ids()
+    assert cluster.pk + 1000 not in LibvirtBackend().allocated_cluster_ids()
     progress.reconcile()
-    names = [n.name() for n in conn.listAllNetworks()]
-    assert fabric.network_name(cluster.pk) not in names and "vc-fab-other" in names
+    left = [n.name() for n in conn.listAllNetworks()]
+    assert names.network_name(cluster.pk) not in left
+    assert "vc-fab-other" in left and theirs in left
+
+
+def test_a_fabric_network_of_another_portal_is_never_joined(world, hosts):
+    host = hosts.add("h0", emulated_gpus=8, emulated_gpu_model="H100", emulated_vfs=8)
+    conn = hosts.conn(host)
+    name = names.network_name(4242)
+    conn.networkDefineXML(f"<network><name>{name}</name><uuid>{uuid4()}</uuid></network>")
+    with pytest.raises(BackendError):
+        fabric.FabricManager(lambda h: conn).ensure_network(host, 4242, 3)
+    assert not conn.networkLookupByName(name).isActive()  # left as it was
 
 
 def test_emulated_fabric_is_an_isolated_network_per_cluster(world, hosts):
@@ -78,14 +98,14 @@ def test_emulated_fabric_is_an_isolated_network_per_cluster(world, hosts):
     )
     cluster, members = running_cluster(world, hosts, 2, FabricType.ROCE_V2)
     vm_services.start_vm(members[0].pk, actor=world.admin)
-    net = hosts.conn(host).networkLookupByName(fabric.network_name(cluster.pk))
+    net = hosts.conn(host).networkLookupByName(names.network_name(cluster.pk))
     root = ET.fromstring(net.XMLDesc(0))
     assert root.find("forward") is None and net.isActive()
-    dom = hosts.conn(host).lookupByName(domain.domain_name(members[0].pk))
+    dom = hosts.conn(host).lookupByName(names.domain_name(members[0].pk))
     xml = ET.fromstring(dom.XMLDesc(0))
     assert xml.find("devices/hostdev") is None  # declared slots: no device is passed
     nic = xml.find("devices/interface[@type='network']/source")
-    assert nic.get("network") == fabric.network_name(cluster.pk)
+    assert nic.get("network") == names.network_name(cluster.pk)
 
 
 def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world, hosts):
@@ -97,7 +117,7 @@ def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world,
     late.refresh_from_db()
     assert late.status == VmStatus.RUNNING and late.fabric_guid
     placed = Placement.objects.select_related("domain_host").get(vm=late)
-    dom = hosts.conn(placed.domain_host).lookupByName(domain.domain_name(late.pk))
+    dom = hosts.conn(placed.domain_host).lookupByName(names.domain_name(late.pk))
     assert len(ET.fromstring(dom.XMLDesc(0)).findall("devices/hostdev")) == 5
     vm_services.stop_vm(late.pk, actor=world.admin)
     cluster_services.detach_vm(late.pk, actor=world.admin)

@@ -36,7 +36,7 @@ def url(name, pk):
 def candidate_row(page, name):
     """The panel's <li> of the VM ``name``."""
     match = re.search(
-        r'<li class="candidate[^"]*">(?:(?!</li>).)*?\b' + re.escape(name) + r"\b.*?</li>",
+        r'<li class="candidate[^"]*"[^>]*>(?:(?!</li>).)*?\b' + re.escape(name) + r"\b.*?</li>",
         page,
         re.S,
     )
@@ -83,9 +83,10 @@ def test_attach_panel_lists_eligible_vms_to_check_and_the_others_with_their_reas
     expected = {
         "spot-1": SPOT_OR_DR,
         "dr-1": SPOT_OR_DR,
-        "running-1": SAME_TYPE_STOPPED,
-        "l40s-1": SAME_TYPE_STOPPED,
-        "zone-b-1": SAME_TYPE_STOPPED,
+        # Each reason names the fact (the guidance line above says the rule).
+        "running-1": "실행중 — 먼저 중지하세요",
+        "l40s-1": "인스턴스 유형이 다름 (gpu.l40sx4)",
+        "zone-b-1": "다른 가용 영역 (kr-central-1b)",
         "taken-1": f"{ALREADY_MEMBER} (elsewhere)",
     }
     for name, reason in expected.items():
@@ -112,7 +113,7 @@ def test_attach_three_as_one_operation_with_progress_card(world, login):
 
     assert response.status_code == 200
     page = body(response)
-    assert "3/3 완료" in page and 'hx-trigger="every 1s"' not in page  # done: no polling
+    assert "성공 3/3" in page and 'hx-trigger="every 1s"' not in page  # done: no polling
     assert "cluster-changed" in response["HX-Trigger"] and "toast" in response["HX-Trigger"]
     assert set(cluster.members.values_list("pk", flat=True)) == {v.pk for v in vms}
     operation = Operation.objects.get()
@@ -132,7 +133,7 @@ def test_one_refused_vm_fails_alone_and_its_message_is_on_the_card(world, login)
     )
 
     page = body(response)
-    assert "2/2 완료" in page and "실패 1" in page
+    assert "성공 1 · 실패 1" in page and "완료" not in page
     assert re.search(r"<strong>spot</strong>: " + re.escape(SPOT_OR_DR), page)
     good.refresh_from_db()
     spot.refresh_from_db()
@@ -162,7 +163,7 @@ def test_attach_without_htmx_goes_to_the_operation_page(world, login):
     assert response.status_code == 302
     assert response["Location"] == reverse("clusters:operation_detail", args=[operation.pk])
     page = body(client.get(response["Location"]))
-    assert "1/1 완료" in page and "가상머신 연결" in page
+    assert "성공 1/1" in page and "가상머신 연결" in page
 
 
 # -- 분리 per row -------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def _poll_until_done(client, operation):
         response = client.get(reverse("clusters:operation_detail", args=[operation.pk]), **HX)
         if response.status_code == 286:
             page = body(response)
-            assert f"{operation.total}/{operation.total} 완료" in page
+            assert f"성공 {operation.total}/{operation.total}" in page
             assert 'hx-trigger="every 1s"' not in page
             return page
         assert response.status_code == 200 and 'hx-trigger="every 1s"' in body(response)
@@ -344,10 +345,10 @@ def test_activity_tab_lists_operations_with_their_failures(world, login):
     client = login("admin")
     client.post(url("cluster_attach", cluster.pk), {"vm": [good.pk, spot.pk]}, **HX)
     page = body(client.get(url("cluster_activity", cluster.pk)))
-    assert "가상머신 연결" in page and "2/2 완료" in page and "실패 1" in page
+    assert "가상머신 연결" in page and "성공 1 · 실패 1" in page
     assert SPOT_OR_DR in page
     page = body(login("viewer").get(url("cluster_activity", cluster.pk)))
-    assert "2/2 완료" in page
+    assert "성공 1 · 실패 1" in page
 
 
 def test_operation_of_another_project_is_invisible(world, login):

@@ -185,9 +185,9 @@ def test_stop_cluster_with_members_needs_cluster_update(world):
     assert not Operation.objects.exists()
 
 
-def test_create_vms_names_them_and_attaches_as_one_operation(world):
-    cluster = world.cluster()
-    operation = operations.create_vms(
+def create_three_nodes(world, **more):
+    """gpu-node-01..03 in one 가상머신 생성 (``more``: the cluster to attach them to)."""
+    return operations.create_vms(
         actor=world.admin,
         project=world.demo,
         name="gpu-node",
@@ -195,8 +195,13 @@ def test_create_vms_names_them_and_attaches_as_one_operation(world):
         zone_id=world.zone_a.pk,
         instance_type_id=world.h100.pk,
         billing_type=BillingType.ON_DEMAND,
-        cluster_id=cluster.pk,
+        **more,
     )
+
+
+def test_create_vms_names_them_and_attaches_as_one_operation(world):
+    cluster = world.cluster()
+    operation = create_three_nodes(world, cluster_id=cluster.pk)
     assert operation.done and operation.failed == 0
     assert sorted(cluster.members.values_list("name", flat=True)) == [
         "gpu-node-01",
@@ -224,15 +229,7 @@ def test_create_vms_refuses_a_bad_count(world, count):
 def test_create_vms_is_all_or_nothing_when_a_name_is_taken(world):
     world.vm("gpu-node-02")
     with pytest.raises(errors.VmNameTaken):
-        operations.create_vms(
-            actor=world.admin,
-            project=world.demo,
-            name="gpu-node",
-            count=3,
-            zone_id=world.zone_a.pk,
-            instance_type_id=world.h100.pk,
-            billing_type=BillingType.ON_DEMAND,
-        )
+        create_three_nodes(world)
     assert list(VirtualMachine.objects.values_list("name", flat=True)) == ["gpu-node-02"]
     assert not Operation.objects.exists()
 
@@ -286,7 +283,7 @@ def test_attach_candidates_say_why_each_is_refused(world):
         ("b-ok", None),
         ("a-spot", "spot_or_dr_vm"),
         ("c-member", "already_member"),
-        ("d-l40s", "vm_not_eligible"),
+        ("d-l40s", "vm_other_instance_type"),
     ]
 
 

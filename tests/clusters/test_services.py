@@ -55,7 +55,14 @@ def test_attach_refuses_vm_not_stopped_or_of_another_zone_or_type(world, change)
         for k, v in change.items()
     }
     vm = world.vm("n1", **change)
-    refused(errors.VmNotEligible, RULE1, services.attach_vm, vm.pk, cluster.pk, actor=world.admin)
+    # A refusal of another zone or type names it; the rest is rule 1's own words.
+    message = {
+        "zone": "다른 가용 영역(kr-central-1b)의 가상머신은 이 클러스터에 연결할 수 없습니다",
+        "instance_type": (
+            "다른 인스턴스 유형(gpu.l40sx4)의 가상머신은 이 클러스터에 연결할 수 없습니다"
+        ),
+    }.get(next(iter(change)), RULE1)
+    refused(errors.VmNotEligible, message, services.attach_vm, vm.pk, cluster.pk, actor=world.admin)
     vm.refresh_from_db()
     assert vm.cluster_id is None
 
@@ -512,9 +519,10 @@ def test_capacity_exhausted_keeps_previous_status(world, django_capture_on_commi
     )
     cluster.refresh_from_db()
     assert cluster.status == S.TERMINATED
-    assert (
-        cluster.last_error.message
-        == "가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요"
+    # It names what is short and which zone has room (the other zone's default capacity).
+    assert cluster.last_error.message.startswith(
+        "kr-central-1a의 H100 · InfiniBand 노드가 부족합니다: 요청 2노드, 가용 1노드. "
+        "여유가 있는 영역: kr-central-1b("
     )
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
     assert AuditEvent.objects.filter(action="cluster.start", outcome="FAILED").exists()

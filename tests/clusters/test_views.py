@@ -4,16 +4,10 @@ import pytest
 from django.urls import reverse
 
 from clusters.models import ClusterStatus, VirtualCluster
+from tests.pages import HX, body
 from vms.models import FabricType, VmStatus
 
 S = ClusterStatus
-SPOT_OR_DR = "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"
-SAME_TYPE_STOPPED = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def body(response):
-    return response.content.decode()
 
 
 def test_cluster_list_shows_columns_and_create_button(world, login):
@@ -113,7 +107,10 @@ def test_duplicate_name_is_a_field_error(world, login):
 def test_start_empty_cluster_shows_reason_and_refuses(world, login):
     cluster = world.cluster()
     client = login("admin")
-    assert "가상머신 2대 이상이 필요합니다" in body(client.get(f"/clusters/{cluster.pk}/"))
+    # Said once: the empty cluster's callout (a start needs 2), which the button points at.
+    page = body(client.get(f"/clusters/{cluster.pk}/"))
+    assert "클러스터를 시작하려면 2대 이상이 필요합니다" in page
+    assert 'aria-describedby="callout-empty"' in page and 'id="start-reason"' not in page
     response = client.post(f"/clusters/{cluster.pk}/start/", **HX)
     assert response.status_code == 409
     assert response["HX-Retarget"] == "#flash"
@@ -217,6 +214,11 @@ def test_last_error_is_stored_once_and_shown_in_the_users_language(
         client.post(f"/clusters/{cluster.pk}/start/")
     cluster.refresh_from_db()
     # Stored as a code, in no language; rendered in the reader's.
-    assert (cluster.error_code, cluster.error_params) == ("capacity_unavailable", {})
+    assert cluster.error_code == "capacity_unavailable"
+    assert {k: cluster.error_params[k] for k in ("zone", "requested", "available")} == {
+        "zone": "kr-central-1a",
+        "requested": 2,
+        "available": 1,
+    }
     page = body(client.get(f"/clusters/{cluster.pk}/"))
-    assert "Not enough capacity in the zone to start" in page
+    assert "Not enough H100 · InfiniBand nodes in kr-central-1a: 2 requested, 1 available" in page

@@ -35,7 +35,8 @@ HEARTBEAT_MAX_AGE = 2.5
 # A worker's boot on a loaded 2-core machine can take longer than HEARTBEAT_MAX_AGE: it is
 # not a stall (the supervisor would kill every fresh worker before its first task).
 STARTUP_GRACE = 60.0
-BOUND = TRANSITION_TIMEOUT + 2 * RECONCILE_EVERY  # issue 9 item 1
+# No cluster or VM stays transitional longer than this, whatever single process is killed.
+BOUND = TRANSITION_TIMEOUT + 2 * RECONCILE_EVERY
 STACK_ENV = {
     "TRANSITION_TIMEOUT_SECONDS": TRANSITION_TIMEOUT,
     "RECONCILE_EVERY_SECONDS": RECONCILE_EVERY,
@@ -95,14 +96,23 @@ class Stack:
         return children_of(self.pid("worker"))
 
     def start(self):
+        spawned = time.time()
         self.supervisor.start()
-        wait_until(self.consuming, 30, interval=0.1, what="the worker to consume")
-        wait_until(lambda: len(self.pool()) == 2, 10, what="the pool children")
+        self.wait_consumed_since(spawned, "the worker's first heartbeat")
+        wait_until(lambda: len(self.pool()) == 2, STARTUP_GRACE, what="the pool children")
         return self
 
-    def consuming(self):
+    def consumed_since(self, moment: float) -> bool:
+        """A worker stamped its heartbeat after ``moment`` (``time.time()``): it consumed a
+        task since then. A stamp from before (a worker killed since, an earlier stack on the
+        same broker) is not an answer."""
         age = heartbeat.age()
-        return age is not None and age < HEARTBEAT_MAX_AGE
+        return age is not None and time.time() - age > moment
+
+    def wait_consumed_since(self, moment: float, what: str) -> None:
+        """Wait for a heartbeat after ``moment``: decided by the stamp, bounded only by the
+        supervisor's own startup grace (a worker not consuming by then is restarted)."""
+        wait_until(lambda: self.consumed_since(moment), STARTUP_GRACE, interval=0.05, what=what)
 
     def stop(self):
         self.supervisor.stop(timeout=2)

@@ -8,6 +8,7 @@ beat logged SchedulingError, while /healthz still said "broker": "ok".
 
 import json
 import shutil
+import time
 
 import pytest
 from django.urls import reverse
@@ -17,7 +18,7 @@ from clusters.models import ClusterStatus, VirtualCluster
 from portal.broker import ensure_folders
 from portal.celery import app
 from tests.faults.harness import broker, filesystem_options, wait_until
-from tests.faults.stack import running_stack, start_a_vm_through_the_worker
+from tests.faults.stack import STARTUP_GRACE, running_stack, start_a_vm_through_the_worker
 from vms.models import FabricType, VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,9 +97,15 @@ def test_the_worker_and_beat_outlive_a_moved_queue_folder(world, tmp_path):
     world.capacity(64)
     with running_stack("filesystem://", tmp_path) as stack:
         queue = stack.var_dir / "celery" / "queue"
+        moved = time.time()
         shutil.move(queue, queue.with_name("queue.moved"))
         # The next publish (beat's heartbeat request) makes the folder again.
-        wait_until(lambda: queue.is_dir() and stack.consuming(), 20, interval=0.1, what="consuming")
+        wait_until(
+            lambda: queue.is_dir() and stack.consumed_since(moved),
+            STARTUP_GRACE,
+            interval=0.05,
+            what="the worker to consume from the remade folder",
+        )
         start_a_vm_through_the_worker(world, "after-move")
         assert "SchedulingError" not in stack.output("beat")
 
@@ -107,7 +114,8 @@ def test_the_worker_and_beat_outlive_a_moved_queue_folder(world, tmp_path):
         worker = stack.supervisor.child("worker")
         block(queue)
         wait_until(lambda: worker.restarts >= 1, 10, interval=0.1, what="the worker to die")
+        unblocked = time.time()
         queue.unlink()
-        wait_until(stack.consuming, 20, interval=0.1, what="the restarted worker to consume")
+        stack.wait_consumed_since(unblocked, "the restarted worker to consume")
         start_a_vm_through_the_worker(world, "after-block")
         assert stack.supervisor.child("beat").restarts == 0

@@ -97,6 +97,16 @@ def events(action, outcome=AuditEvent.Outcome.SUCCEEDED, **filters):
     return AuditEvent.objects.filter(action=action, outcome=outcome, **filters)
 
 
+def start_held_at_allocate(world, start_worker, gate):
+    """A two-member cluster's start with a worker inside its allocate step (held at the
+    gate): (the cluster, the worker)."""
+    cluster, _members = two_member_cluster(world)
+    worker = start_worker()
+    cluster_services.start_cluster(cluster.pk, actor=world.admin)
+    mid_step(gate, "allocate")
+    return cluster, worker
+
+
 def two_member_cluster(world, name="fault"):
     cluster = world.cluster(name)
     members = world.members(cluster, 2)
@@ -160,10 +170,7 @@ def test_killed_while_provisioning_a_new_cluster(lab, settings, gate):
 
 def test_killed_while_allocating(lab, settings, gate):
     world, start_worker, _redis = lab
-    cluster, _members = two_member_cluster(world)
-    worker = start_worker()
-    cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    mid_step(gate, "allocate")
+    cluster, worker = start_held_at_allocate(world, start_worker, gate)
     worker.kill()
     assert status(cluster) == S.PROVISIONING  # killed inside allocate
     assert not SimulatorAllocation.objects.filter(cluster=cluster).exists()
@@ -256,10 +263,7 @@ def test_killed_while_a_member_stops(lab, settings, gate):
 
 def test_database_connection_dropped_mid_task(lab, settings, gate):
     world, start_worker, _redis = lab
-    cluster, _members = two_member_cluster(world)
-    worker = start_worker()
-    cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    mid_step(gate, "allocate")
+    cluster, worker = start_held_at_allocate(world, start_worker, gate)
     assert terminate_worker_connections() >= 1
     gate.open()
     # The task's next query fails; the task retries (autoretry_for OperationalError) on a
@@ -280,10 +284,7 @@ def test_database_connection_dropped_mid_task(lab, settings, gate):
 
 def test_broker_restarted_mid_task(lab, settings, gate):
     world, start_worker, redis_server = lab
-    cluster, _members = two_member_cluster(world)
-    worker = start_worker()
-    cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    mid_step(gate, "allocate")
+    cluster, worker = start_held_at_allocate(world, start_worker, gate)
     redis_server.restart()  # no persistence: every queued message is gone
     gate.open()
     # Whatever the worker managed to queue may be lost; the reconciler finishes the job.
@@ -337,10 +338,7 @@ def test_reconcile_rolls_back_a_start_the_backend_can_no_longer_serve(lab, setti
     """A worker dies in 준비중 and, meanwhile, the capacity is gone: the reconciler must not
     leave the cluster half-started; it returns to its previous stable status, fabric freed."""
     world, start_worker, _redis = lab
-    cluster, _members = two_member_cluster(world)
-    worker = start_worker()
-    cluster_services.start_cluster(cluster.pk, actor=world.admin)
-    mid_step(gate, "allocate")
+    cluster, worker = start_held_at_allocate(world, start_worker, gate)
     worker.kill()
     world.capacity(1)  # fewer nodes than the two members
 

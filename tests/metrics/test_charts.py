@@ -1,5 +1,6 @@
 """The 메트릭 tab: its figures equal an aggregate computed here, independently, from the
-raw samples; it reads the right source per range; permissions; the empty state."""
+raw samples (the cluster lines: ``cluster_reference``; per member: ``per_vm_buckets``); it
+reads the right source per range; permissions; the empty state."""
 
 import json
 import random
@@ -18,24 +19,25 @@ from django.utils import timezone
 from clusters.models import ClusterStatus
 from metrics import charts, storage
 from metrics.figures import script_safe
+from metrics.models import METRIC_NAMES
+from tests.metrics import cluster_reference
 from vms.models import VmStatus
 
 FIGURE = re.compile(
     r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>', re.S
 )
-# (figure id, trace index) -> (series, how members combine, scale, digits)
+# (figure id, trace index) -> (series, scale, digits)
 EXPECTED = {
-    ("gpu", 0): ("gpu_util", "avg", 1, 1),
-    ("gpu", 1): ("gpu_util", "min", 1, 1),
-    ("gpu-mem", 0): ("gpu_mem_util", "avg", 1, 1),
-    ("cpu", 0): ("cpu_util", "avg", 1, 1),
-    ("mem", 0): ("mem_util", "avg", 1, 1),
-    ("net", 0): ("net_rx", "sum", 1e6, 2),
-    ("net", 1): ("net_tx", "sum", 1e6, 2),
-    ("fabric", 0): ("fabric_rx", "sum", 1e9 / 8, 1),  # Gb/s
-    ("fabric", 1): ("fabric_tx", "sum", 1e9 / 8, 1),
+    ("gpu", 0): ("gpu_util", 1, 1),  # the members' mean
+    ("gpu", 1): ("gpu_util_min", 1, 1),  # the slowest member
+    ("gpu-mem", 0): ("gpu_mem_util", 1, 1),
+    ("cpu", 0): ("cpu_util", 1, 1),
+    ("mem", 0): ("mem_util", 1, 1),
+    ("net", 0): ("net_rx", 1e6, 2),  # the members' total
+    ("net", 1): ("net_tx", 1e6, 2),
+    ("fabric", 0): ("fabric_rx", 1e9 / 8, 1),  # Gb/s
+    ("fabric", 1): ("fabric_tx", 1e9 / 8, 1),
 }
-COMBINE = {"avg": statistics.fmean, "min": min, "sum": sum}
 
 
 @pytest.fixture
@@ -82,16 +84,7 @@ def samples(cluster):
 
 def per_vm_buckets(rows, step, until=None):
     """{bucket: {vm: {series: mean}}}, computed in Python from the raw rows."""
-    names = (
-        "cpu_util",
-        "mem_util",
-        "gpu_util",
-        "gpu_mem_util",
-        "net_rx",
-        "net_tx",
-        "fabric_rx",
-        "fabric_tx",
-    )
+    names = METRIC_NAMES
     acc = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for vm_id, at, *values in rows:
         if until is not None and at >= until:
@@ -106,12 +99,14 @@ def per_vm_buckets(rows, step, until=None):
     }
 
 
-def expected_aggregate(rows, step, series, how, until=None):
-    out = {}
-    for bucket, by_vm in per_vm_buckets(rows, step, until).items():
-        values = [s[series] for s in by_vm.values() if series in s]
-        out[bucket] = COMBINE[how](values) if values else None
-    return out
+def expected_lines(rows, cluster, step):
+    """{bucket: {series: value}} of the cluster's lines, from the raw rows (all written while
+    their VMs were members)."""
+    records = [
+        (vm_id, at, cluster.pk, dict(zip(METRIC_NAMES, values, strict=True)))
+        for vm_id, at, *values in rows
+    ]
+    return cluster_reference.chart(records, cluster.pk, step)
 
 
 def get_figures(client, cluster, **params):
@@ -144,16 +139,17 @@ def assert_matches(trace, expected, scale, digits, step):
 @pytest.mark.parametrize("range_key", ["1h", "6h", "24h", "7d"])
 def test_chart_json_equals_an_independent_aggregate(login, cluster, samples, range_key):
     """Every bucket, the current hour of 7d included (rolled-up hours, then minutes, then
-    raw samples: the same means as the raw rows give)."""
+    raw samples: the same figures as the raw rows give)."""
     client = login("viewer")
     figures, _html = get_figures(client, cluster, range=range_key)
     assert {"gpu", "gpu-mem", "cpu", "mem", "net", "fabric"} <= set(figures)
-    step = charts.RANGES[range_key].step
+    step = charts.RANGES[range_key].cluster[1]
+    lines = expected_lines(samples, cluster, step)
     compared = 0
-    for (figure_id, trace_index), (series, how, scale, digits) in EXPECTED.items():
+    for (figure_id, trace_index), (series, scale, digits) in EXPECTED.items():
         trace = figures[figure_id]["data"][trace_index]
         assert trace["dx"] == step * 1000
-        expected = expected_aggregate(samples, step, series, how)
+        expected = {b: v[series] for b, v in lines.items() if v[series] is not None}
         compared += assert_matches(trace, expected, scale, digits, step)
     assert compared >= 9 * (2 if range_key == "7d" else 30)  # 7d: two hours at least
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 
 from metrics import services
-from metrics.models import Sample
+from metrics.models import METRIC_NAMES, Sample
 from tests.metrics.conftest import sample
 from vms.models import VmStatus
 
@@ -233,17 +233,7 @@ def test_unknown_encoding_is_415(post, token):
     _refused(post(token, b"{}", **{"Content-Encoding": "br"}), 415, "unsupported_encoding")
 
 
-FIELDS = [
-    "ts",
-    "cpu_util",
-    "mem_util",
-    "gpu_util",
-    "gpu_mem_util",
-    "net_rx",
-    "net_tx",
-    "fabric_rx",
-    "fabric_tx",
-]
+FIELDS = ["ts", *METRIC_NAMES]
 
 
 def compact(*samples, fields=FIELDS):
@@ -286,3 +276,16 @@ def test_compact_form_names_the_row(post, token):
         post(token, compact(sample(now - 1), sample(now, mem_util=-5))), 400, "negative"
     )
     assert "rows[1].mem_util" in detail
+
+
+def test_rotating_a_token_is_404_for_a_vm_the_user_cannot_read_and_403_for_a_reader(world):
+    from metrics.models import MetricsToken
+    from portal.errors import PermissionRequired, VmNotFound
+
+    vm = world.vm("rotate-me")
+    with pytest.raises(VmNotFound):
+        services.rotate_token(vm.pk, actor=world.users["other"])
+    with pytest.raises(PermissionRequired):
+        services.rotate_token(vm.pk, actor=world.users["viewer"])
+    assert not MetricsToken.objects.filter(vm=vm).exists()
+    assert services.rotate_token(vm.pk, actor=world.users["operator"])[0] == vm

@@ -7,18 +7,9 @@ from django.db import connection
 from django.utils import timezone
 
 from metrics import errors, storage
-from metrics.models import HourRollup, MinuteRollup, RollupBacklog, Sample
+from metrics.models import METRIC_NAMES, HourRollup, MinuteRollup, RollupBacklog, Sample
 
-NAMES = (
-    "cpu_util",
-    "mem_util",
-    "gpu_util",
-    "gpu_mem_util",
-    "net_rx",
-    "net_tx",
-    "fabric_rx",
-    "fabric_tx",
-)
+NAMES = METRIC_NAMES
 
 
 def row(vm, at, cpu, gpu=None, net_rx=0.0):

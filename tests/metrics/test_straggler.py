@@ -8,6 +8,7 @@ import re
 import statistics
 from collections import defaultdict
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.urls import reverse
@@ -22,6 +23,7 @@ FIGURE = re.compile(
     r'<script type="application/json" id="metrics-fig-([\w-]+)">(.*?)</script>', re.S
 )
 NONE = [None] * 11
+DEVICES_SLOT = re.compile(r'<div id="metrics-devices" hx-get="([^"]+)".*?</div>', re.S)
 
 
 @pytest.fixture
@@ -71,9 +73,16 @@ def write(members, start, stop, util_of, ports=None, gap=None):
 
 
 def page(client, cluster, **params):
+    """The 메트릭 tab as a browser ends up with it: the charts, then the per-device panel its
+    slot loads (its own request)."""
     response = client.get(reverse("metrics:cluster_charts", args=[cluster.pk]), params)
     assert response.status_code == 200
     html = response.content.decode()
+    slot = DEVICES_SLOT.search(html)
+    if slot:
+        devices = client.get(unescape(slot.group(1)))
+        assert devices.status_code == 200
+        html = html.replace(slot.group(0), devices.content.decode())
     return html, {key: json.loads(text) for key, text in FIGURE.findall(html)}
 
 

@@ -81,17 +81,19 @@ def test_anonymous_is_sent_to_login(world, client):
     assert client.post(f"/clusters/{cluster.pk}/start/").status_code == 302
 
 
+def create_form(world):
+    """The cluster create form, filled in."""
+    return {
+        "name": "x",
+        "zone": world.zone_a.pk,
+        "instance_type": world.h100.pk,
+        "fabric_type": "INFINIBAND",
+    }
+
+
 def test_refusal_names_the_permission_with_403(world, login):
     client = login("viewer")
-    response = client.post(
-        "/clusters/new/",
-        {
-            "name": "x",
-            "zone": world.zone_a.pk,
-            "instance_type": world.h100.pk,
-            "fabric_type": "INFINIBAND",
-        },
-    )
+    response = client.post("/clusters/new/", create_form(world))
     assert response.status_code == 403
     assert "Resource.VirtualCluster.CREATE 권한이 필요합니다." in response.content.decode()
     assert not VirtualCluster.objects.exists()
@@ -125,15 +127,7 @@ def test_wrong_password_and_missing_csrf(world, client):
     assert "사용자 이름 또는 비밀번호가 올바르지 않습니다" in response.content.decode()
     strict = type(client)(enforce_csrf_checks=True)
     strict.force_login(world.admin)
-    response = strict.post(
-        "/clusters/new/",
-        {
-            "name": "x",
-            "zone": world.zone_a.pk,
-            "instance_type": world.h100.pk,
-            "fabric_type": "INFINIBAND",
-        },
-    )
+    response = strict.post("/clusters/new/", create_form(world))
     assert response.status_code == 403
     assert "보안 토큰이 없거나 만료되었습니다" in response.content.decode()
     assert not VirtualCluster.objects.exists()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clusters.backends.libvirt import domain, fabric, guest_image, guest_install
+from clusters.backends.libvirt import guest_image, guest_install, names
 from clusters.hosts.models import GpuHost
 
 URI = "qemu:///system"
@@ -162,9 +162,9 @@ def leftovers(vm_ids, cluster_ids):
     """Domains, networks and volumes of these VMs and clusters that libvirt still has."""
     c = conn()
     try:
-        names = {domain.domain_name(i) for i in vm_ids}
-        found = [d.name() for d in c.listAllDomains(0) if d.name() in names]
-        nets = {fabric.network_name(i) for i in cluster_ids}
+        doms = {names.domain_name(i) for i in vm_ids}
+        found = [d.name() for d in c.listAllDomains(0) if d.name() in doms]
+        nets = {names.network_name(i) for i in cluster_ids}
         found += [n.name() for n in c.listAllNetworks(0) if n.name() in nets]
         for pool in c.listAllStoragePools(0):
             if pool.isActive():
@@ -172,7 +172,7 @@ def leftovers(vm_ids, cluster_ids):
                 found += [
                     v
                     for v in pool.listVolumes()
-                    if any(v.startswith(f"{n}.") or v.startswith(f"{n}-") for n in names)
+                    if any(v.startswith(f"{n}.") or v.startswith(f"{n}-") for n in doms)
                 ]
         return found
     finally:
@@ -185,13 +185,13 @@ def destroy_everything(vm_ids, cluster_ids):
 
     c = conn()
     try:
-        names = {domain.domain_name(i) for i in vm_ids}
+        doms = {names.domain_name(i) for i in vm_ids}
         for dom in c.listAllDomains(0):
-            if dom.name() in names:
+            if dom.name() in doms:
                 if dom.isActive():
                     dom.destroy()
                 dom.undefine()
-        nets = {fabric.network_name(i) for i in cluster_ids}
+        nets = {names.network_name(i) for i in cluster_ids}
         for net in c.listAllNetworks(0):
             if net.name() in nets:
                 if net.isActive():
@@ -202,7 +202,7 @@ def destroy_everything(vm_ids, cluster_ids):
             if not pool.isActive():
                 continue
             for name in pool.listVolumes():
-                if any(name.startswith(f"{n}.") or name.startswith(f"{n}-") for n in names):
+                if any(name.startswith(f"{n}.") or name.startswith(f"{n}-") for n in doms):
                     try:
                         pool.storageVolLookupByName(name).delete(0)
                     except libvirt.libvirtError:

@@ -12,7 +12,7 @@ import pytest
 
 from clusters import operations
 from clusters import services as cluster_services
-from clusters.backends.libvirt import domain, fabric
+from clusters.backends.libvirt import fabric, names
 from clusters.hosts.models import FabricPartition
 from clusters.models import ClusterStatus, Operation
 from clusters.validation.models import Verdict
@@ -74,7 +74,7 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
 
     start_all(world, clusters)
     c = conn()
-    doms = {vm.pk: c.lookupByName(domain.domain_name(vm.pk)) for vm in vms}
+    doms = {vm.pk: c.lookupByName(names.domain_name(vm.pk)) for vm in vms}
     assert all(dom.isActive() for dom in doms.values())
 
     # Each guest's agent reports through the ingest API with the token of its seed.

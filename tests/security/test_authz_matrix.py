@@ -572,6 +572,10 @@ MATRIX = {
         Case("get", object_read(), target="cluster"),
         Case("get", object_read(), target="cluster", query="range=7d&per_member=1"),
     ],
+    "metrics:cluster_devices": [
+        Case("get", object_read(), target="cluster"),
+        Case("get", object_read(), target="cluster", query="range=24h"),
+    ],
 }
 
 

@@ -15,6 +15,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from metrics.models import METRIC_NAMES
 from tests.conftest import PASSWORD
 
 FUZZ = settings(
@@ -299,16 +300,7 @@ json_any = st.recursive(
     ),
     max_leaves=12,
 )
-METRICS = (
-    "cpu_util",
-    "mem_util",
-    "gpu_util",
-    "gpu_mem_util",
-    "net_rx",
-    "net_tx",
-    "fabric_rx",
-    "fabric_tx",
-)
+METRICS = METRIC_NAMES
 
 
 NOW = time.time()  # fixed for the run: a strategy must not depend on the clock

@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from portal.middleware import RequestIdFilter
 from portal.models import AuditEvent
+from tests.child import run_python
 from tests.conftest import PASSWORD
 
 BASE_DIR = Path(settings.BASE_DIR)
@@ -120,15 +121,7 @@ def test_production_cookies_and_headers(django_user_model, tmp_path):
         check=True,
         timeout=120,
     )
-    result = subprocess.run(
-        [sys.executable, "-c", PRODUCTION_PROBE % {"password": PASSWORD}],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_python(PRODUCTION_PROBE % {"password": PASSWORD}, env, timeout=60)
     out = json.loads(result.stdout.split("PROBE", 1)[1])
     # Plain http is sent to https.
     assert out["plain_http"] == [301, "https://testserver/login/"]

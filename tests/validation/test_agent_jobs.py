@@ -68,19 +68,23 @@ def running_pair(world, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_agents_fetch_run_and_post_until_the_run_is_judged(world, live_server, tools, running_pair):
-    cluster, tokens = running_pair
-    operation = operations.start_validation(cluster.pk, actor=world.admin)
-    url = f"{live_server.url}/api/metrics/ingest"
-    runners = [agent_jobs.JobRunner(url, t, infiniband_root=tools) for t in tokens.values()]
-    for _round in range(12):
-        threads = [thread for runner in runners for thread in runner.poll_once()]
-        for thread in threads:
+def poll_until_done(runners, operation, rounds=12):
+    """Each agent polls once a round (its jobs run in threads) until the run is done."""
+    for _round in range(rounds):
+        for thread in [thread for runner in runners for thread in runner.poll_once()]:
             thread.join(30)
         operation.refresh_from_db()
         if operation.done:
             break
     assert operation.done
+
+
+def test_agents_fetch_run_and_post_until_the_run_is_judged(world, live_server, tools, running_pair):
+    cluster, tokens = running_pair
+    operation = operations.start_validation(cluster.pk, actor=world.admin)
+    url = f"{live_server.url}/api/metrics/ingest"
+    runners = [agent_jobs.JobRunner(url, t, infiniband_root=tools) for t in tokens.values()]
+    poll_until_done(runners, operation)
     run = operation.validation
     assert set(run.jobs.values_list("status", flat=True)) == {ValidationJob.Status.DONE}
     ib = run.jobs.get(kind="ib_client", vm_name="a")
@@ -110,13 +114,7 @@ def test_members_without_the_tools_are_judged_to_need_a_look_naming_them(
     runners = [
         agent_jobs.JobRunner(url, t, infiniband_root=tmp_path / "no-ib") for t in tokens.values()
     ]
-    for _round in range(12):
-        for thread in [thread for runner in runners for thread in runner.poll_once()]:
-            thread.join(30)
-        operation.refresh_from_db()
-        if operation.done:
-            break
-    assert operation.done
+    poll_until_done(runners, operation)
     run = operation.validation
     assert set(run.jobs.values_list("status", flat=True)) == {ValidationJob.Status.DONE}
     for verdict in run.verdicts.all():

@@ -90,7 +90,7 @@ def test_replacing_a_running_member_of_a_running_pair_stops_swaps_and_starts(
     [
         ({"billing_type": BillingType.SPOT}, "spot_or_dr_vm"),
         ({"status": V.RUNNING}, "vm_not_eligible"),
-        ({"zone": "b"}, "vm_not_eligible"),
+        ({"zone": "b"}, "vm_other_zone"),
         ({"cluster": "other"}, "already_member"),
     ],
 )

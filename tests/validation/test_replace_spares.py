@@ -43,7 +43,7 @@ def test_a_spare_judged_bad_elsewhere_is_marked_and_nothing_is_preselected(login
     assert 'data-verdict="WARN"' in rows["spare-warn"] and "주의" in rows["spare-warn"]
     assert 'data-verdict="OK"' in rows["spare-ok"] and "주의" not in rows["spare-ok"]
     assert "checked" not in "".join(rows.values())
-    assert "hx-confirm=" in page and "gpu-node-03 멤버를 선택한 예비 가상머신으로 교체" in page
+    assert "hx-confirm=" in page and "gpu-node-03을 선택한 예비 가상머신으로 교체합니다" in page
 
 
 def test_the_swap_answers_with_a_progress_card(login, world, running):

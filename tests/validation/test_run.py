@@ -112,7 +112,7 @@ def test_validation_needs_a_running_cluster_two_running_members_and_update(world
     VirtualMachine.objects.filter(name="b").update(status=V.STOPPED)
     with pytest.raises(errors.RuleViolation) as refused:
         operations.start_validation(cluster.pk, actor=world.admin)
-    assert refused.value.code == "not_enough_members"
+    assert refused.value.code == "not_enough_running_members"
     VirtualMachine.objects.filter(name="b").update(status=V.RUNNING)
     with pytest.raises(errors.PermissionRequired):
         operations.start_validation(cluster.pk, actor=world.users["viewer"])
@@ -120,8 +120,9 @@ def test_validation_needs_a_running_cluster_two_running_members_and_update(world
         operations.start_validation(cluster.pk, actor=world.admin, level="3")
     cluster.status = S.TERMINATED
     cluster.save()
-    with pytest.raises(errors.InvalidTransition):
+    with pytest.raises(errors.RuleViolation) as refused:
         operations.start_validation(cluster.pk, actor=world.admin)
+    assert refused.value.code == "validation_cluster_not_running"  # it says why
     assert not Operation.objects.filter(kind=Operation.Kind.VALIDATE).exists()
 
 

@@ -47,7 +47,9 @@ def test_a_viewer_sees_no_button_and_cannot_start(login, world, running):
 def test_the_button_is_disabled_with_the_reason_under_two_running_members(login, world, running):
     running.members.exclude(name="gpu-node-01").update(status=VmStatus.STOPPED)
     section = login("admin").get(reverse("clusters:validation_section", args=[running.pk])).text
-    assert "disabled" in section and "가상머신 2대 이상이 필요합니다" in section
+    # It counts the running members (4 are attached), and offers to start the others.
+    assert "disabled" in section and "실행중인 멤버가 2대 이상 필요합니다" in section
+    assert 'id="validation-start-all"' in section
 
 
 def test_other_projects_get_404(login, world, running):

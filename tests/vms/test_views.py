@@ -4,16 +4,10 @@ start rule (§5.6), each with its Korean message in place and nothing changed on
 import pytest
 
 from clusters.models import ClusterStatus
+from tests.pages import HX, SAME_TYPE_STOPPED, SPOT_OR_DR, body
 from vms.models import BillingType, FabricType, VmStatus
 
 S = ClusterStatus
-SPOT_OR_DR = "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"
-SAME_TYPE_STOPPED = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"
-HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def body(response):
-    return response.content.decode()
 
 
 def test_member_start_refused_unless_cluster_runs(world, login):

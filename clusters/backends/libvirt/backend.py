@@ -14,6 +14,7 @@ import libvirt
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from clusters.backends.base import (
     Capacity,
@@ -23,8 +24,8 @@ from clusters.backends.base import (
     Observed,
     private_ip,
 )
-from clusters.backends.libvirt import domain, fabric, guest, placement, volumes
-from clusters.backends.libvirt.connection import connect, domain_type, lookup
+from clusters.backends.libvirt import domain, fabric, guest, names, placement, volumes
+from clusters.backends.libvirt.connection import connect, domain_type
 from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
@@ -54,26 +55,17 @@ class LibvirtBackend(ComputeBackend):
 
     def capacity(self, zone, instance_type, fabric_type):
         hosts = placement.hosts_of(zone.pk, fabric_type)
-        total = placement.count(placement.slots(hosts, instance_type, True, free_only=False))
-        free = placement.count(placement.slots(hosts, instance_type, True))
+        total, free = placement.capacity(hosts, instance_type, True)
         return Capacity(total_nodes=total, free_nodes=free)
-
-    @staticmethod
-    def _short(zone, instance_type, fabric_type, requested, available):
-        return CapacityUnavailable(
-            zone=str(zone),
-            instance_type=str(instance_type),
-            fabric=FabricType(fabric_type).label if fabric_type else "-",
-            requested=requested,
-            available=available,
-        )
 
     def _place(self, hosts, instance_type, zone, fabric_type, n, prefer, needs_vf):
         found = placement.slots(hosts, instance_type, needs_vf)
         try:
             return placement.choose(hosts, found, n, prefer)
         except CapacityUnavailable:
-            raise self._short(zone, instance_type, fabric_type, n, placement.count(found)) from None
+            raise self.shortage(
+                zone, instance_type, fabric_type, n, placement.count(found)
+            ) from None
 
     def create_vm(self, vm):
         return private_ip(vm)  # the domain is defined at its first start, where it is placed
@@ -83,7 +75,7 @@ class LibvirtBackend(ComputeBackend):
 
     def allocate(self, cluster, nodes):
         if nodes > fabric.MAX_MEMBERS:
-            raise self._short(
+            raise self.shortage(
                 cluster.zone, cluster.instance_type, cluster.fabric_type, nodes, fabric.MAX_MEMBERS
             )
         with transaction.atomic():
@@ -122,22 +114,25 @@ class LibvirtBackend(ComputeBackend):
         """The cluster's partition: the lowest free block, taken in one statement unless the
         cluster holds one already (ON CONFLICT). An allocation in another zone (not
         serialised by these host locks) may take the same block first: nothing is inserted
-        then, and the next free block is tried."""
+        then, and the next free block is tried. Plain SQL both PostgreSQL and SQLite (the
+        demo's embedded database) speak: a recursive CTE counts the blocks."""
         roce = cluster.fabric_type == FabricType.ROCE_V2
         table = FabricPartition._meta.db_table
         sql = (
-            f"INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
-            " SELECT %s, %s, b, %s::integer + b, %s::integer + b, false, now()"
-            " FROM generate_series(0, %s) AS b"
-            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b)"
-            " ORDER BY b LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
+            "WITH RECURSIVE b(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n < %s)"
+            f" INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
+            " SELECT %s, %s, n, CAST(%s AS integer) + n, CAST(%s AS integer) + n, %s, %s FROM b"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b.n)"
+            " ORDER BY n LIMIT 1 ON CONFLICT DO NOTHING RETURNING id"
         )
         params = [
+            fabric.BLOCKS - 1,
             cluster.pk,
             cluster.fabric_type,
             None if roce else fabric.PKEY_BASE,
             fabric.VLAN_BASE if roce else None,
-            fabric.BLOCKS - 1,
+            False,
+            timezone.now(),
         ]
         for _attempt in range(16):
             with connection.cursor() as cursor:
@@ -191,7 +186,7 @@ class LibvirtBackend(ComputeBackend):
         )
         for host in GpuHost.objects.order_by("pk"):
             try:
-                ids |= {fabric.cluster_id_of(n) for n in self.fabric.networks(host)}
+                ids |= {names.cluster_id_of(n) for n in self.fabric.networks(host)}
             except (BackendError, libvirt.libvirtError):
                 log.warning("fabric networks of host %s unreadable", host.name)
         return sorted(ids)
@@ -217,7 +212,7 @@ class LibvirtBackend(ComputeBackend):
             if not dom.isActive():
                 dom.create()
         except (libvirt.libvirtError, BackendError, OSError) as exc:
-            log.warning("start of %s failed: %s", domain.domain_name(vm.pk), exc)
+            log.warning("start of %s failed: %s", names.domain_name(vm.pk), exc)
             if cluster is None:  # a standalone VM holds nothing unless it runs
                 placement.unbind(Placement.objects.filter(pk=placed.pk))
             raise BackendError() from exc
@@ -297,7 +292,7 @@ class LibvirtBackend(ComputeBackend):
     def stop_vm(self, vm):
         placed = Placement.objects.select_related("domain_host").filter(vm=vm).first()
         if placed is not None and placed.domain_host is not None:
-            dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
+            dom = volumes.own_domain(connect(placed.domain_host), vm.pk)
             if dom is not None and dom.isActive():
                 self._power_off(dom)
         if placed is not None and placed.cluster_id is None and placed.held:
@@ -321,7 +316,7 @@ class LibvirtBackend(ComputeBackend):
         if placed is None:
             return
         if placed.domain_host is not None:
-            dom = lookup(connect(placed.domain_host).lookupByName, domain.domain_name(vm.pk))
+            dom = volumes.own_domain(connect(placed.domain_host), vm.pk)
             if dom is not None and not dom.isActive() and placed.domain_host_id == placed.host_id:
                 self._define(vm, placed, None, None, prepare=False)  # no fabric devices
         if placed.cluster_id == cluster.pk and placed.held:
@@ -343,9 +338,9 @@ class LibvirtBackend(ComputeBackend):
     # -- observation --------------------------------------------------------------------
 
     def observe(self):
-        """Every ``vc-vm-<id>`` domain on the hosts it can reach. A VM is seen missing only
-        when its host answered: one on an unreachable host is not reported at all."""
-        seen, names, unreachable = {}, [], set()
+        """Every domain of ours (``names.owned_domain``) on the hosts it can reach. A VM is
+        seen missing only when its host answered: one on an unreachable host is not reported."""
+        seen, domains_seen, unreachable = {}, [], set()
         for host in GpuHost.objects.order_by("pk"):
             try:
                 domains = connect(host).listAllDomains(0)
@@ -354,9 +349,9 @@ class LibvirtBackend(ComputeBackend):
                 unreachable.add(host.pk)
                 continue
             for dom in domains:
-                vm_id = domain.vm_id_of(dom.name())
+                vm_id = names.owned_domain(dom)
                 if vm_id is None:
-                    continue  # not ours
+                    continue  # not ours (another name, or our name with another portal's UUID)
                 state, reason = dom.state()
                 if state in RUNNING_STATES:
                     seen[vm_id] = Observed(True)
@@ -366,9 +361,9 @@ class LibvirtBackend(ComputeBackend):
                     else:
                         why = SHUTOFF_REASONS.get(reason, "domain_stopped")
                     seen[vm_id] = Observed(False, why)
-                names.append((vm_id, dom.name()))
+                domains_seen.append((vm_id, dom.name()))
         live = set(VirtualMachine.objects.filter(pk__in=seen).values_list("pk", flat=True))
-        strays = sorted(name for vm_id, name in names if vm_id not in live)
+        strays = sorted(name for vm_id, name in domains_seen if vm_id not in live)
         unknown = Q(placement__domain_host__in=unreachable) | Q(placement__host__in=unreachable)
         missing = VirtualMachine.objects.filter(
             Q(placement__domain_host__isnull=False) | Q(status=VmStatus.RUNNING)

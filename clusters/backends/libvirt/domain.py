@@ -1,45 +1,26 @@
 """A VM's libvirt domain XML, built from its placement (one function, no libvirt calls).
 
-Name ``vc-vm-<id>``, a UUID fixed per VM, the portal's metadata (VM, cluster, project), the
-qcow2 overlay and the seed cdrom from the host's pool, NUMA pinning from the placement, and
-the devices: GPUs as managed PCI hostdevs; an InfiniBand member's VF as a plain hostdev; a
-RoCEv2 member's VF as ``<interface type='hostdev'>`` with the cluster's VLAN. A host with
-emulated slots gets no hostdev: its fabric is the cluster's isolated network, joined with a
-virtio NIC. Every guest has a user-mode management NIC (the host is 10.0.2.2 from inside).
+Name and UUID from ``names`` (``vc-vm-<id>``, fixed per VM), the portal's metadata (VM,
+cluster, project), the qcow2 overlay and the seed cdrom from the host's pool, NUMA pinning
+from the placement, and the devices: GPUs as managed PCI hostdevs; an InfiniBand member's VF
+as a plain hostdev; a RoCEv2 member's VF as ``<interface type='hostdev'>`` with the cluster's
+VLAN. A host with emulated slots gets no hostdev: its fabric is the cluster's isolated
+network, joined with a virtio NIC. Every guest has a user-mode management NIC (the host is
+10.0.2.2 from inside).
 """
 
-import uuid
 from xml.sax.saxutils import escape, quoteattr
 
-from django.conf import settings
-
-from clusters.backends.libvirt import fabric
 from clusters.backends.libvirt.guest import fabric_mac
+from clusters.backends.libvirt.names import (
+    disk_volume,
+    domain_name,
+    domain_uuid,
+    network_name,
+    seed_volume,
+)
 
 NAMESPACE = "https://vc-portal.invalid/libvirt/1"
-PREFIX = "vc-vm-"
-
-
-def domain_name(vm_id) -> str:
-    return f"{PREFIX}{vm_id}"
-
-
-def vm_id_of(name) -> int | None:
-    rest = name.removeprefix(PREFIX)
-    return int(rest) if rest != name and rest.isdigit() else None
-
-
-def domain_uuid(vm_id) -> str:
-    """Stable for the VM's life: a redefined domain must keep its UUID."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{settings.LIBVIRT_PORTAL_ID}/vm/{vm_id}"))
-
-
-def disk_volume(vm_id) -> str:
-    return f"{domain_name(vm_id)}.qcow2"
-
-
-def seed_volume(vm_id) -> str:
-    return f"{domain_name(vm_id)}-seed.iso"
 
 
 def _pci(address):
@@ -114,7 +95,7 @@ def _fabric_device(vm, host, vf, partition):
     if host.emulated or vf is None:
         return (
             f"<interface type='network'><mac address='{fabric_mac(vm)}'/>"
-            f"<source network='{fabric.network_name(partition.cluster_id)}'/>"
+            f"<source network='{network_name(partition.cluster_id)}'/>"
             "<model type='virtio'/></interface>"
         )
     if partition.vlan is not None:  # RoCEv2: the VLAN is set on the VF

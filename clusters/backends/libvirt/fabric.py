@@ -1,33 +1,36 @@
 """A cluster's fabric partition, programmed where it lives.
 
 - On a host with emulated slots (no ConnectX), the fabric *is* an isolated libvirt network
-  per cluster, ``vc-fab-<cluster id>`` (no ``<forward>``): its members reach each other on
-  it and nothing else does (libvirt does not route between isolated networks).
+  per cluster, ``vc-fab-<cluster id>`` (see ``names``; no ``<forward>``): its members reach
+  each other on it and nothing else does (libvirt does not route between isolated networks).
 - InfiniBand: the partition key (PKey) is the tenant boundary, held by the subnet manager;
   ``UfmClient`` creates it and adds the members' port GUIDs through UFM's REST API.
 - RoCEv2: the VLAN is set on each member's VF (``<interface type='hostdev'>`` with
   ``<vlan>``, see ``domain``); the switch ports carry the VLAN as configured by the network
   team, so nothing is programmed here.
 
-Only networks named ``vc-fab-<digits>`` are ever touched.
+Only networks of ours (``names.owned_network``: our name and our UUID) are ever touched.
 """
 
 import ipaddress
 import json
 import logging
-import re
 import urllib.error
 import urllib.request
 
 from django.conf import settings
 
 from clusters.backends import simulator
+from clusters.backends.libvirt.names import (
+    cluster_id_of,
+    network_name,
+    network_uuid,
+    owned_network,
+)
 from portal.errors import BackendError
 
 log = logging.getLogger(__name__)
 
-NETWORK_PREFIX = "vc-fab-"
-NETWORK_NAME = re.compile(r"^vc-fab-(\d+)$")
 # A cluster's address block: one /21 of 172.16.0.0/12, the simulator's RoCE blocks; member
 # ``i`` is host ``10 + i``; the host side of an isolated network is host 1.
 NETWORK = simulator.ROCE_NETWORK
@@ -38,15 +41,6 @@ FIRST_HOST = simulator.ROCE_FIRST_HOST
 MAX_MEMBERS = simulator.ROCE_MAX_MEMBERS
 PKEY_BASE = 0x0100  # PKeys 0x0100 + block (0x7fff is the default partition: never used)
 VLAN_BASE = 100  # VLANs 100 + block (< 4095)
-
-
-def network_name(cluster_id) -> str:
-    return f"{NETWORK_PREFIX}{cluster_id}"
-
-
-def cluster_id_of(network) -> int | None:
-    match = NETWORK_NAME.match(network)
-    return int(match.group(1)) if match else None
 
 
 def block_network(block) -> ipaddress.IPv4Network:
@@ -65,7 +59,7 @@ def gateway_ip(block) -> str:
 def network_xml(cluster_id, block) -> str:
     net = block_network(block)
     return (
-        f"<network><name>{network_name(cluster_id)}</name>"
+        f"<network><name>{network_name(cluster_id)}</name><uuid>{network_uuid(cluster_id)}</uuid>"
         f"<ip address='{gateway_ip(block)}' netmask='{net.netmask}'/></network>"
     )
 
@@ -99,6 +93,9 @@ class FabricManager:
             net = conn.networkLookupByName(name)
         except libvirt.libvirtError:
             net = conn.networkDefineXML(network_xml(cluster_id, block))
+        if owned_network(net) != cluster_id:  # another portal's: never join our members to it
+            log.error("network %s on host %s is not this portal's", name, host)
+            raise BackendError()
         if not net.isActive():
             net.create()
 
@@ -125,6 +122,9 @@ class FabricManager:
             net = self.connect(host).networkLookupByName(name)
         except libvirt.libvirtError:
             return
+        if owned_network(net) is None:
+            log.warning("network %s on host %s is not this portal's: left alone", name, host)
+            return
         if net.isActive():
             net.destroy()
         if net.isPersistent():
@@ -132,8 +132,8 @@ class FabricManager:
 
     def networks(self, host) -> list[str]:
         """Names of the fabric networks on ``host`` (ours only)."""
-        names = [n.name() for n in self.connect(host).listAllNetworks()]
-        return [n for n in names if cluster_id_of(n) is not None]
+        nets = self.connect(host).listAllNetworks()
+        return [n.name() for n in nets if owned_network(n) is not None]
 
 
 class UfmClient:

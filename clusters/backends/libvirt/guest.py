@@ -24,7 +24,7 @@ from django.conf import settings
 
 from portal.errors import GuestImageMissing
 
-from . import fabric, guest_image
+from . import fabric, guest_image, names
 
 INGEST_PATH = "/api/metrics/ingest"
 ENV_FILE = "/etc/vc-metrics.env"
@@ -104,7 +104,7 @@ def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, by
     ``fabric_address`` (a ``FabricAddress``) gives the fabric NIC's IP, in the cluster's
     block; None or no IP: no fabric NIC is configured. The fabric entry, matched by MAC, is
     the more specific one: the management entry's ``e*`` leaves that NIC to it."""
-    meta = {"instance-id": f"vc-vm-{vm.pk}", "local-hostname": hostname(vm)}
+    meta = {"instance-id": names.domain_name(vm.pk), "local-hostname": hostname(vm)}
     ethernets = {"mgmt": {"match": {"name": "e*"}, "dhcp4": True}}
     if fabric_address is not None and getattr(fabric_address, "ip", None):
         ethernets["fabric"] = {

@@ -7,6 +7,7 @@ there too (or set ``LIBVIRT_BASE_VOLUME`` to a cloud image with cloud-init and n
 
 import json
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from clusters.backends.libvirt.connection import connect, lookup
@@ -14,6 +15,7 @@ from clusters.backends.libvirt.connection import connect, lookup
 from . import guest_image
 
 POOL_ROOT = Path("/var/lib/libvirt/images")
+BASE_PREFIX = guest_image.BASE_VOLUME.split("{", 1)[0]  # vc-base-
 CHUNK = 4 << 20
 
 
@@ -88,7 +90,28 @@ def ensure_base(pool, image: "guest_image.Image") -> str:
     if made.info()[1] != want:
         made.delete(0)
         raise guest_image.ImageError(f"{name}: the copy in the pool is not the image's disk")
+    prune_bases(pool, keep=name)
     return name
+
+
+def prune_bases(pool, keep: str) -> list[str]:
+    """Delete the base volumes of earlier images that no volume of the pool is backed by any
+    more (a VM made on an old image keeps its base until the VM is deleted); returns their
+    names. Run when a new base arrives, so a pool holds one base per image still in use."""
+    names = pool.listVolumes()
+    bases = {
+        n for n in names if n.startswith(BASE_PREFIX) and n != keep and not n.endswith(".partial")
+    }
+    if not bases:
+        return []
+    paths = {pool.storageVolLookupByName(n).path(): n for n in bases}
+    for other in set(names) - bases:
+        desc = ET.fromstring(pool.storageVolLookupByName(other).XMLDesc(0))
+        for used in desc.iterfind("backingStore/path"):
+            paths.pop(used.text or "", None)
+    for name in paths.values():
+        pool.storageVolLookupByName(name).delete(0)
+    return sorted(paths.values())
 
 
 def install(host, image=None) -> str:

@@ -13,7 +13,7 @@ Callers hold the lock order of ``clusters.locking`` and then the zone's host row
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, IntegerField, Q, Value, When
+from django.db.models import Case, IntegerField, Q, Value, When
 
 from clusters.hosts.models import GpuHost, HostDevice, Placement
 from portal.errors import CapacityUnavailable
@@ -29,40 +29,60 @@ class Slot:
     vf_id: int | None
 
 
+# What placement reads of a host: locking or reading more (the JSON of its CPUs) only costs.
+HOST_FIELDS = ("pk", "name", "block", "leaf")
+
+
 def lock_hosts(zone_id, fabric=None) -> list[GpuHost]:
     """The zone's enabled hosts (of ``fabric`` if given), locked in id order."""
     hosts = GpuHost.objects.select_for_update().filter(zone_id=zone_id, state=GpuHost.State.ENABLED)
     if fabric is not None:
         hosts = hosts.filter(fabric=fabric)
-    return list(hosts.order_by("pk"))
+    return list(hosts.only(*HOST_FIELDS).order_by("pk"))
 
 
 def hosts_of(zone_id, fabric=None):
     hosts = GpuHost.objects.filter(zone_id=zone_id, state=GpuHost.State.ENABLED)
-    return list(hosts.filter(fabric=fabric) if fabric is not None else hosts)
+    hosts = hosts.filter(fabric=fabric) if fabric is not None else hosts
+    return list(hosts.only(*HOST_FIELDS))
 
 
 def slots(hosts, instance_type, needs_vf, free_only=True) -> dict[int, list[Slot]]:
-    """Room per host for members of ``instance_type`` (two queries over the hosts' devices:
-    the width of each NUMA node, taken GPUs included, and the free devices)."""
-    present = HostDevice.objects.filter(host__in=hosts, missing=False)
-    of_type = Q(kind=D.GPU, model__icontains=instance_type.gpu_model)
-    width: defaultdict[int, int] = defaultdict(int)
-    nodes = present.filter(of_type).values_list("host_id", "numa_node").annotate(n=Count("pk"))
-    for host_id, _node, n in nodes.order_by():
-        width[host_id] = max(width[host_id], n)
-    rows = present.filter(placement__isnull=True) if free_only else present
-    gpus: defaultdict[int, dict] = defaultdict(dict)
-    vfs: defaultdict[int, dict] = defaultdict(dict)
+    """Room per host for members of ``instance_type``."""
+    return _room(hosts, instance_type, needs_vf, every=not free_only)[0]
+
+
+def capacity(hosts, instance_type, needs_vf) -> tuple[int, int]:
+    """How many members of ``instance_type`` the hosts hold in all, and free now."""
+    every, free = _room(hosts, instance_type, needs_vf, every=True, free=True)
+    return count(every), count(free)
+
+
+def _room(hosts, instance_type, needs_vf, *, every=False, free=True) -> list[dict]:
+    """Slots per host counting every device and/or counting the free ones, in that order:
+    one read of the hosts' GPUs of the type and VFs (a node's width counts taken GPUs too)."""
     gpu = str(D.GPU.value)  # a plain str compares faster than the enum member
-    found = rows.filter(of_type | Q(kind=D.VF)).order_by("pk")
-    for pk, host_id, kind, node in found.values_list("pk", "host_id", "kind", "numa_node"):
-        (gpus if kind == gpu else vfs)[host_id].setdefault(node, []).append(pk)
+    of_type = Q(kind=D.GPU, model__icontains=instance_type.gpu_model) | Q(kind=D.VF)
+    found = HostDevice.objects.filter(of_type, host_id__in=[h.pk for h in hosts], missing=False)
+    alls: dict[int, tuple[dict, dict]] = {h.pk: ({}, {}) for h in hosts}
+    frees: dict[int, tuple[dict, dict]] = {h.pk: ({}, {}) for h in hosts}
+    width: dict[int, dict] = {h.pk: {} for h in hosts}
+    rows = found.order_by("pk").values_list("pk", "host_id", "kind", "numa_node", "placement_id")
+    for pk, host_id, kind, node, taken in rows:
+        side = 0 if kind == gpu else 1
+        if side == 0:
+            width[host_id][node] = width[host_id].get(node, 0) + 1
+        if every:
+            alls[host_id][side].setdefault(node, []).append(pk)
+        if taken is None:
+            frees[host_id][side].setdefault(node, []).append(pk)
     need = instance_type.gpu_count
-    return {
-        h.pk: _host_slots(h.pk, gpus.get(h.pk, {}), vfs.get(h.pk, {}), need, needs_vf, width[h.pk])
-        for h in hosts
-    }
+    widest = {pk: max(nodes.values(), default=0) for pk, nodes in width.items()}
+    return [
+        {pk: _host_slots(pk, g, v, need, needs_vf, widest[pk]) for pk, (g, v) in by_host.items()}
+        for by_host, wanted in ((alls, every), (frees, free))
+        if wanted
+    ]
 
 
 def _host_slots(host_id, gpus, vfs, need, needs_vf, width):

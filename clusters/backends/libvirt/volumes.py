@@ -7,13 +7,14 @@ from pathlib import Path
 from django.conf import settings
 
 from clusters.backends.base import FabricAddress
-from clusters.backends.libvirt import domain, fabric, guest
+from clusters.backends.libvirt import fabric, guest
 from clusters.backends.libvirt.connection import connect, lookup
+from clusters.backends.libvirt.names import disk_volume, domain_uuid, seed_volume
 from metrics.services import rotate_token
 
 
 def ensure_disk(pool, vm, boot):
-    name = domain.disk_volume(vm.pk)
+    name = disk_volume(vm.pk)
     if lookup(pool.storageVolLookupByName, name) is not None:
         return
     backing = ""
@@ -31,7 +32,7 @@ def ensure_disk(pool, vm, boot):
 def write_seed(host, pool, vm, address, partition):
     """The NoCloud seed, rewritten at each start (the fabric address may have changed)
     with a fresh metrics token. The test driver keeps no file contents: only the volume."""
-    name = domain.seed_volume(vm.pk)
+    name = seed_volume(vm.pk)
     vol = lookup(pool.storageVolLookupByName, name)
     if vol is None:
         vol = pool.createXML(
@@ -60,9 +61,15 @@ def write_seed(host, pool, vm, address, partition):
     stream.finish()
 
 
+def own_domain(conn, vm_id):
+    """The VM's domain on ``conn`` found by its UUID: a domain with its name and another
+    UUID is another portal's, never ours to stop or remove."""
+    return lookup(conn.lookupByUUIDString, domain_uuid(vm_id))
+
+
 def remove_domain(host, vm_id):
     conn = connect(host)
-    dom = lookup(conn.lookupByName, domain.domain_name(vm_id))
+    dom = own_domain(conn, vm_id)
     if dom is not None:
         if dom.isActive():
             dom.destroy()
@@ -70,7 +77,7 @@ def remove_domain(host, vm_id):
     pool = lookup(conn.storagePoolLookupByName, host.storage_pool)
     if pool is None:
         return
-    for name in (domain.disk_volume(vm_id), domain.seed_volume(vm_id)):
+    for name in (disk_volume(vm_id), seed_volume(vm_id)):
         vol = lookup(pool.storageVolLookupByName, name)
         if vol is not None:
             vol.delete(0)

@@ -1,5 +1,5 @@
 """``manage.py bench_api``: server time and query counts of the API's cluster list and
-detail, each divided by a floor measured in the same run (issue 12, Benchmarks).
+detail and a cluster's 256 members, each divided by a floor measured in the same run.
 
 Like ``bench_pages``: PostgreSQL only, a scratch database of its own (``tests.bench.scratch``),
 requests straight into Django's WSGI handler with the full middleware stack. The floor is a
@@ -8,13 +8,18 @@ trivial view authenticated the same way as the API (the bearer token: ``tests.be
 - ``GET virtual-clusters?page_size=50`` of a project with 10 and with ``--clusters``
   (10,000) clusters of two members each; the last page is also timed, reached by following
   ``next_page_token``;
-- ``GET virtual-clusters/{id}``.
+- ``GET virtual-clusters/{id}``;
+- the 256 members of a cluster, both ways: ``GET virtual-machines?cluster={id}`` and
+  ``GET virtual-clusters/{id}/members`` (``page_size=500``: all of them in one answer).
 
-Targets: list at 10,000 <= 3x floor, detail <= 2x floor (medians), query counts equal at 10
-and 10,000. Rounds are shuffled every round (``--seed``).
+Targets: list at 10,000 <= 3x floor, detail <= 2x floor, the 256 members <= 4x floor
+(medians), query counts equal at 10 and 10,000. Rounds are shuffled every round (``--seed``).
 """
 
+import cProfile
+import io
 import json
+import pstats
 import random
 import statistics
 import time
@@ -32,8 +37,10 @@ from portal.models import Project, Role, RoleBinding
 from tests.bench.inprocess import BENCH_SETTINGS, environ
 from tests.bench.scratch import scratch_database
 from tests.bench.worlds import bench_catalog, clusters_with_members
+from vms.models import BillingType, VmStatus
 
-TARGETS = {"list10k": 3.0, "detail": 2.0}
+TARGETS = {"list10k": 3.0, "detail": 2.0, "vms256": 4.0, "members256": 4.0}
+WIDE = 256  # members of the wide cluster
 API_SETTINGS = {
     **BENCH_SETTINGS,
     "ROOT_URLCONF": "tests.bench.api_urls",
@@ -61,6 +68,7 @@ class Command(BaseCommand):
         parser.add_argument("--clusters", type=int, default=10_000, help="the large project")
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+        parser.add_argument("--profile", metavar="REQUEST", help="cProfile one request instead")
 
     def handle(self, *args, **opts):
         if connection.vendor != "postgresql":
@@ -93,6 +101,17 @@ class Command(BaseCommand):
                 created_by=user,
             )  # fmt: skip
             secrets[slug] = tokens.issue_token(user=user, project_id=project.pk, name="bench")[1]
+        (clusters["wide"],) = clusters_with_members(
+            Project.objects.get(slug="large"), zone, h100, 1, lambda _i: WIDE, name="wide",
+            status=lambda _i: ClusterStatus.RUNNING, created_by=user,
+            member=lambda _i, j: {
+                "status": VmStatus.RUNNING if j % 4 else VmStatus.STOPPED,
+                "billing_type": BillingType.RESERVED,
+                "private_ip": f"10.9.{j // 250}.{j % 250 + 2}",
+                "fabric_guid": f"0x248a0703{j:08x}",
+                "fabric_lid": j + 1,
+            },
+        )  # fmt: skip
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
         return secrets, clusters
@@ -115,10 +134,22 @@ class Command(BaseCommand):
                 secrets["large"],
             ),
             "detail": (f"{list_path}/{clusters['large'][-1].pk}", "", secrets["large"]),
+            "vms256": (
+                "/api/v1/virtual-machines",
+                f"cluster={clusters['wide'].pk}&page_size=500",
+                secrets["large"],
+            ),
+            "members256": (
+                f"{list_path}/{clusters['wide'].pk}/members",
+                "page_size=500",
+                secrets["large"],
+            ),
         }
         for secret in secrets.values():  # last_used_at written now, not inside a count
             call(handler, "/__bench__/api-floor/", "", secret)
         counts = {key: self.count_queries(handler, key, page) for key, page in pages.items()}
+        if self.opts["profile"]:
+            return self.profile(handler, pages)
         for _round in range(self.opts["warmup"]):
             for page in pages.values():
                 call(handler, *page)
@@ -134,6 +165,27 @@ class Command(BaseCommand):
                 if not status.startswith("200"):
                     raise CommandError(f"{key} answered {status}")
         self.report(counts, samples)
+        return None
+
+    def profile(self, handler, pages):
+        """The cProfile of ``--rounds`` calls of one request, by cumulative and own time."""
+        page = pages.get(self.opts["profile"])
+        if page is None:
+            raise CommandError(f"--profile takes one of {', '.join(pages)}")
+        for _round in range(self.opts["warmup"]):
+            call(handler, *page)
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.enable()
+        for _round in range(self.opts["rounds"]):
+            call(handler, *page)
+        profiler.disable()
+        per = (time.perf_counter() - started) / self.opts["rounds"] * 1000
+        self.say(f"{self.opts['profile']}: {per:.2f} ms/request under the profiler")
+        for order, count in (("cumulative", 40), ("tottime", 25)):
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(order).print_stats(count)
+            self.say(out.getvalue())
 
     def last_token(self, handler, secret) -> str:
         """The page_token of the last page of the large project (followed page by page)."""
@@ -145,34 +197,41 @@ class Command(BaseCommand):
                 return token
             token, query = following, f"page_size=500&page_token={following}"
 
-    def count_queries(self, handler, key, page) -> int:
+    def count_queries(self, handler, key, page) -> tuple[int, int]:
+        """(queries, bytes) of one answer, after checking it holds the rows it should."""
         with CaptureQueriesContext(connection) as queries:
             status, body = call(handler, *page)
         if not status.startswith("200"):
             raise CommandError(f"{key} answered {status}: {body[:300]!r}")
-        expected = {"list10": 10, "list10k": 50}.get(key)
+        expected = {"list10": 10, "list10k": 50, "vms256": WIDE, "members256": WIDE}.get(key)
         if expected is not None and len(json.loads(body)["items"]) != expected:
             raise CommandError(f"{key}: wrong number of rows")
-        return len(queries)
+        return len(queries), len(body)
 
     def report(self, counts, samples):
         floor = statistics.median(samples["floor"])
         self.say(f"\n{self.opts['rounds']} rounds, shuffled (--seed {self.opts['seed']}); ms")
-        self.say(f"{'request':10} {'queries':>7} {'median':>8} {'p95':>8} {'x floor':>8}")
+        self.say(
+            f"{'request':10} {'queries':>7} {'KiB':>6} {'median':>8} {'p95':>8} {'x floor':>8}"
+        )
         for key, values in samples.items():
             median = statistics.median(values)
             p95 = statistics.quantiles(values, n=20, method="inclusive")[-1]
-            self.say(f"{key:10} {counts[key]:>7} {median:>8.2f} {p95:>8.2f} {median / floor:>8.2f}")
+            queries, size = counts[key]
+            self.say(
+                f"{key:10} {queries:>7} {size / 1024:>6.1f} {median:>8.2f} {p95:>8.2f} "
+                f"{median / floor:>8.2f}"
+            )
         checks = [
             (
                 "queries equal at 10 and 10,000",
-                f"{counts['list10']} vs {counts['list10k']}",
-                counts["list10"] == counts["list10k"],
+                f"{counts['list10'][0]} vs {counts['list10k'][0]}",
+                counts["list10"][0] == counts["list10k"][0],
             ),
         ]
         for key, limit in TARGETS.items():
             ratio = statistics.median(samples[key]) / floor
             checks.append((f"{key} <= {limit:g}x floor (median)", f"{ratio:.2f}x", ratio <= limit))
-        self.say("\ntargets (issue 12):")
+        self.say("\ntargets:")
         for label, figure, ok in checks:
             self.say(f"  {'met' if ok else 'MISSED':6} {label:40} {figure}")

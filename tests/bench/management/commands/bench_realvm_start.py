@@ -189,15 +189,15 @@ def _recorded(conn, cluster_id, vm_ids):
     each VM's volume XMLs (the seed's bytes too) and its domain's inactive XML."""
     import libvirt
 
-    from clusters.backends.libvirt import domain, fabric
+    from clusters.backends.libvirt import names
 
     pool = conn.storagePoolLookupByName("vc-pool")
-    net = conn.networkLookupByName(fabric.network_name(cluster_id))
+    net = conn.networkLookupByName(names.network_name(cluster_id))
     members = []
     for vm_id in vm_ids:
-        dom = conn.lookupByName(domain.domain_name(vm_id))
-        disk = pool.storageVolLookupByName(domain.disk_volume(vm_id))
-        seed = pool.storageVolLookupByName(domain.seed_volume(vm_id))
+        dom = conn.lookupByName(names.domain_name(vm_id))
+        disk = pool.storageVolLookupByName(names.disk_volume(vm_id))
+        seed = pool.storageVolLookupByName(names.seed_volume(vm_id))
         with open(seed.path(), "rb") as source:
             data = source.read().rstrip(b"\0")  # the ISO uploaded, not the volume's tail
         data += b"\0" * (-len(data) % 2048)

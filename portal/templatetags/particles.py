@@ -1,0 +1,14 @@
+"""``{{ text|particles }}``: a translated sentence with its "을(를)" markers resolved by the
+name before each (``portal.particles``)."""
+
+from django import template
+
+from portal.particles import with_particles
+
+register = template.Library()
+
+
+@register.filter(is_safe=True)
+def particles(text):
+    """Only particles are put in: what was escaped stays escaped."""
+    return with_particles(str(text))

@@ -1,0 +1,320 @@
+"""Confirmations, progress and results as the server writes them: the stop dialog names the
+cluster and the members it stops, with the particle the name takes; the header names a
+running operation and offers nothing that contradicts it; an operation's outcome is never
+worded as success when an item failed (card, toast, 활동, audit); disabled buttons say why
+in visible text; 검증's refusals name the fact; the capacity error names what is short and
+where there is room."""
+
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone, translation
+
+from clusters import operations, outcome, services
+from clusters.models import ClusterStatus, Operation, OperationItem
+from clusters.validation.rules import validate_refusal
+from portal import errors
+from portal.models import AuditEvent
+from vms.models import BillingType, FabricType, VmStatus
+
+S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def _korean():
+    """Messages read here directly are Korean whatever a test before left active."""
+    with translation.override("ko"):
+        yield
+
+
+def body(response):
+    return response.content.decode()
+
+
+def url(name, pk):
+    return reverse(f"clusters:{name}", args=[pk])
+
+
+def named_members(world, cluster, names, status=V.STOPPED):
+    return [
+        world.vm(
+            name,
+            cluster=cluster,
+            status=status,
+            zone=cluster.zone,
+            instance_type=cluster.instance_type,
+        )
+        for name in names
+    ]
+
+
+# -- The stop dialog ----------------------------------------------------------------------
+
+
+def test_the_stop_dialog_names_the_cluster_and_the_members_it_would_stop(world, login):
+    cluster = world.cluster("ib-demo", status=S.RUNNING)
+    names = [f"gpu-node-0{i}" for i in range(1, 5)]
+    named_members(world, cluster, names, status=V.RUNNING)
+    page = body(login("admin").get(url("cluster_detail", cluster.pk)))
+    assert 'hx-confirm="ib-demo를 중지합니다"' in page
+    assert "실행 중인 멤버 4대(gpu-node-01, gpu-node-02, gpu-node-03, …)도 함께 중지됩니다" in page
+    # The option lifts the seed's rule, so the button is usable and the rule is said in
+    # the dialog (beside the option), not as the header's reason for a disabled button.
+    assert 'id="stop-reason"' not in page and 'id="stop-dialog-reason"' in page
+    assert 'id="cluster-stop" class="btn btn-danger">' in page
+    assert "을(를)" not in page and "를(을)" not in page
+
+
+def test_the_seed_sentence_is_said_in_the_header_only_where_it_applies(world, login):
+    cluster = world.cluster("ib-demo", status=S.RUNNING)
+    named_members(world, cluster, ["gpu-node-01", "gpu-node-02"], status=V.RUNNING)
+    still_running = errors.MembersStillRunning().message
+    page = body(login("admin").get(url("cluster_header", cluster.pk)))
+    assert page.count(still_running) == 1  # in the dialog's options only
+    # Nothing runs: no sentence at all, and a plain confirmed stop.
+    cluster.members.update(status=V.STOPPED)
+    page = body(login("admin").get(url("cluster_header", cluster.pk)))
+    assert still_running not in page and "stop-options" not in page
+    assert 'hx-confirm="ib-demo를 중지합니다"' in page
+
+
+def test_every_confirmation_on_the_members_tab_uses_the_dialog_with_the_right_particle(
+    world, login
+):
+    cluster = world.cluster("train", status=S.RUNNING)
+    named_members(world, cluster, ["gpu-node-01", "gpu-node-02", "gpu-node-03"])
+    page = body(login("admin").get(url("cluster_members", cluster.pk)))
+    assert 'hx-confirm="gpu-node-01을 시작합니다"' in page
+    assert 'hx-confirm="gpu-node-02를 시작합니다"' in page
+    assert (
+        'hx-confirm="선택한 멤버 {n}대를 시작합니다"' in page and "data-confirm-selection" in page
+    )
+    assert 'hx-confirm="중지된 멤버 3대를 시작합니다"' in page
+    assert "을(를)" not in page and "하시겠습니까" not in page
+    detached = world.cluster("idle")
+    named_members(world, detached, ["gpu-node-11", "gpu-node-12", "gpu-node-13"])
+    page = body(login("admin").get(url("cluster_members", detached.pk)))
+    assert 'hx-confirm="gpu-node-11을 idle에서 분리합니다"' in page
+    assert 'hx-confirm="gpu-node-12를 idle에서 분리합니다"' in page
+
+
+def test_a_disabled_detach_says_why_in_visible_text(world, login):
+    cluster = world.cluster("train", status=S.RUNNING)
+    named_members(world, cluster, ["a", "b"])
+    page = body(login("admin").get(url("cluster_members", cluster.pk)))
+    reason = errors.NotEnoughMembers().message
+    assert f'id="detach-reason-1" role="note">분리: {reason}</p>' in page
+    assert 'aria-describedby="detach-reason-1"' in page
+
+
+# -- The header while an operation runs ---------------------------------------------------
+
+
+def test_while_an_operation_runs_the_header_names_it_and_offers_nothing_contradicting(world, login):
+    cluster = world.cluster("ib-demo", status=S.RUNNING)
+    members = named_members(world, cluster, ["n1", "n2", "n3"], status=V.STOPPING)
+    members[0].status = V.STOPPED
+    members[0].save(update_fields=["status"])
+    operation = Operation.objects.create(
+        kind=Operation.Kind.STOP_CLUSTER, project=cluster.project, cluster=cluster
+    )
+    for position, vm in enumerate(members[1:]):
+        OperationItem.objects.create(
+            operation=operation,
+            position=position,
+            vm=vm,
+            target_name=vm.name,
+            status=Item.SUCCEEDED if position == 0 else Item.PENDING,
+        )
+    client = login("admin")
+    header = body(client.get(url("cluster_header", cluster.pk)))
+    assert 'id="header-operation"' in header and "클러스터 중지 진행 중 · 1/2" in header
+    for offered in ('id="cluster-stop"', 'id="callout-start-all"', "클러스터 시작"):
+        assert offered not in header
+    assert "every 2s" in header  # polls until it is done
+    tab = body(client.get(url("cluster_members", cluster.pk)))
+    assert 'id="members-busy"' in tab and 'id="start-all"' not in tab
+    operation.finished_at = timezone.now()
+    operation.save(update_fields=["finished_at"])
+    cluster.members.update(status=V.STOPPED)
+    header = body(client.get(url("cluster_header", cluster.pk)))
+    assert 'id="header-operation"' not in header and 'id="cluster-stop"' in header
+
+
+# -- Outcome words ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "finished", "failed", "state", "text"),
+    [
+        (False, 4, 2, 0, "running", "진행 2/4"),
+        (False, 4, 3, 1, "running", "진행 3/4 · 실패 1"),
+        (True, 3, 3, 0, "succeeded", "성공 3/3"),
+        (True, 3, 3, 1, "partial", "성공 2 · 실패 1"),
+        (True, 1, 1, 1, "failed", "실패 1"),
+        (True, 0, 0, 0, "succeeded", "완료"),
+    ],
+)
+def test_an_outcome_is_worded_as_success_only_when_every_item_succeeded(
+    world, done, total, finished, failed, state, text
+):
+    operation = Operation(kind=Operation.Kind.START_MEMBERS, project=world.demo)
+    operation.finished_at = timezone.now() if done else None
+    result = outcome.describe(operation, total, finished, failed)
+    assert (result.state, result.text) == (state, text)
+    assert "완료" not in result.text or total == 0
+
+
+def test_one_failed_item_is_failure_on_the_card_in_the_toast_in_activity_and_audit(world, login):
+    cluster = world.cluster()
+    spot = world.vm("spot", billing_type=BillingType.SPOT)
+    client = login("admin")
+    response = client.post(url("cluster_attach", cluster.pk), {"vm": [spot.pk]}, **HX)
+    card = body(response)
+    assert "실패 1" in card and "완료" not in card and 'data-outcome="failed"' in card
+    assert "성공" not in response["HX-Trigger"].encode().decode("unicode_escape")
+    activity = body(client.get(url("cluster_activity", cluster.pk)))
+    table = re.search(r'class="table operations-table">.*?</table>', activity, re.S).group(0)
+    assert 'data-outcome="failed"' in table and "outcome-succeeded" not in table
+    event = AuditEvent.objects.get(action="operation.attach")
+    assert event.outcome == AuditEvent.Outcome.FAILED and "1대 중 1대 실패" in event.text
+    # Every item succeeding is 성공, said so.
+    good = world.vm("good")
+    client.post(url("cluster_attach", cluster.pk), {"vm": [good.pk]}, **HX)
+    event = AuditEvent.objects.filter(action="operation.attach").order_by("-id").first()
+    assert event.outcome == AuditEvent.Outcome.SUCCEEDED and event.text == "1대 모두 성공"
+
+
+# -- The attach rules, naming the fact ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kw", "code", "short"),
+    [
+        ({"billing_type": BillingType.SPOT}, "spot_or_dr_vm", None),
+        ({"zone": "zone_b"}, "vm_other_zone", "다른 가용 영역 (kr-central-1b)"),
+        ({"instance_type": "l40s"}, "vm_other_instance_type", "인스턴스 유형이 다름 (gpu.l40sx4)"),
+        ({"status": V.RUNNING}, "vm_not_eligible", None),
+        # What stopping cannot fix is said first.
+        ({"status": V.RUNNING, "zone": "zone_b"}, "vm_other_zone", None),
+        ({"status": V.RUNNING, "disaster_recovery": True}, "spot_or_dr_vm", None),
+    ],
+)
+def test_the_attach_rule_names_the_fact(world, kw, code, short):
+    cluster = world.cluster()
+    kw = {
+        k: getattr(world, v) if isinstance(v, str) and hasattr(world, v) else v
+        for k, v in kw.items()
+    }
+    refusal = services.attach_refusal(world.vm("n1", **kw), cluster)
+    assert refusal.code == code
+    if short:
+        assert refusal.short == short
+    assert isinstance(refusal, errors.VmNotEligible | errors.SpotOrDrVm)
+
+
+def test_the_attach_panel_says_per_vm_what_refuses_it(world, login):
+    cluster = world.cluster("target")
+    world.vm("zone-b-1", zone=world.zone_b)
+    world.vm("running-1", status=V.RUNNING)
+    world.vm("stopping-1", status=V.STOPPING)
+    world.vm("l40s-1", instance_type=world.l40s)
+    page = body(login("admin").get(url("cluster_attach", cluster.pk), **HX))
+    for reason in (
+        "다른 가용 영역 (kr-central-1b)",
+        "실행중 — 먼저 중지하세요",
+        "중지중 — 중지가 끝나면 연결할 수 있습니다",
+        "인스턴스 유형이 다름 (gpu.l40sx4)",
+    ):
+        assert reason in page
+    assert 'id="attach-search"' in page and "attach-actions" in page
+    assert 'id="attach-none"' in page  # nothing to attach: 연결 is disabled and says why
+
+
+# -- 검증's refusals --------------------------------------------------------------------
+
+
+def test_validation_refusals_name_the_fact(world, login):
+    cluster = world.cluster("idle")
+    named_members(world, cluster, ["a", "b", "c", "d"])
+    assert validate_refusal(cluster, 0, False).code == "validation_cluster_not_running"
+    section = body(login("admin").get(url("validation_section", cluster.pk)))
+    assert "클러스터가 실행중일 때 검증할 수 있습니다" in section and "disabled" in section
+
+    cluster.status = S.RUNNING
+    cluster.save(update_fields=["status"])
+    assert validate_refusal(cluster, 1, False).code == "not_enough_running_members"
+    section = body(login("admin").get(url("validation_section", cluster.pk)))
+    assert "실행중인 멤버가 2대 이상 필요합니다" in section
+    assert "가상머신 2대 이상이 필요합니다" not in section
+    assert 'id="validation-start-all"' in section
+    assert 'hx-confirm="중지된 멤버 4대를 시작합니다"' in section
+    # A viewer sees neither the button nor the start.
+    assert 'id="validation-start-all"' not in body(
+        login("viewer").get(url("validation_section", cluster.pk))
+    )
+
+
+# -- The capacity error -------------------------------------------------------------------
+
+
+def test_the_capacity_error_names_what_is_short_and_where_there_is_room(
+    world, django_capture_on_commit_callbacks
+):
+    world.capacity(1)
+    world.capacity(4, zone=world.zone_b)
+    cluster = world.cluster("big")
+    world.members(cluster, 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        operations.start_cluster_op(cluster.pk, actor=world.admin)
+    cluster.refresh_from_db()
+    error = cluster.last_error
+    assert error.code == "capacity_unavailable"
+    assert error.params["room"] == [["kr-central-1b", 4]]
+    assert error.message == (
+        "kr-central-1a의 H100 · InfiniBand 노드가 부족합니다: 요청 2노드, 가용 1노드. "
+        "여유가 있는 영역: kr-central-1b(4노드)"
+    )
+    stored = errors.CapacityUnavailable(**{**error.params, "room": []})
+    assert "다른 영역에도 여유가 없습니다" in stored.message
+    assert errors.CapacityUnavailable().message.startswith("가용 영역의 자원이 부족하여")
+
+
+def test_the_capacity_error_speaks_english(world, settings):
+    error = errors.CapacityUnavailable(
+        zone="kr-central-1a",
+        instance_type="L40S",
+        fabric="RoCEv2",
+        requested=2,
+        available=1,
+        room=[["kr-central-1b", 8]],
+    )
+    with translation.override("en"):
+        text = error.message
+    assert "kr-central-1a" in text and "L40S" in text and "kr-central-1b" in text
+    assert not any("\uac00" <= ch <= "\ud7a3" for ch in text), text
+
+
+def test_fabric_is_named_for_roce_too(world):
+    world.capacity(0, instance_type=world.l40s, fabric=FabricType.ROCE_V2)
+    cluster = world.cluster("l40s", instance_type=world.l40s, fabric_type=FabricType.ROCE_V2)
+    from clusters.backends import get_backend
+
+    with pytest.raises(errors.CapacityUnavailable) as caught:
+        get_backend().allocate(cluster, 2)
+    assert "L40S · RoCEv2" in caught.value.message
+
+
+def test_the_vm_page_confirms_its_stop_delete_and_detach_with_the_right_particle(world, login):
+    cluster = world.cluster("ib-demo")
+    (member,) = named_members(world, cluster, ["gpu-node-01"])
+    page = body(login("admin").get(reverse("vms:vm_edit", args=[member.pk])))
+    assert 'hx-confirm="gpu-node-01을 ib-demo에서 분리합니다"' in page
+    assert 'data-confirm-when="action=detach"' in page
+    assert 'hx-confirm="gpu-node-01을 시작합니다"' in page
+    loose = world.vm("gpu-node-02")
+    page = body(login("admin").get(reverse("vms:vm_edit", args=[loose.pk])))
+    assert 'hx-confirm="gpu-node-02를 삭제합니다"' in page and "분리합니다" not in page
+    assert "을(를)" not in page
