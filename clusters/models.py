@@ -93,9 +93,18 @@ class MemberStates:
     def read(cls, cluster) -> "MemberStates":
         """One query, whatever the number of members."""
         members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
-        rows = list(members.values_list("status", "name"))
-        unstopped = tuple(sorted(name for status, name in rows if status != VmStatus.STOPPED))
-        return replace(cls.of(status for status, _name in rows), unstopped=unstopped)
+        return cls._of_rows(members.values_list("pk", "status", "name"))
+
+    @classmethod
+    def of_members(cls, vms) -> "MemberStates":
+        """The same as ``read``, from the members a page has read already (no query)."""
+        return cls._of_rows((vm.pk, vm.status, vm.name) for vm in vms)
+
+    @classmethod
+    def _of_rows(cls, rows) -> "MemberStates":
+        rows = sorted(rows)
+        unstopped = tuple(sorted(name for _pk, status, name in rows if status != VmStatus.STOPPED))
+        return replace(cls.of(status for _pk, status, _name in rows), unstopped=unstopped)
 
     @property
     def by_status(self) -> Counter:

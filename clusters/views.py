@@ -199,7 +199,7 @@ def _members_and_states(user, cluster) -> tuple[list, MemberStates]:
     every = list(
         VirtualMachine.objects.filter(cluster=cluster).only(*MEMBER_FIELDS).order_by(*RANK_ORDER)
     )
-    states = MemberStates.of(vm.status for vm in sorted(every, key=lambda vm: vm.pk))
+    states = MemberStates.of_members(every)
     readable_vms = readable(user, Perm.VM_READ, VirtualMachine)
     return [vm for vm in every if readable_vms.shows(vm)], states
 
