@@ -4,7 +4,8 @@ from django.utils.translation import gettext_lazy as _
 from clusters.models import ClusterStatus
 from portal.kernel import NAME_MAX, parse_id
 from portal.listing import ListFilterForm, choice_rank
-from vms.models import FabricOffering, FabricType, InstanceType, Zone, offered_fabrics
+from vms.models import FabricOffering, FabricType, InstanceType, Zone
+from portal.compute.catalog import offered_fabrics
 
 
 class ClusterCreateForm(forms.Form):

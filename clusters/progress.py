@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.backends import get_backend
-from clusters.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
+from portal.compute.backends import get_backend
+from portal.compute.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
 from clusters.models import (
     HOLDS_RESOURCES,
     LIFECYCLE,

@@ -1,6 +1,6 @@
 """What a user can do to a cluster and its membership (SPEC §4, §5). Nothing else writes them.
 
-Each action runs in one transaction, locks rows in the fixed order of ``clusters.locking``,
+Each action runs in one transaction, locks rows in the fixed order of ``portal.compute.locking``,
 checks the actor's permission and the rules, raises a typed error with the SPEC §5 message,
 audits the attempt and queues the slow part (``actor=None``: the system).
 
@@ -15,18 +15,9 @@ import logging
 from django.db import IntegrityError, transaction
 
 from clusters import tasks
-from clusters.backends import get_backend
-from clusters.holds import hold_refusal
-from clusters.locking import (
-    VM_STATE_FIELDS,
-    clear_fabric,
-    lock_cluster,
-    lock_members,
-    lock_vm,
-    lock_vm_with_cluster,
-    save_cluster,
-    save_vm,
-)
+from portal.compute.backends import get_backend
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import VM_STATE_FIELDS, clear_fabric, lock_cluster, lock_members, lock_vm, lock_vm_with_cluster, save_cluster, save_vm
 from clusters.models import (
     DELETABLE,
     LIFECYCLE,
@@ -72,14 +63,8 @@ from portal.kernel import (
     validate_name,
 )
 from portal.permissions import Perm
-from vms.models import (
-    BillingType,
-    FabricType,
-    VirtualMachine,
-    VmStatus,
-    catalog_choice,
-    offered_fabrics,
-)
+from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
+from portal.compute.catalog import catalog_choice, offered_fabrics
 
 log = logging.getLogger(__name__)
 

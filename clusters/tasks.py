@@ -46,6 +46,6 @@ def sync_gpu_hosts():
 
     if not GpuHost.objects.exists():
         return {}
-    from clusters.backends.libvirt.inventory import sync_all
+    from portal.compute.backends.libvirt.inventory import sync_all
 
     return sync_all()

@@ -5,7 +5,7 @@ from typing import Any
 from celery import shared_task
 from django.db import OperationalError
 
-from clusters.backends import get_backend
+from portal.compute.backends import get_backend
 from metrics import events, series_sql, simulate, storage
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate

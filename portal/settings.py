@@ -326,9 +326,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # The compute backend (SPEC §8) and its simulator's pace.
-COMPUTE_BACKEND = os.environ.get("COMPUTE_BACKEND", "clusters.backends.simulator.SimulatorBackend")
+COMPUTE_BACKEND = os.environ.get("COMPUTE_BACKEND", "portal.compute.backends.simulator.SimulatorBackend")
 SIMULATOR_STEP_SECONDS = float(os.environ.get("SIMULATOR_STEP_SECONDS", "2"))
-# Tests' hook into the simulator across processes (clusters.backends.simulator.StepGate): a
+# Tests' hook into the simulator across processes (portal.compute.backends.simulator.StepGate): a
 # folder where each step records that it started, and waits while the folder holds `closed`.
 SIMULATOR_STEP_GATE = os.environ.get("SIMULATOR_STEP_GATE", "")
 # A transitional status older than this is repaired by the reconciler.
@@ -359,7 +359,7 @@ LOGGING = {
     },
 }
 
-# The libvirt backend (COMPUTE_BACKEND=clusters.backends.libvirt.LibvirtBackend): kvm on GPU
+# The libvirt backend (COMPUTE_BACKEND=portal.compute.backends.libvirt.LibvirtBackend): kvm on GPU
 # hosts, qemu (TCG) on machines without usable KVM; a host may override it.
 LIBVIRT_DOMAIN_TYPE = os.environ.get("LIBVIRT_DOMAIN_TYPE", "kvm")
 if LIBVIRT_DOMAIN_TYPE not in ("kvm", "qemu"):

@@ -117,7 +117,7 @@ def login(client, world):
 
 @pytest.fixture(autouse=True)
 def _no_simulator_faults():
-    from clusters.backends.simulator import SimulatorBackend
+    from portal.compute.backends.simulator import SimulatorBackend
 
     SimulatorBackend.faults.clear()
     SimulatorBackend.hooks.clear()

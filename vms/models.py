@@ -79,25 +79,6 @@ class FabricOffering(models.Model):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
 
 
-def catalog_choice(zone_id, instance_type_id) -> tuple[Zone | None, InstanceType | None]:
-    """The zone and the instance type a create names: None for one that does not exist (the
-    create's rule refuses it)."""
-    return (
-        Zone.objects.filter(pk=id_for_lookup(zone_id)).first(),
-        InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first(),
-    )
-
-
-def offered_fabrics(zone_id, instance_type_id) -> list[str]:
-    """The fabrics instance type ``instance_type_id`` offers in zone ``zone_id``."""
-    return list(
-        FabricOffering.objects.filter(zone_id=zone_id, instance_type_id=instance_type_id)
-        .order_by("fabric")
-        .values_list("fabric", flat=True)
-        .distinct()
-    )
-
-
 class VmStatus(models.TextChoices):
     STOPPED = "STOPPED", _("중지됨")
     STARTING = "STARTING", _("시작중")

@@ -5,8 +5,8 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.backends import get_backend
-from clusters.locking import apply_fabric, lock_vm_with_cluster, save_vm
+from portal.compute.backends import get_backend
+from portal.compute.locking import apply_fabric, lock_vm_with_cluster, save_vm
 from portal.audit import Attempt, record
 from portal.errors import BackendError, CapacityUnavailable, RuleViolation
 from portal.kernel import check_perm, set_status

@@ -1,16 +1,16 @@
 """What a user can do to a VM (SPEC §5.6). Membership lives in ``clusters.services``.
 
 Same discipline as there: one transaction, the VM's cluster locked before the VM
-(``clusters.locking``), a typed error with the user's message, an audit event, the slow part
+(``portal.compute.locking``), a typed error with the user's message, an audit event, the slow part
 queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` function; its
 ``preflight_*`` twin answers "would this be refused?" for the pages.
 """
 
 from django.db import IntegrityError, transaction
 
-from clusters.backends import get_backend
-from clusters.holds import hold_refusal
-from clusters.locking import lock_vm_with_cluster, save_vm
+from portal.compute.backends import get_backend
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import lock_vm_with_cluster, save_vm
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.audit import attempt
 from portal.errors import (
@@ -38,18 +38,8 @@ from portal.kernel import (
 from portal.models import Project
 from portal.permissions import Perm
 from vms import tasks
-from vms.models import (
-    VM_LIFECYCLE,
-    VM_STARTABLE,
-    VM_STOPPABLE,
-    BillingType,
-    FabricOffering,
-    InstanceType,
-    VirtualMachine,
-    VmStatus,
-    Zone,
-    catalog_choice,
-)
+from vms.models import VM_LIFECYCLE, VM_STARTABLE, VM_STOPPABLE, BillingType, FabricOffering, InstanceType, VirtualMachine, VmStatus, Zone
+from portal.compute.catalog import catalog_choice
 
 V = VmStatus
 

@@ -50,7 +50,7 @@ class GpuHostAdmin(ConsoleAdmin):
 
     @admin.action(description=_("동기화"))
     def sync(self, request, queryset):
-        from clusters.backends.libvirt.inventory import sync_host
+        from portal.compute.backends.libvirt.inventory import sync_host
 
         for host in queryset:
             try:

@@ -2,7 +2,8 @@
 cluster's fabric partition.
 
 A host is one libvirtd (``uri``). Its inventory (GPUs and fabric virtual functions, each with
-its NUMA node) is read from the host's node devices by ``clusters.backends.libvirt.inventory``;
+its NUMA node) is read from the host's node devices by
+``portal.compute.backends.libvirt.inventory``;
 a host without such devices may instead *declare* emulated GPU and VF slots. A ``Placement``
 binds a VM to a host and holds the devices it was given; capacity is the inventory minus
 what placements hold.

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
-from clusters.locking import lock_cluster
+from portal.compute.locking import lock_cluster
 from clusters.models import (
     STOPPABLE,
     TRANSITIONAL,

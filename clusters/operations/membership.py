@@ -4,8 +4,8 @@ the fixed order, an item and an audit event per VM."""
 from collections.abc import Callable, Iterable
 
 from clusters import services
-from clusters.holds import hold_refusal
-from clusters.locking import lock_cluster, lock_members
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import lock_cluster, lock_members
 from clusters.models import (
     ClusterStatus,
     Operation,

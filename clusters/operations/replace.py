@@ -9,7 +9,7 @@ steps that wait for a VM to settle are walked by ``advance_replace``, which read
 (not ``operation.done``) to know where it is.
 
 The end state is the member replaced, or the cluster as it was. The spare is locked and held
-for the replace (``clusters.holds``) before the member is touched, so starting, deleting or
+for the replace (``portal.compute.holds``) before the member is touched, so starting, deleting or
 attaching it meanwhile is refused; and should the swap be refused all the same (the spare's
 permission withdrawn, the cluster changed), the member this replace stopped is started again.
 """
@@ -20,8 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
-from clusters.holds import hold_refusal
-from clusters.locking import lock_cluster, lock_members, lock_vm
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import lock_cluster, lock_members, lock_vm
 from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.operations.common import (
     WATCH_EVERY,
@@ -99,7 +99,7 @@ def replace_member(
         cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
         member = VirtualMachine.objects.filter(pk=id_for_lookup(member_vm_id)).first()
         # Locked: a start, delete or attach of the spare waits for this replace, then sees
-        # the hold (``clusters.holds``).
+        # the hold (``portal.compute.holds``).
         spare = (
             VirtualMachine.objects.select_for_update().filter(pk=id_for_lookup(spare_vm_id)).first()
         )

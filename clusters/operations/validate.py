@@ -2,7 +2,7 @@
 member. The jobs (``clusters.validation.plan``) wait for the members' agents, which fetch
 them with their metrics tokens (``metrics.jobs``); ``watch_validation`` times out the silent
 and ends the run when no agent posts anything more. With the simulator backend (no agents on
-its VMs) ``clusters.backends.validation_sim`` answers for the running members.
+its VMs) ``clusters.validation.agent_sim`` answers for the running members.
 """
 
 from collections.abc import Iterable
@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from celery import shared_task
 from django.db import transaction
 
-from clusters.backends import get_backend
-from clusters.backends.validation_sim import answer_jobs
-from clusters.locking import lock_cluster, lock_members
+from portal.compute.backends import get_backend
+from clusters.validation.agent_sim import answer_jobs
+from portal.compute.locking import lock_cluster, lock_members
 from clusters.models import Operation, OperationItem
 from clusters.operations.common import K, _cluster_attempt, _item, _new_operation
 from clusters.validation import jobs

@@ -12,7 +12,7 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, VirtualCluster
 from portal import errors
 from tests.browser.dialogs import cancel, confirm, confirm_dialog, shoot, switch_language

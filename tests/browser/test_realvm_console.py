@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from clusters.backends.libvirt import names
+from portal.compute.backends.libvirt import names
 from clusters.models import VirtualCluster
 from metrics.models import Sample
 from tests.browser.dialogs import confirm

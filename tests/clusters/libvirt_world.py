@@ -3,9 +3,9 @@ each, over 2 NUMA nodes), synced into the database, with the libvirt backend sel
 
 import pytest
 
-from clusters.backends.libvirt import connection
-from clusters.backends.libvirt.inventory import sync_host
-from clusters.backends.libvirt.testhost import write_hosts
+from portal.compute.backends.libvirt import connection
+from portal.compute.backends.libvirt.inventory import sync_host
+from portal.compute.backends.libvirt.testhost import write_hosts
 from clusters.hosts.models import GpuHost
 from vms.models import FabricOffering, FabricType, InstanceType
 
@@ -72,7 +72,7 @@ def commits(django_capture_on_commit_callbacks, monkeypatch):
 
 @pytest.fixture
 def hosts(world, tmp_path, settings, commits):
-    settings.COMPUTE_BACKEND = "clusters.backends.libvirt.LibvirtBackend"
+    settings.COMPUTE_BACKEND = "portal.compute.backends.libvirt.LibvirtBackend"
     h = Hosts(world, tmp_path)
     yield h
     h.close()

@@ -300,7 +300,7 @@ def test_the_capacity_error_speaks_english(world, settings):
 def test_fabric_is_named_for_roce_too(world):
     world.capacity(0, instance_type=world.l40s, fabric=FabricType.ROCE_V2)
     cluster = world.cluster("l40s", instance_type=world.l40s, fabric_type=FabricType.ROCE_V2)
-    from clusters.backends import get_backend
+    from portal.compute.backends import get_backend
 
     with pytest.raises(errors.CapacityUnavailable) as caught:
         get_backend().allocate(cluster, 2)

@@ -8,8 +8,8 @@ import json
 import pycdlib
 import pytest
 
-from clusters.backends.base import FabricAddress
-from clusters.backends.libvirt import guest, guest_image, names
+from portal.compute.backends.base import FabricAddress
+from portal.compute.backends.libvirt import guest, guest_image, names
 from portal.errors import GuestImageMissing
 
 

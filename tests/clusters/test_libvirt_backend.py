@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils import translation
 
 from clusters import services as cluster_services
-from clusters.backends.libvirt import LibvirtBackend, domain, names
+from portal.compute.backends.libvirt import LibvirtBackend, domain, names
 from clusters.hosts.models import FabricPartition, HostDevice, Placement
 from clusters.models import ClusterStatus
 from portal.errors import CapacityUnavailable
@@ -48,7 +48,7 @@ def test_inventory_and_capacity(world, hosts):
     cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
     assert (cap.total_nodes, cap.free_nodes) == (8, 5)
     # 동기화 again changes nothing; a draining host takes no new members.
-    from clusters.backends.libvirt.inventory import sync_all
+    from portal.compute.backends.libvirt.inventory import sync_all
     from clusters.hosts.models import GpuHost
 
     assert sync_all() == {"h0": "16", "h1": "16", "h2": "16", "h3": "16"}
@@ -200,9 +200,9 @@ def hosts_all(hosts):
 
 
 def test_a_device_gone_from_its_host_leaves_the_inventory(world, hosts):
-    from clusters.backends.libvirt import connection
-    from clusters.backends.libvirt.inventory import sync_host
-    from clusters.backends.libvirt.testhost import host_xml
+    from portal.compute.backends.libvirt import connection
+    from portal.compute.backends.libvirt.inventory import sync_host
+    from portal.compute.backends.libvirt.testhost import host_xml
 
     host = hosts.add("h0")
     cluster = world.cluster("gone", instance_type=hosts.h100x4)

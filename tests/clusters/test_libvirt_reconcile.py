@@ -10,8 +10,8 @@ import pytest
 
 from clusters import progress
 from clusters import services as cluster_services
-from clusters.backends.libvirt import LibvirtBackend, fabric, names
-from clusters.backends.libvirt.fabric import UfmClient
+from portal.compute.backends.libvirt import LibvirtBackend, fabric, names
+from portal.compute.backends.libvirt.fabric import UfmClient
 from clusters.hosts.models import FabricPartition, Placement
 from portal.errors import BackendError
 from portal.models import AuditEvent
@@ -209,7 +209,7 @@ def _hosts():
 
 
 def test_simulator_observes_what_the_portal_says(world):
-    from clusters.backends.simulator import SimulatorBackend
+    from portal.compute.backends.simulator import SimulatorBackend
 
     running = world.vm("up", status=VmStatus.RUNNING)
     world.vm("down")
@@ -288,15 +288,15 @@ def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
 
 
 def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
-    from clusters.backends.libvirt import connection
+    from portal.compute.backends.libvirt import connection
     from clusters.hosts.models import GpuHost
     from portal.errors import BackendError
 
     host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tcp://127.0.0.1:1/system")
-    caplog.set_level("WARNING", logger="clusters.backends.libvirt.connection")
+    caplog.set_level("WARNING", logger="portal.compute.backends.libvirt.connection")
     for _ in range(3):
         with pytest.raises(BackendError):
             connection.connect(host)
-    dialled = [r for r in caplog.records if r.name == "clusters.backends.libvirt.connection"]
+    dialled = [r for r in caplog.records if r.name == "portal.compute.backends.libvirt.connection"]
     assert len(dialled) == 1
     connection.forget(host.uri)

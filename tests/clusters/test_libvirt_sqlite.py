@@ -13,9 +13,9 @@ django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.test.utils import override_settings
-from clusters.backends.libvirt import LibvirtBackend
-from clusters.backends.libvirt.inventory import sync_host
-from clusters.backends.libvirt.testhost import write_hosts
+from portal.compute.backends.libvirt import LibvirtBackend
+from portal.compute.backends.libvirt.inventory import sync_host
+from portal.compute.backends.libvirt.testhost import write_hosts
 from clusters.hosts.models import FabricPartition, GpuHost, Placement
 from clusters.models import VirtualCluster
 from portal.models import Project
@@ -30,7 +30,7 @@ for fabric in ("INFINIBAND", "ROCE_V2"):
     FabricOffering.objects.create(zone=zone, instance_type=itype, fabric=fabric)
     for i, uri in enumerate(write_hosts(TMP + "/" + fabric, 2)):
         sync_host(GpuHost.objects.create(name=f"{fabric}-{i}", zone=zone, uri=uri, fabric=fabric))
-with override_settings(COMPUTE_BACKEND="clusters.backends.libvirt.LibvirtBackend"):
+with override_settings(COMPUTE_BACKEND="portal.compute.backends.libvirt.LibvirtBackend"):
     backend = LibvirtBackend()
     for n, fabric in enumerate(("INFINIBAND", "ROCE_V2", "INFINIBAND")):
         cluster = VirtualCluster.objects.create(

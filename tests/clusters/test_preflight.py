@@ -215,7 +215,7 @@ def test_vm_pages_hide_the_cluster_from_a_user_without_cluster_read(world, clien
 def test_repair_leaves_a_step_another_process_is_advancing(world, monkeypatch):
     """Failed before the fix: a restarted worker running a queued start and the reconciler
     together rolled a healthy start back ("전환이 시간 내에 끝나지 않아 되돌렸습니다")."""
-    from clusters.backends.simulator import SimulatorBackend
+    from portal.compute.backends.simulator import SimulatorBackend
 
     world.capacity(10)
     cluster = world.cluster(status=S.UNALLOCATED)

@@ -4,7 +4,7 @@ import pytest
 from django.utils import translation
 
 from clusters import progress, services
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, SimulatorAllocation, VirtualCluster
 from portal import errors
 from portal.models import AuditEvent

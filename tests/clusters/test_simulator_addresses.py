@@ -5,7 +5,7 @@ import ipaddress
 
 import pytest
 
-from clusters.backends.simulator import ROCE_BLOCKS, SimulatorBackend
+from portal.compute.backends.simulator import ROCE_BLOCKS, SimulatorBackend
 from clusters.models import SimulatorAllocation, VirtualCluster
 from portal.errors import CapacityUnavailable
 from tests.clusters.test_races import race

@@ -14,7 +14,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import SimulatorCapacity, VirtualCluster
 from tests.concurrency.test_mixed_operations import _wait_for_waiters
 from vms.models import VirtualMachine

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from clusters import services as cluster_services
-from clusters.backends.simulator import StepGate
+from portal.compute.backends.simulator import StepGate
 from clusters.models import ClusterStatus, VirtualCluster
 from portal import heartbeat
 from tests.faults.harness import wait_until

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from clusters import progress as cluster_progress
 from clusters import services as cluster_services
-from clusters.backends.simulator import StepGate
+from portal.compute.backends.simulator import StepGate
 from clusters.models import (
     STABLE,
     ClusterStatus,

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus
 from metrics import ingest, simulate, tasks
 from metrics.models import Sample

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from metrics.models import MetricsToken
 from portal.models import ApiToken, AuditEvent, Project, RoleBinding
 from tests.conftest import builtin_role

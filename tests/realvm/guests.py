@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clusters.backends.libvirt import guest_image, guest_install, names
+from portal.compute.backends.libvirt import guest_image, guest_install, names
 from clusters.hosts.models import GpuHost
 
 URI = "qemu:///system"
@@ -65,7 +65,7 @@ def far_ids():
 
 def use_libvirt(settings, live_server):
     """This process's portal on the libvirt backend, guests reporting to ``live_server``."""
-    settings.COMPUTE_BACKEND = "clusters.backends.libvirt.LibvirtBackend"
+    settings.COMPUTE_BACKEND = "portal.compute.backends.libvirt.LibvirtBackend"
     settings.LIBVIRT_DOMAIN_TYPE = "qemu"
     settings.LIBVIRT_PORTAL_URL = f"http://10.0.2.2:{live_server.thread.port}"
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "10.0.2.2"]
@@ -102,7 +102,7 @@ def wait_for(predicate, seconds, what):
 def local_host(zone, fabric_type, gpus=32, vfs=4, gpu_model="H100"):
     """This machine as a GPU host with declared (emulated) GPU slots, its pool holding the
     image's base volume."""
-    from clusters.backends.libvirt.inventory import sync_host
+    from portal.compute.backends.libvirt.inventory import sync_host
 
     host = GpuHost.objects.create(
         name="local",

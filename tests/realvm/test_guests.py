@@ -12,7 +12,7 @@ import pytest
 
 from clusters import operations
 from clusters import services as cluster_services
-from clusters.backends.libvirt import fabric, names
+from portal.compute.backends.libvirt import fabric, names
 from clusters.hosts.models import FabricPartition
 from clusters.models import ClusterStatus, Operation
 from clusters.validation.models import Verdict

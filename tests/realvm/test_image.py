@@ -3,7 +3,7 @@ agent's sources (or the guest's files) makes a new key, so the next build makes 
 
 import shutil
 
-from clusters.backends.libvirt import guest_image
+from portal.compute.backends.libvirt import guest_image
 
 
 def test_the_image_is_built_once_and_keyed_by_its_inputs(built_image, tmp_path, monkeypatch):

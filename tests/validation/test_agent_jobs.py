@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from clusters import operations, services
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, ValidationJob
 from clusters.validation.models import Verdict
 from clusters.validation.verdict import reason_text

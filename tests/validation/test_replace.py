@@ -5,7 +5,7 @@ import pytest
 from django.utils import translation
 
 from clusters import operations, services
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, OperationItem
 from portal import errors
 from portal.models import AuditEvent
@@ -159,7 +159,7 @@ def test_replace_racing_an_attach_of_the_same_spare_has_one_winner(world):
 def test_a_member_that_fails_to_stop_fails_the_replace_and_leaves_the_spare(
     world, django_capture_on_commit_callbacks
 ):
-    from clusters.backends.simulator import SimulatorBackend
+    from portal.compute.backends.simulator import SimulatorBackend
 
     world.capacity(10)
     cluster = world.cluster()

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone, translation
 
 from clusters import operations, services
-from clusters.backends.simulator import SimulatorBackend
+from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, ValidationJob, ValidationThreshold
 from clusters.validation import jobs, verdict
 from clusters.validation.models import Verdict
@@ -81,7 +81,7 @@ def test_a_member_whose_agent_never_answers_is_no_answer(world, monkeypatch):
     run = operation.validation
     a, b, c = (VirtualMachine.objects.get(name=n) for n in "abc")
     # a and b answer every phase as the simulator would; c's agent stays silent.
-    from clusters.backends import validation_sim
+    from clusters.validation import agent_sim as validation_sim
 
     names = {vm.pk: vm.name for vm in (a, b, c)}
     for _round in range(20):
@@ -147,7 +147,7 @@ def test_claim_hands_out_only_the_current_phase(world, monkeypatch):
 def test_the_operations_beat_does_not_cut_a_run_short(world, monkeypatch):
     """``fanout.watch_stale`` (every 30 s in production) settles every open Operation by the
     rules of the kinds it knows; a validation must go on until its agents have answered."""
-    from clusters.backends import validation_sim
+    from clusters.validation import agent_sim as validation_sim
     from clusters.operations.fanout import watch_stale
 
     monkeypatch.setattr(SimulatorBackend, "emits_metrics", False)

@@ -1,4 +1,4 @@
-"""Build the small Debian guest the libvirt backend boots (``clusters.backends.libvirt``):
+"""Build the small Debian guest the libvirt backend boots (``portal.compute.backends.libvirt``):
 ``mmdebstrap`` of bookworm with Python and the metrics agent installed by pip from a wheel of
 ``metrics/vm_agent``, Debian's kernel as an uncompressed ``vmlinux`` and a tiny initramfs,
 cached under ``var/guest/`` and rebuilt only when an input changes. Needs root, mmdebstrap,
@@ -8,7 +8,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.backends.libvirt import guest_image
+from portal.compute.backends.libvirt import guest_image
 
 
 class Command(BaseCommand):

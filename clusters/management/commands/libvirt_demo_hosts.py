@@ -7,8 +7,8 @@ whose start at seeding found no host yet, is started for real. Idempotent."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.backends.libvirt import guest_image, guest_install
-from clusters.backends.libvirt.inventory import sync_host
+from portal.compute.backends.libvirt import guest_image, guest_install
+from portal.compute.backends.libvirt.inventory import sync_host
 from clusters.hosts.models import GpuHost
 from portal.management.commands.seed_demo import DEMO_VMS
 from vms import progress as vm_progress

@@ -81,7 +81,7 @@ def use_libvirt(addrport: str) -> dict[str, str]:
     networking maps the host's loopback there), so that name is an allowed host."""
     port = addrport.rsplit(":", 1)[-1]
     env = {
-        "COMPUTE_BACKEND": "clusters.backends.libvirt.LibvirtBackend",
+        "COMPUTE_BACKEND": "portal.compute.backends.libvirt.LibvirtBackend",
         "LIBVIRT_DOMAIN_TYPE": os.environ.get("LIBVIRT_DOMAIN_TYPE", "qemu"),
         "LIBVIRT_PORTAL_URL": os.environ.get("LIBVIRT_PORTAL_URL", f"http://10.0.2.2:{port}"),
         "ALLOWED_HOSTS": ",".join(dict.fromkeys([*settings.ALLOWED_HOSTS, "10.0.2.2"])),

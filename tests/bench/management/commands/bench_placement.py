@@ -34,15 +34,15 @@ class Command(BaseCommand):
         with (
             scratch_database(keep=opts["keep"], say=self.stdout.write),
             tempfile.TemporaryDirectory() as tmp,
-            override_settings(COMPUTE_BACKEND="clusters.backends.libvirt.LibvirtBackend"),
+            override_settings(COMPUTE_BACKEND="portal.compute.backends.libvirt.LibvirtBackend"),
         ):
             self.run_bench(tmp)
 
     def run_bench(self, tmp):
-        from clusters.backends.libvirt import LibvirtBackend
-        from clusters.backends.libvirt import connection as lv
-        from clusters.backends.libvirt.inventory import sync_host
-        from clusters.backends.libvirt.testhost import write_hosts
+        from portal.compute.backends.libvirt import LibvirtBackend
+        from portal.compute.backends.libvirt import connection as lv
+        from portal.compute.backends.libvirt.inventory import sync_host
+        from portal.compute.backends.libvirt.testhost import write_hosts
         from clusters.hosts.models import GpuHost, Placement
         from clusters.models import VirtualCluster
         from portal.models import Project

@@ -38,7 +38,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if connection.vendor != "postgresql":
             raise CommandError("bench_realvm_start measures PostgreSQL: set DATABASE_URL")
-        from clusters.backends.libvirt import guest_image
+        from portal.compute.backends.libvirt import guest_image
 
         if guest_image.current() is None:
             raise CommandError("no guest image: run manage.py build_guest_image first")
@@ -50,7 +50,7 @@ class Command(BaseCommand):
             with (
                 scratch_database(keep=opts["keep"], say=self.stdout.write),
                 override_settings(
-                    COMPUTE_BACKEND="clusters.backends.libvirt.LibvirtBackend",
+                    COMPUTE_BACKEND="portal.compute.backends.libvirt.LibvirtBackend",
                     LIBVIRT_DOMAIN_TYPE="qemu",
                     LIBVIRT_PORTAL_URL="http://10.0.2.2:8000",
                 ),
@@ -64,9 +64,9 @@ class Command(BaseCommand):
 
         from clusters import operations
         from clusters import services as cluster_services
-        from clusters.backends import get_backend
-        from clusters.backends.libvirt import guest_image, guest_install
-        from clusters.backends.libvirt.inventory import sync_host
+        from portal.compute.backends import get_backend
+        from portal.compute.backends.libvirt import guest_image, guest_install
+        from portal.compute.backends.libvirt.inventory import sync_host
         from clusters.hosts.models import GpuHost
         from clusters.models import VirtualCluster
         from portal.models import Project, Role, RoleBinding
@@ -189,7 +189,7 @@ def _recorded(conn, cluster_id, vm_ids):
     each VM's volume XMLs (the seed's bytes too) and its domain's inactive XML."""
     import libvirt
 
-    from clusters.backends.libvirt import names
+    from portal.compute.backends.libvirt import names
 
     pool = conn.storagePoolLookupByName("vc-pool")
     net = conn.networkLookupByName(names.network_name(cluster_id))

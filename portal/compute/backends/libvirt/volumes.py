@@ -5,12 +5,12 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 
-from clusters.backends.base import FabricAddress
-from clusters.backends.libvirt import fabric, guest
-from clusters.backends.libvirt.connection import connect, lookup
-from clusters.backends.libvirt.names import disk_volume, domain_uuid, seed_volume
-from metrics.services import rotate_token
+from portal.compute.backends.base import FabricAddress
+from portal.compute.backends.libvirt import fabric, guest
+from portal.compute.backends.libvirt.connection import connect, lookup
+from portal.compute.backends.libvirt.names import disk_volume, domain_uuid, seed_volume
 
 
 def ensure_disk(pool, vm, boot):
@@ -49,7 +49,7 @@ def write_seed(host, pool, vm, address, partition):
         vm,
         fabric_address=seed_address,
         portal_url=settings.LIBVIRT_PORTAL_URL,
-        metrics_token=rotate_token(vm.pk, actor=None)[1],
+        metrics_token=import_string(settings.LIBVIRT_AGENT_TOKEN)(vm.pk, actor=None)[1],
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, name)

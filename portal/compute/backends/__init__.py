@@ -7,7 +7,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
-    from clusters.backends.base import ComputeBackend
+    from portal.compute.backends.base import ComputeBackend
 
 
 @cache

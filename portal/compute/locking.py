@@ -2,7 +2,7 @@
 follow them. Every service of ``clusters`` and ``vms`` takes its locks here, so two
 transitions can never wait on each other in opposite orders. A backend's capacity comes
 last: the simulator's pool row, or the libvirt backend's GPU host rows of the zone (by id,
-``clusters.backends.libvirt.placement.lock_hosts``).
+``portal.compute.backends.libvirt.placement.lock_hosts``).
 """
 
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 if TYPE_CHECKING:
-    from clusters.backends.base import FabricAddress
+    from portal.compute.backends.base import FabricAddress
     from portal.audit import Attempt
 
 VM_STATE_FIELDS = [

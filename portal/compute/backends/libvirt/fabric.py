@@ -20,13 +20,8 @@ import urllib.request
 
 from django.conf import settings
 
-from clusters.backends import simulator
-from clusters.backends.libvirt.names import (
-    cluster_id_of,
-    network_name,
-    network_uuid,
-    owned_network,
-)
+from portal.compute.backends import simulator
+from portal.compute.backends.libvirt.names import cluster_id_of, network_name, network_uuid, owned_network
 from portal.errors import BackendError
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ takes GPUs across its nodes (pinned to those nodes). A cluster's members go to h
 one leaf when a leaf has room for all of them, else under one block, else anywhere; within
 that, hosts with the most room first, so a cluster packs onto few hosts.
 
-Callers hold the lock order of ``clusters.locking`` and then the zone's host rows
+Callers hold the lock order of ``portal.compute.locking`` and then the zone's host rows
 (``lock_hosts``): two placements in one zone never pick the same devices.
 """
 

@@ -10,7 +10,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from clusters.backends.libvirt.connection import connect, lookup
+from portal.compute.backends.libvirt.connection import connect, lookup
 
 from . import guest_image
 

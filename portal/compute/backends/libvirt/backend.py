@@ -16,16 +16,9 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusters.backends.base import (
-    Capacity,
-    ComputeBackend,
-    FabricAddress,
-    Observation,
-    Observed,
-    private_ip,
-)
-from clusters.backends.libvirt import domain, fabric, guest, names, placement, volumes
-from clusters.backends.libvirt.connection import connect, domain_type
+from portal.compute.backends.base import Capacity, ComputeBackend, FabricAddress, Observation, Observed, private_ip
+from portal.compute.backends.libvirt import domain, fabric, guest, names, placement, volumes
+from portal.compute.backends.libvirt.connection import connect, domain_type
 from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.backends.libvirt.connection import connect
+from portal.compute.backends.libvirt.connection import connect
 from clusters.hosts.models import GpuHost, HostDevice
 from portal.errors import BackendError
 

@@ -1,0 +1,31 @@
+"""The catalog's rules over its models (``vms.models``: zones, instance types, which fabrics
+each type offers where). The models stay in the vms app: moving them would need
+SeparateDatabaseAndState migrations."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from portal.errors import VmNotFound
+from portal.kernel import Lifecycle, id_for_lookup, step
+from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
+from vms.models import FabricOffering, InstanceType, Zone
+
+
+def catalog_choice(zone_id, instance_type_id) -> tuple[Zone | None, InstanceType | None]:
+    """The zone and the instance type a create names: None for one that does not exist (the
+    create's rule refuses it)."""
+    return (
+        Zone.objects.filter(pk=id_for_lookup(zone_id)).first(),
+        InstanceType.objects.filter(pk=id_for_lookup(instance_type_id)).first(),
+    )
+
+
+def offered_fabrics(zone_id, instance_type_id) -> list[str]:
+    """The fabrics instance type ``instance_type_id`` offers in zone ``zone_id``."""
+    return list(
+        FabricOffering.objects.filter(zone_id=zone_id, instance_type_id=instance_type_id)
+        .order_by("fabric")
+        .values_list("fabric", flat=True)
+        .distinct()
+    )
