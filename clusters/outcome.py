@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 from django.utils.translation import gettext as _
 
 from clusters.models import Operation, OperationItem, VirtualCluster
-from clusters.validation.models import ValidationVerdict, Verdict
+from clusters.models.validation import ValidationVerdict, Verdict
 from portal.messages import render_message
 
 RUNNING, SUCCEEDED, PARTIAL, FAILED = "running", "succeeded", "partial", "failed"

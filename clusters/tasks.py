@@ -42,7 +42,7 @@ def reconcile():
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def sync_gpu_hosts():
     """동기화 of every GPU host's inventory (beat); needs libvirt-python only when hosts exist."""
-    from clusters.hosts.models import GpuHost
+    from clusters.models.hosts import GpuHost
 
     if not GpuHost.objects.exists():
         return {}

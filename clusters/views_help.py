@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
 from clusters.launch import NCCL_ENV, RANK_ORDER, launch_plan
-from clusters.validation.models import ValidationThreshold
+from clusters.models.validation import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
 from clusters.views_members import readable_cluster

@@ -1,4 +1,4 @@
-"""A cluster's chart series from the cluster rollups (``metrics.cluster_models``): one query
+"""A cluster's chart series from the cluster rollups (``metrics.models.cluster``): one query
 that reads a row per minute or hour of the range, however many members the cluster has.
 
 The range is split as ``series_sql.pieces`` splits it: whole hours already rolled up from the
@@ -21,7 +21,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from metrics import series_sql
-from metrics.cluster_models import ClusterHourRollup, ClusterMinuteRollup, stat_columns
+from metrics.models.cluster import ClusterHourRollup, ClusterMinuteRollup, stat_columns
 from metrics.models import HOST
 from metrics.storage.cluster_rollup import minute_stats
 from metrics.storage.db import param

@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from metrics import errors
 from metrics.checks import check_column, shown
-from metrics.device_models import GPU_FIELDS, MAX_DEVICES, PORT_FIELDS
+from metrics.models.devices import GPU_FIELDS, MAX_DEVICES, PORT_FIELDS
 
 # (sample key, storage table, index key, field table)
 KINDS = (("gpus", "gpu", "gpu", GPU_FIELDS), ("ports", "port", "port", PORT_FIELDS))

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from clusters.models import ClusterStatus
 from metrics import errors, storage
-from metrics.device_models import GPU_NAMES, PORT_NAMES
+from metrics.models.devices import GPU_NAMES, PORT_NAMES
 from metrics.models import METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
 

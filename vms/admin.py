@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from clusters import operations
-from clusters.admin import StatusByServicesAdmin, run_each
+from clusters.admin.clusters import StatusByServicesAdmin, run_each
 from portal.admin import ConsoleAdmin
 from portal.permissions import Perm
 from vms import progress

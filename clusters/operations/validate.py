@@ -17,7 +17,7 @@ from clusters.models import Operation, OperationItem
 from clusters.operations.common import K, _cluster_attempt, _item, _new_operation
 from clusters.validation import jobs
 from clusters.validation.errors import LevelInvalid
-from clusters.validation.models import ValidationJob, ValidationRun
+from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for

@@ -22,7 +22,7 @@ from celery import shared_task
 from django.conf import settings
 
 from clusters.validation import jobs
-from clusters.validation.models import ValidationJob, ValidationRun
+from clusters.models.validation import ValidationJob, ValidationRun
 from vms.models import VirtualMachine, VmStatus
 
 K = ValidationJob.Kind

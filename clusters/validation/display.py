@@ -6,7 +6,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
 from clusters.models import Operation
-from clusters.validation.models import ValidationJob, ValidationRun, ValidationVerdict, Verdict
+from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation.verdict import reason_text
 from vms.models import VM_TRANSITIONAL
 

@@ -10,7 +10,7 @@ before has finished (``clusters.validation.jobs.settle``).
 
 from typing import Any
 
-from clusters.validation.models import ValidationJob
+from clusters.models.validation import ValidationJob
 from vms.models import FabricType
 
 K = ValidationJob.Kind

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from clusters.validation.models import ValidationThreshold
+from clusters.models.validation import ValidationThreshold
 from vms.models import FabricType
 
 PUBLISHED_H100 = (

@@ -19,7 +19,7 @@ import re
 
 from django.utils.translation import gettext_lazy as _
 
-from clusters.validation.models import ValidationJob, Verdict
+from clusters.models.validation import ValidationJob, Verdict
 
 Kind, JobStatus = ValidationJob.Kind, ValidationJob.Status
 SEVERITY = {Verdict.OK: 0, Verdict.WARN: 1, Verdict.NO_ANSWER: 2, Verdict.BAD: 3}

@@ -1,4 +1,4 @@
-"""Keeping the cluster rollups (``metrics.cluster_models``): minute rows from the per-VM minute
+"""Keeping the cluster rollups (``metrics.models.cluster``): minute rows from the per-VM minute
 rollups, hour rows from the minute rows, redone by the rollup job with the per-VM rows
 (``rollups.rollup``: the closed minutes up to ~80 s ago, and the late window again), and for
 the clusters a late batch landed in (``roll_backlog``).
@@ -20,13 +20,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from metrics.cluster_models import (
-    CLUSTER_METRICS,
-    ClusterHourRollup,
-    ClusterMinuteRollup,
-    stat_columns,
-)
-from metrics.device_models import PortMinuteRollup
+from metrics.models.cluster import CLUSTER_METRICS, ClusterHourRollup, ClusterMinuteRollup, stat_columns
+from metrics.models.devices import PortMinuteRollup
 from metrics.models import MinuteRollup
 from metrics.storage.db import bucket_sql, param
 

@@ -91,7 +91,7 @@ class Collector:
 
     def collect(self):
         """One sample as the portal wants it (fields of metrics.models.METRIC_FIELDS, and
-        the ``gpus`` and ``ports`` arrays of metrics.device_models)."""
+        the ``gpus`` and ``ports`` arrays of metrics.models.devices)."""
         clock, net, ports = self.clock(), read_net_bytes(), self.ports.read()
         before_clock, before_net, before_ports = self.last
         self.last = (clock, net, ports)

@@ -2,7 +2,7 @@
 from sysfs. Part of the agent's distribution; standard library plus the
 optional ``nvidia-ml-py``.
 
-A GPU is a dict of ``metrics.device_models.GPU_FIELDS`` (memory in MiB, power in W, as
+A GPU is a dict of ``metrics.models.devices.GPU_FIELDS`` (memory in MiB, power in W, as
 dcgm-exporter reports them too); a field the driver does not support is left out, never zero.
 A port is a dict of cumulative counters (bytes already converted from the kernel's 4-byte
 words), its state and link rate; ``Collector`` turns the byte counters into rates.

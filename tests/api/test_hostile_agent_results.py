@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from clusters import operations
 from clusters.models import ValidationJob
-from clusters.validation.models import ValidationVerdict, Verdict
+from clusters.models.validation import ValidationVerdict, Verdict
 from tests.api.test_cli import vc  # noqa: F401 - a fixture
 from tests.validation.test_agent_jobs import running_pair  # noqa: F401 - a fixture
 

@@ -7,7 +7,7 @@ import pytest
 
 from clusters import services
 from clusters.models import ClusterStatus, Operation, VirtualCluster
-from clusters.validation.models import ValidationRun
+from clusters.models.validation import ValidationRun
 from vms.models import BillingType, VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db

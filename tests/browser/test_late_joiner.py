@@ -10,7 +10,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
-from clusters.validation.models import ValidationRun, ValidationVerdict, Verdict
+from clusters.models.validation import ValidationRun, ValidationVerdict, Verdict
 from metrics import simulate
 from portal.models import Project
 from tests.browser.dialogs import cancel, confirm_dialog

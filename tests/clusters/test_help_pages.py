@@ -13,7 +13,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from clusters.models import ClusterStatus
-from clusters.validation.models import ValidationThreshold
+from clusters.models.validation import ValidationThreshold
 from portal.middleware import ConsoleErrorPageMiddleware
 from vms.models import FabricType, VmStatus
 

@@ -9,7 +9,7 @@ from django.utils import translation
 
 from clusters import services as cluster_services
 from portal.compute.backends.libvirt import LibvirtBackend, domain, names
-from clusters.hosts.models import FabricPartition, HostDevice, Placement
+from clusters.models.hosts import FabricPartition, HostDevice, Placement
 from clusters.models import ClusterStatus
 from portal.errors import CapacityUnavailable
 from vms import services as vm_services
@@ -49,7 +49,7 @@ def test_inventory_and_capacity(world, hosts):
     assert (cap.total_nodes, cap.free_nodes) == (8, 5)
     # 동기화 again changes nothing; a draining host takes no new members.
     from portal.compute.backends.libvirt.inventory import sync_all
-    from clusters.hosts.models import GpuHost
+    from clusters.models.hosts import GpuHost
 
     assert sync_all() == {"h0": "16", "h1": "16", "h2": "16", "h3": "16"}
     assert HostDevice.objects.count() == 64
@@ -194,7 +194,7 @@ def test_delete_leaves_nothing(world, hosts):
 
 
 def hosts_all(hosts):
-    from clusters.hosts.models import GpuHost
+    from clusters.models.hosts import GpuHost
 
     return list(GpuHost.objects.all())
 

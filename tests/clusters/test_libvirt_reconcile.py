@@ -12,7 +12,7 @@ from clusters import progress
 from clusters import services as cluster_services
 from portal.compute.backends.libvirt import LibvirtBackend, fabric, names
 from portal.compute.backends.libvirt.fabric import UfmClient
-from clusters.hosts.models import FabricPartition, Placement
+from clusters.models.hosts import FabricPartition, Placement
 from portal.errors import BackendError
 from portal.models import AuditEvent
 from tests.clusters.test_libvirt_backend import running_cluster
@@ -203,7 +203,7 @@ def test_gpu_hosts_are_for_platform_admins_only(world, hosts, client, django_use
 
 
 def _hosts():
-    from clusters.hosts.models import GpuHost
+    from clusters.models.hosts import GpuHost
 
     return GpuHost.objects.all()
 
@@ -264,7 +264,7 @@ def test_replace_puts_the_spare_on_the_members_node(
 
 
 def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
-    from clusters.hosts.models import GpuHost
+    from clusters.models.hosts import GpuHost
 
     hosts.add("h0")
     GpuHost.objects.create(
@@ -289,7 +289,7 @@ def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
 
 def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
     from portal.compute.backends.libvirt import connection
-    from clusters.hosts.models import GpuHost
+    from clusters.models.hosts import GpuHost
     from portal.errors import BackendError
 
     host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tcp://127.0.0.1:1/system")

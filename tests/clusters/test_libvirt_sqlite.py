@@ -16,7 +16,7 @@ from django.test.utils import override_settings
 from portal.compute.backends.libvirt import LibvirtBackend
 from portal.compute.backends.libvirt.inventory import sync_host
 from portal.compute.backends.libvirt.testhost import write_hosts
-from clusters.hosts.models import FabricPartition, GpuHost, Placement
+from clusters.models.hosts import FabricPartition, GpuHost, Placement
 from clusters.models import VirtualCluster
 from portal.models import Project
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone

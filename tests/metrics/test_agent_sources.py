@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics.device_models import GPU_NAMES, PORT_NAMES
+from metrics.models.devices import GPU_NAMES, PORT_NAMES
 from metrics.vm_agent import agent, agent_devices, agent_exporters
 from tests.metrics.fake_nvml import FakeNvml
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from clusters import services
 from clusters.models import ClusterStatus
 from metrics import charts, cluster_series, storage
-from metrics.cluster_models import stat_columns
+from metrics.models.cluster import stat_columns
 from metrics.models import ClusterHourRollup, ClusterMinuteRollup, RollupBacklog, Sample
 from tests.metrics import cluster_reference as ref
 from tests.metrics.conftest import sample

@@ -12,7 +12,8 @@ from django.utils import translation
 
 # Names of things, not words to translate.
 PROPER = {"lid", "id", "ip", "guid", "gpu"}
-# Raw field names of clusters/models.py and vms/models.py: their verbose names come with the
+# Raw field names of clusters/models/clusters.py and vms/models.py: their verbose names come with
+# the
 # lead's migration (listed in the report of this change). Remove a label here when it lands:
 # the test insists the set is exactly what is still English, so it cannot go stale.
 PENDING: dict = {}

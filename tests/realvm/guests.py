@@ -12,7 +12,7 @@ import time
 import pytest
 
 from portal.compute.backends.libvirt import guest_image, guest_install, names
-from clusters.hosts.models import GpuHost
+from clusters.models.hosts import GpuHost
 
 URI = "qemu:///system"
 BOOT_SECONDS = 420  # TCG guests on a loaded 2-core machine: generous, decided by state

@@ -13,9 +13,9 @@ import pytest
 from clusters import operations
 from clusters import services as cluster_services
 from portal.compute.backends.libvirt import fabric, names
-from clusters.hosts.models import FabricPartition
+from clusters.models.hosts import FabricPartition
 from clusters.models import ClusterStatus, Operation
-from clusters.validation.models import Verdict
+from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics.models import Sample
 from vms import services as vm_services

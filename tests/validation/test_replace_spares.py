@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Operation
-from clusters.validation.models import ValidationRun, ValidationVerdict, Verdict
+from clusters.models.validation import ValidationRun, ValidationVerdict, Verdict
 from vms.models import VirtualMachine, VmStatus
 
 

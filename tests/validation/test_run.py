@@ -11,7 +11,7 @@ from clusters import operations, services
 from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, ValidationJob, ValidationThreshold
 from clusters.validation import jobs, verdict
-from clusters.validation.models import Verdict
+from clusters.models.validation import Verdict
 from portal import errors
 from portal.models import AuditEvent
 from vms.models import VirtualMachine, VmStatus

@@ -4,7 +4,7 @@ is made once and the admin's edits are what later runs judge by."""
 
 import pytest
 
-from clusters.validation.models import ValidationThreshold
+from clusters.models.validation import ValidationThreshold
 from clusters.validation.thresholds import GENERIC, PUBLISHED_H100, threshold_for
 from vms.models import FabricType, InstanceType
 

@@ -5,7 +5,7 @@ import pytest
 from django.utils import translation
 
 from clusters.validation import verdict
-from clusters.validation.models import ValidationJob, Verdict
+from clusters.models.validation import ValidationJob, Verdict
 
 K, J = ValidationJob.Kind, ValidationJob.Status
 T = {

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from portal.compute.backends.libvirt import guest_image, guest_install
 from portal.compute.backends.libvirt.inventory import sync_host
-from clusters.hosts.models import GpuHost
+from clusters.models.hosts import GpuHost
 from portal.management.commands.seed_demo import DEMO_VMS
 from vms import progress as vm_progress
 from vms import services as vm_services

@@ -19,7 +19,7 @@ from django.utils import timezone
 from portal.compute.backends.base import Capacity, ComputeBackend, FabricAddress, Observation, Observed, private_ip
 from portal.compute.backends.libvirt import domain, fabric, guest, names, placement, volumes
 from portal.compute.backends.libvirt.connection import connect, domain_type
-from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
+from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
 from vms.models import FabricType, VirtualMachine, VmStatus

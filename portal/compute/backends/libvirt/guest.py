@@ -77,7 +77,7 @@ def guest_boot(vm) -> GuestBoot:
 
 
 def _on_test_driver(vm) -> bool:
-    from clusters.hosts.models import Placement
+    from clusters.models.hosts import Placement
 
     uri = Placement.objects.filter(vm_id=vm.pk).values_list("host__uri", flat=True).first()
     return bool(uri and uri.startswith("test:"))

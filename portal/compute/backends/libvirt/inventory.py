@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.compute.backends.libvirt.connection import connect
-from clusters.hosts.models import GpuHost, HostDevice
+from clusters.models.hosts import GpuHost, HostDevice
 from portal.errors import BackendError
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db.models import Case, IntegerField, Q, Value, When
 
-from clusters.hosts.models import GpuHost, HostDevice, Placement
+from clusters.models.hosts import GpuHost, HostDevice, Placement
 from portal.errors import CapacityUnavailable
 
 D = HostDevice.Kind

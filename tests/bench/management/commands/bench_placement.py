@@ -43,7 +43,7 @@ class Command(BaseCommand):
         from portal.compute.backends.libvirt import connection as lv
         from portal.compute.backends.libvirt.inventory import sync_host
         from portal.compute.backends.libvirt.testhost import write_hosts
-        from clusters.hosts.models import GpuHost, Placement
+        from clusters.models.hosts import GpuHost, Placement
         from clusters.models import VirtualCluster
         from portal.models import Project
         from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine, Zone

@@ -67,7 +67,7 @@ class Command(BaseCommand):
         from portal.compute.backends import get_backend
         from portal.compute.backends.libvirt import guest_image, guest_install
         from portal.compute.backends.libvirt.inventory import sync_host
-        from clusters.hosts.models import GpuHost
+        from clusters.models.hosts import GpuHost
         from clusters.models import VirtualCluster
         from portal.models import Project, Role, RoleBinding
         from portal.permissions import BUILTIN_ROLES

@@ -4,7 +4,7 @@ change hosts, their inventory, placements or fabric partitions."""
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from clusters.hosts.models import FabricPartition, GpuHost, HostDevice, Placement
+from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
 from portal.admin import ConsoleAdmin
 from portal.errors import BackendError
 

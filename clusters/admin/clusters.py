@@ -212,7 +212,3 @@ class OperationAdmin(StatusByServicesAdmin):
 
     def scope(self, queryset, user):
         return queryset.restrict(user, Perm.CLUSTER_READ)
-
-
-# GPU hosts, their inventory, placements and partitions (superusers only).
-from clusters.hosts import admin as _hosts_admin  # noqa: E402, F401

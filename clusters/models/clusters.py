@@ -382,19 +382,3 @@ class OperationItem(LastErrorMixin, models.Model):
 
     def __str__(self):
         return f"{self.target_name}: {self.get_status_display()}"
-
-
-# 클러스터 검증: thresholds, runs, agent jobs and verdicts, in their own module.
-# The libvirt backend's GPU hosts, inventory, placements and fabric partitions.
-from clusters.hosts.models import (  # noqa: E402, F401
-    FabricPartition,
-    GpuHost,
-    HostDevice,
-    Placement,
-)
-from clusters.validation.models import (  # noqa: E402, F401
-    ValidationJob,
-    ValidationRun,
-    ValidationThreshold,
-    ValidationVerdict,
-)

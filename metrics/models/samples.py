@@ -58,7 +58,7 @@ class Sample(models.Model):
     fabric_tx = models.FloatField(null=True)
     # The VM's cluster when the sample was written (None: in no cluster), taken from the VM
     # row by the same statement. The cluster rollups count a sample for this cluster, so
-    # membership changes never move history (metrics.cluster_models).
+    # membership changes never move history (metrics.models.cluster).
     cluster_id = models.BigIntegerField(null=True)
 
     class Meta:
@@ -171,24 +171,3 @@ class MetricsToken(models.Model):
 
     def __str__(self):
         return f"{self.vm_id}: {self.prefix}…"
-
-
-# The per-cluster rollups and the per-device series live in their own modules; every
-# series, described once.
-from metrics.cluster_models import ClusterHourRollup, ClusterMinuteRollup  # noqa: E402, F401
-from metrics.device_models import (  # noqa: E402
-    GPU_FIELDS,
-    PORT_FIELDS,
-    GpuHourRollup,
-    GpuMinuteRollup,
-    GpuSample,
-    PortHourRollup,
-    PortMinuteRollup,
-    PortSample,
-    Series,
-)
-
-HOST = Series("host", Sample, MinuteRollup, HourRollup, ("vm_id",), METRIC_FIELDS)
-GPU = Series("gpu", GpuSample, GpuMinuteRollup, GpuHourRollup, ("vm_id", "gpu"), GPU_FIELDS)
-PORT = Series("port", PortSample, PortMinuteRollup, PortHourRollup, ("vm_id", "port"), PORT_FIELDS)
-SERIES = (HOST, GPU, PORT)
