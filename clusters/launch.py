@@ -1,7 +1,7 @@
 """How to use a running cluster's fabric: the hostfile and, per rank, the torchrun line and
 the NCCL environment, filled in from the real members.
 
-One module for the Info tab (``clusters.views``) and the API (``/hostfile``, ``/launch``),
+One module for the Info tab (``clusters.views.clusters``) and the API (``/hostfile``, ``/launch``),
 so the two never print different commands.
 """
 

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from clusters import views, views_help, views_members, views_rename, views_validation
+from clusters.views import clusters as views, help as views_help, members as views_members, validation as views_validation
+from clusters import views_rename
 
 app_name = "clusters"
 urlpatterns = [

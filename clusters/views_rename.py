@@ -14,8 +14,8 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from clusters import operations
-from clusters.views import _detail_context
-from clusters.views_members import readable_cluster
+from clusters.views.clusters import _detail_context
+from clusters.views.members import readable_cluster
 from portal.errors import PermissionRequired, RuleViolation
 
 

@@ -1,11 +1,13 @@
 from django.urls import path
 
-from metrics import federate, jobs, views
+from metrics import federate
+from metrics.views import agent_jobs as jobs, pages as views
+from metrics.views import agent
 
 app_name = "metrics"
 urlpatterns = [
-    path("api/metrics/ingest", views.ingest_samples, name="ingest"),
-    path("api/metrics/check", views.ingest_check, name="ingest_check"),
+    path("api/metrics/ingest", agent.ingest_samples, name="ingest"),
+    path("api/metrics/check", agent.ingest_check, name="ingest_check"),
     # The agents' job API (클러스터 검증): a bearer token like ingest, hence the names.
     path("api/metrics/jobs/next", jobs.next_jobs, name="ingest_jobs_next"),
     path("api/metrics/jobs/result", jobs.job_result, name="ingest_job_result"),

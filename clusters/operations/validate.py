@@ -1,6 +1,7 @@
 """클러스터 검증 as one Operation of kind VALIDATE, an item per running
 member. The jobs (``clusters.validation.plan``) wait for the members' agents, which fetch
-them with their metrics tokens (``metrics.jobs``); ``watch_validation`` times out the silent
+them with their metrics tokens (``metrics.views.agent_jobs``); ``watch_validation`` times out the
+silent
 and ends the run when no agent posts anything more. With the simulator backend (no agents on
 its VMs) ``clusters.validation.agent_sim`` answers for the running members.
 """

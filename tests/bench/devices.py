@@ -10,7 +10,7 @@ import plotly.io as pio
 from django.db import connection
 
 from metrics import straggler
-from metrics.views import heatmap_labels
+from metrics.views.pages import heatmap_labels
 
 GPUS = 8
 PORTS = 4

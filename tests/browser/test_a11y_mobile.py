@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-import clusters.views
+import clusters.views.clusters
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
 from tests.browser.conftest import script_errors
@@ -263,7 +263,7 @@ def test_status_changes_are_announced_in_the_live_region(
 def slow_tabs(monkeypatch):
     """Make the server answer chosen tabs late (seconds per tab), as a loaded server would."""
     delays = {}
-    render = clusters.views.render
+    render = clusters.views.clusters.render
 
     def late_render(request, template, *args, **kwargs):
         tab = template.partition("#tab-")[2]
@@ -271,7 +271,7 @@ def slow_tabs(monkeypatch):
             time.sleep(delays[tab])
         return render(request, template, *args, **kwargs)
 
-    monkeypatch.setattr(clusters.views, "render", late_render)
+    monkeypatch.setattr(clusters.views.clusters, "render", late_render)
     return delays
 
 

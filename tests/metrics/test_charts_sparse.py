@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from clusters.models import ClusterStatus
 from metrics import storage
-from metrics.views import heatmap_labels
+from metrics.views.pages import heatmap_labels
 from tests.metrics.test_charts import get_figures
 from vms.models import VmStatus
 

@@ -1,4 +1,4 @@
-"""The metrics endpoints: the agents' ingest API, a VM's token, a cluster's 메트릭 tab."""
+"""metrics' console pages: a VM's agent token, a cluster's 메트릭 tab."""
 
 import time
 
@@ -19,54 +19,6 @@ from metrics.figures import script_safe
 from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine
-
-
-def _refusal(error: errors.IngestError) -> JsonResponse:
-    response = JsonResponse(
-        {"error": error.code, "detail": str(error.message)}, status=error.status
-    )
-    if error.status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-    if error.status == 429:
-        # A window opens at the token's first request: it has closed a window's length on.
-        response["Retry-After"] = str(ingest.RATE_WINDOW_SECONDS)
-    return response
-
-
-@csrf_exempt  # agents authenticate with a bearer token, never a cookie: CSRF cannot apply
-@require_POST
-def ingest_samples(request):
-    """Store one batch for the token's VM: 200 ``{"stored": n}`` or 4xx ``{"error", "detail"}``.
-
-    401 bad token, 403 another VM's id, 413 too big, 429 over the rate, 409 already stored,
-    400 anything malformed, naming the first offending sample and field. All or nothing.
-    """
-    now = time.time()
-    try:
-        token_hash = ingest.bearer_hash(request)
-        try:
-            claimed_vm, columns, devices = ingest.validate(
-                ingest.parse(ingest.read_body(request)), now
-            )
-        except errors.IngestError:
-            ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
-            raise
-        counted = ingest.check_rate(token_hash)
-        ingest.store(token_hash, claimed_vm, columns, now, counted, devices)
-    except errors.IngestError as error:
-        return _refusal(error)
-    return JsonResponse({"stored": len(columns[0])})
-
-
-@csrf_exempt
-@require_POST
-def ingest_check(request):
-    """Which VM this token writes for (``vc-metrics-agent --check``); nothing is stored."""
-    try:
-        vm_id = ingest.authenticate(request)
-    except errors.IngestError as error:
-        return _refusal(error)
-    return JsonResponse({"vm": vm_id})
 
 
 def agent_command(request, token="<TOKEN>"):

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from clusters.validation import jobs
 from metrics import conf, errors, ingest
-from metrics.views import _refusal
+from metrics.views.agent import _refusal
 from portal.throttle import Counter
 
 RATE = Counter("metrics-jobs-rate")

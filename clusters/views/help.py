@@ -19,7 +19,7 @@ from clusters.launch import NCCL_ENV, RANK_ORDER, launch_plan
 from clusters.models.validation import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
-from clusters.views_members import readable_cluster
+from clusters.views.members import readable_cluster
 from portal.errors import SpotOrDrVm, VmNotEligible
 from portal.permissions import Perm
 from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine

@@ -351,7 +351,7 @@ def cluster_stop_members(request, pk):
 
 def stop_with_members(request, pk) -> HttpResponse:
     """The 클러스터 중지 form with 멤버 가상머신도 함께 중지 checked: running members first,
-    then the cluster, as one Operation (``clusters.views.cluster_stop`` hands over)."""
+    then the cluster, as one Operation (``clusters.views.clusters.cluster_stop`` hands over)."""
     cluster = readable_cluster(request, pk)
     operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
     return _answer(request, operation)

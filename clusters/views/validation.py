@@ -14,8 +14,8 @@ from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.errors import NotEnoughRunningMembers
 from clusters.validation.rules import preflight_validate
-from clusters.views_members import _answer as answer
-from clusters.views_members import readable_cluster, shown_reason
+from clusters.views.members import _answer as answer
+from clusters.views.members import readable_cluster, shown_reason
 from portal.kernel import parse_id
 from portal.models import readable
 from portal.particles import with_particles
