@@ -16,7 +16,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from clusters.models import ClusterStatus, VirtualCluster
-from metrics import conf, errors, exposition
+from metrics import conf, errors
+from metrics.storage import exposition
 from portal.models import Project
 from vms.models import VirtualMachine, VmStatus
 

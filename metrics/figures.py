@@ -8,7 +8,7 @@ import plotly.io as pio
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from metrics.charts import GBIT, GPU_PANELS, TICK_FORMATS
+from metrics.storage.charts import GBIT, GPU_PANELS, TICK_FORMATS
 
 
 def _round(values, scale, digits):

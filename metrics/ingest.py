@@ -22,7 +22,7 @@ import orjson
 from django.utils.translation import gettext as _
 
 from metrics import conf, errors, storage
-from metrics.checks import NUMBER, check_column, first_bad, shown
+from metrics.ingest_checks import NUMBER, check_column, first_bad, shown
 from metrics.ingest_devices import DEVICE_KEYS, device_columns
 from metrics.models import METRIC_FIELDS, MetricsToken
 from portal.throttle import Counter

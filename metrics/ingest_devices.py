@@ -5,14 +5,14 @@ A sample may carry ``"gpus": [{"gpu": 0, "util": 97.0, "temp": 61, …}, …]`` 
 ``"ports": [{"port": 0, "rx": 4.6e10, "rate_gbps": 400, …}, …]``: each entry names its device
 index (0-63, once per sample) and any of the fields of ``GPU_FIELDS`` / ``PORT_FIELDS``
 (absent or null: not measured). The entries are flattened into columns, one per field, and
-each column checked by ``metrics.checks.check_column``; a refusal names the sample, the entry
+each column checked by ``metrics.ingest_checks.check_column``; a refusal names the sample, the entry
 and the field (``samples[3].gpus[2].temp``).
 """
 
 from django.utils.translation import gettext as _
 
 from metrics import errors
-from metrics.checks import check_column, shown
+from metrics.ingest_checks import check_column, shown
 from metrics.models.devices import GPU_FIELDS, MAX_DEVICES, PORT_FIELDS
 
 # (sample key, storage table, index key, field table)

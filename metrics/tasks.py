@@ -6,7 +6,8 @@ from celery import shared_task
 from django.db import OperationalError
 
 from portal.compute.backends import get_backend
-from metrics import events, series_sql, simulate, storage
+from metrics.storage import events, series_sql
+from metrics import simulate, storage
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
 # delivery is harmless, so they are acked late like clusters.tasks.IDEMPOTENT.
@@ -23,7 +24,7 @@ IDEMPOTENT: dict[str, Any] = {
 @shared_task(**IDEMPOTENT)
 def rollup():
     """Minute and hour rollups of every closed bucket, and of late batches' buckets; then the
-    device error events of the minutes just rolled up (``metrics.events``)."""
+    device error events of the minutes just rolled up (``metrics.storage.events``)."""
     before = series_sql.rolled_up_to()
     advanced = storage.rollup()
     events.detect(before, series_sql.rolled_up_to())

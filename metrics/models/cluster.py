@@ -9,7 +9,7 @@ member never moves history from one cluster to another.
 
 Each metric keeps six figures, all of them sums, so that rows add up exactly: an hour row is
 the sum of its minute rows, and a chart bucket of several minutes or hours is the sum of its
-rows, whatever table each part came from (``metrics.cluster_series``):
+rows, whatever table each part came from (``metrics.storage.cluster_series``):
 
 - ``<m>_n``: member-minutes with a value; ``<m>_minutes``: minutes in which any member had one;
 - ``<m>_sum``, ``<m>_sumsq``: the sum and the sum of squares of the members' minute means;

@@ -1,6 +1,8 @@
 """Where samples go (SPEC §7): raw writes (``writes``), day partitions and retention
-(``partitions``), rollups (``rollups``); ``db`` holds what they share. The names below are
-the storage API the rest of the app uses."""
+(``partitions``), rollups (``rollups``); ``db`` holds what they share. Beside them the
+raw-SQL reads: series (``series_sql``), charts (``charts``), the straggler
+(``straggler``), Prometheus exposition (``exposition``), device events (``events``). The
+names below are the storage API the rest of the app uses."""
 
 from metrics.storage.db import datetime_of, is_postgresql, micros_of, to_micros
 from metrics.storage.partitions import (

@@ -41,7 +41,7 @@ def _stats(value: str) -> list:
 def minute_stats(link: str = "p.link_gbps") -> list:
     """The SQL of a minute row's figures (``stat_columns`` order) over member-minute rows
     ``m`` (``<metric>_avg`` columns) and each one's link rate ``link``; shared with the
-    charts' reading of raw samples (``metrics.cluster_series``)."""
+    charts' reading of raw samples (``metrics.storage.cluster_series``)."""
     parts = ["count(m.cpu_util_avg)", "count(m.gpu_util_avg)"]
     for _name, column in CLUSTER_METRICS:
         parts += _stats(f"m.{column}" if column else link)

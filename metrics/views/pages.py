@@ -13,7 +13,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
-from metrics import charts, errors, events, ingest, services, straggler
+from metrics.storage import charts, events, straggler
+from metrics import errors, ingest, services
 from metrics.figures import figures as draw_figures
 from metrics.figures import script_safe
 from portal.models import readable

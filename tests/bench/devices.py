@@ -9,7 +9,7 @@ from datetime import timedelta
 import plotly.io as pio
 from django.db import connection
 
-from metrics import straggler
+from metrics.storage import straggler
 from metrics.views.pages import heatmap_labels
 
 GPUS = 8

@@ -1,5 +1,6 @@
 """The cluster rollups and the cluster chart lines computed here, in Python, from the raw
-samples alone: the independent answer ``metrics.models.cluster`` and ``metrics.cluster_series``
+samples alone: the independent answer ``metrics.models.cluster`` and
+``metrics.storage.cluster_series``
 are checked against.
 
 A record is ``(vm_id, ts, cluster_id, {metric: value or None})``: the cluster is the one the

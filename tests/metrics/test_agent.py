@@ -10,7 +10,8 @@ import pytest
 from django.core.cache import cache
 
 from clusters.models import ClusterStatus
-from metrics import charts, services
+from metrics.storage import charts
+from metrics import services
 from metrics.models import Sample
 from metrics.vm_agent import agent, agent_collect
 from tests.metrics.fake_nvml import FakeNvml

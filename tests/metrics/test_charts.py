@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import ClusterStatus
-from metrics import charts, storage
+from metrics.storage import charts
+from metrics import storage
 from metrics.figures import script_safe
 from metrics.models import METRIC_NAMES
 from tests.metrics import cluster_reference

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from clusters import services
 from clusters.models import ClusterStatus
-from metrics import charts, cluster_series, storage
+from metrics.storage import charts, cluster_series
+from metrics import storage
 from metrics.models.cluster import stat_columns
 from metrics.models import ClusterHourRollup, ClusterMinuteRollup, RollupBacklog, Sample
 from tests.metrics import cluster_reference as ref

@@ -115,7 +115,7 @@ def test_the_grafana_dashboard_uses_only_exposed_series():
     import re
     from pathlib import Path
 
-    from metrics import exposition
+    from metrics.storage import exposition
 
     dashboard = json.loads(
         (Path(federate.__file__).parent / "grafana" / "vc-gpus.json").read_text()

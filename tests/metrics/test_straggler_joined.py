@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import ClusterStatus, Operation, OperationItem
-from metrics import storage, straggler
+from metrics import storage
+from metrics.storage import straggler
 from tests.metrics.test_straggler import page, write
 from vms.models import VmStatus
 

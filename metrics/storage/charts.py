@@ -1,7 +1,7 @@
 """The 메트릭 tab's data and figures (SPEC §7): cluster-level series aggregated in SQL.
 
 The cluster's lines (member mean, slowest member, throughput totals) come from the cluster
-rollups (``metrics.cluster_series``): a row per minute or hour of the range, however many
+rollups (``metrics.storage.cluster_series``): a row per minute or hour of the range, however many
 members — 1h, 6h and 24h from the minute rows (1-, 1- and 3-minute points), 7d from the hour
 rows, each completed to "now" from the finer tables. A bucket counts the members that reported
 in it as members of this cluster (the cluster stamped on their samples), so attaching,
@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters.models import Operation, OperationItem
-from metrics import cluster_series, series_sql
+from metrics.storage import cluster_series, series_sql
 from metrics.models import HOST, METRIC_NAMES
 from vms.models import VirtualMachine, VmStatus
 

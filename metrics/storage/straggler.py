@@ -23,7 +23,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from metrics import series_sql
+from metrics.storage import series_sql
 from metrics.models import GPU, HOST, PORT
 
 BOTTOM = 5
