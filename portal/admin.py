@@ -18,7 +18,7 @@ from portal.admin_base import (
     visible_projects,
     visible_users,
 )
-from portal.api.tokens import revoke_tokens
+from portal.tokens import revoke_tokens
 from portal.messages import action_label, target_label
 from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding
 from portal.permissions import Perm

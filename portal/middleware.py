@@ -118,7 +118,7 @@ class ConsoleErrorPageMiddleware:
     """A page that is not found or not allowed is the console's 404/403 page (its base
     template, its tone), also with ``DEBUG`` on, where Django would show its technical page
     (with it off, Django's own handlers render the same templates).
-    The API answers problem+json itself (``portal.guard``) and is left alone."""
+    The API answers problem+json itself (``portal.api.guard``) and is left alone."""
 
     TEMPLATES = {404: "404.html", 403: "403.html"}
 

@@ -108,8 +108,8 @@ if not PRODUCTION and importable("tests.bench"):
 MIDDLEWARE = [
     "portal.middleware.RequestIdMiddleware",
     # Under /api/: NUL, body size and type refused before anything reads the body; every
-    # error answered as problem+json (portal.guard).
-    "portal.guard.ApiGuardMiddleware",
+    # error answered as problem+json (portal.api.guard).
+    "portal.api.guard.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -122,7 +122,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentProjectMiddleware",
-    "portal.guard.ConsoleNulMiddleware",
+    "portal.api.guard.ConsoleNulMiddleware",
     "portal.middleware.ConsoleErrorPageMiddleware",
     "portal.middleware.RuleViolationMiddleware",
 ]

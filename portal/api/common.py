@@ -7,14 +7,14 @@ from django.http import HttpResponse
 from django.utils import translation
 
 from portal.api import pagination
-from portal.api.errors import RequestInvalid
+from portal.errors.api import RequestInvalid
 from portal.errors import RuleViolation
 from portal.kernel import require_id
 from vms.models import VirtualMachine
 
 
 def actor(request):
-    """The token's user, narrowed to its project (``portal.api.tokens.authenticate``)."""
+    """The token's user, narrowed to its project (``portal.tokens.authenticate``)."""
     return request.auth
 
 

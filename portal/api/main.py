@@ -26,10 +26,11 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal import guard
-from portal.api import catalog, clusters, operations, tokens, validation, vms
+from portal.api import guard
+from portal.api import catalog, clusters, operations, validation, vms
+from portal import tokens
 from portal.api.common import api_headers
-from portal.api.errors import RequestInvalid, TokenRequired
+from portal.errors.api import RequestInvalid, TokenRequired
 from portal.api.problems import (
     PROBLEM_TYPE,
     activate_api_language,

@@ -9,9 +9,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.api import tokens
+from portal import tokens
 from portal.errors import InvalidInput
-from portal.guard import nul_as_form_error
+from portal.api.guard import nul_as_form_error
 from portal.models import ApiToken
 
 

@@ -14,7 +14,7 @@ from django.core import signing
 from django.db.models import Q, QuerySet
 from ninja import Schema
 
-from portal.api.errors import PageTokenInvalid, RequestInvalid
+from portal.errors.api import PageTokenInvalid, RequestInvalid
 from portal.api.schemas import QueryInt
 from portal.kernel import parse_id
 

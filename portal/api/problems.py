@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import translation
 from django.utils.translation.trans_real import parse_accept_lang_header
 
-from portal.api.errors import RequestInvalid
+from portal.errors.api import RequestInvalid
 from portal.errors import NulCharacter, PermissionRequired, RuleViolation
 
 PROBLEM_TYPE = "application/problem+json"

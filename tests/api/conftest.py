@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from openapi_schema_validator import OAS31Validator
 
-from portal.api import tokens
+from portal import tokens
 from portal.api.main import api as portal_api
 
 ACTORS = ("admin", "operator", "viewer", "other")

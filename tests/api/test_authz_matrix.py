@@ -11,7 +11,7 @@ import pytest
 
 from clusters.models import ClusterStatus, Operation
 from clusters.operations import attach_many
-from portal.api import tokens
+from portal import tokens
 from portal.models import ApiToken
 from portal.permissions import Perm
 from tests.api.conftest import openapi_document

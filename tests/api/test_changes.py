@@ -173,7 +173,7 @@ def test_an_idempotency_key_is_scoped_to_the_project_and_route(api, world, secre
     """One user's token per project: the same key and body in another project is another
     request (a cluster there, not the first project's Operation); so is the same key on
     another route, while the same route with another target is still a reused key."""
-    from portal.api import tokens
+    from portal import tokens
     from portal.models import Role, RoleBinding
 
     admin = world.users["admin"]

@@ -8,7 +8,7 @@ from django.utils import translation
 
 import vc_cli.main as cli
 from clusters.models import ClusterStatus, VirtualCluster
-from portal.api import tokens
+from portal import tokens
 from portal.errors import NotEnoughMembers
 from tests.clusters.test_worker import worker  # noqa: F401 - the fixture
 from vc_cli import http, output

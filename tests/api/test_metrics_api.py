@@ -44,7 +44,7 @@ def test_a_cluster_only_role_gets_no_member_figures(api, world):
     VMs is refused (as on the console's 메트릭 tab, members, hostfile and launch)."""
     from django.contrib.auth import get_user_model
 
-    from portal.api import tokens
+    from portal import tokens
     from portal.models import Role, RoleBinding
     from portal.permissions import Perm
 

@@ -219,7 +219,7 @@ def test_members_hostfile_and_launch_lines_are_the_info_tabs(api, login, secrets
 
 
 def test_vms_list_and_detail_hide_the_cluster_from_who_cannot_read_clusters(api, world):
-    from portal.api import tokens
+    from portal import tokens
 
     cluster = world.cluster("c")
     (member,) = world.members(cluster, 1)

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from portal.api import tokens
+from portal import tokens
 from portal.api.schemas import VmOut, read
 from portal.api.vms import readable_vms
 from portal.models import Role, RoleBinding

@@ -13,7 +13,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from portal.api import tokens
+from portal import tokens
 from tests.api.conftest import openapi_document
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

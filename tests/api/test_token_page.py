@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from portal.api import tokens
+from portal import tokens
 from portal.models import ApiToken
 
 pytestmark = pytest.mark.django_db

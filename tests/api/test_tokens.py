@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from portal.api import tokens
+from portal import tokens
 from portal.errors import InvalidInput
 from portal.models import ApiToken, AuditEvent, Role, RoleBinding
 from tests.conftest import builtin_role

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from clusters.models import ClusterStatus
 from clusters.operations import attach_many
-from portal.api import tokens
+from portal import tokens
 from portal.models import Role, RoleBinding
 from portal.permissions import Perm
 from tests.conftest import PASSWORD

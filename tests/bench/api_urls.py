@@ -3,7 +3,7 @@
 from django.http import HttpResponse
 from django.urls import include, path
 
-from portal.api import tokens
+from portal import tokens
 from portal.errors import RuleViolation
 
 

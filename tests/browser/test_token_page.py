@@ -71,7 +71,7 @@ def test_the_admin_shows_its_labels_as_written(browser_login, page, live_server)
     from django.contrib.auth import get_user_model
 
     from clusters.validation.thresholds import threshold_for
-    from portal.api import tokens
+    from portal import tokens
     from portal.models import Project
     from vms.models import FabricType, InstanceType
 

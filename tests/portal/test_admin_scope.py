@@ -209,7 +209,7 @@ def test_filtering_users_by_another_project_lists_no_one(staff, root, other_data
 def test_revoking_an_api_token_in_the_admin(other_data, client):
     """A project admin with the model permission revokes a leaked token of their project:
     it gets 401 at once, the revoke is audited, another project's token is untouched."""
-    from portal.api import tokens
+    from portal import tokens
 
     ops = get_user_model().objects.create_user("ops", is_staff=True)
     ops.user_permissions.set(

@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.api import tokens
+from portal import tokens
 from portal.errors import InvalidInput
 from portal.models import ApiToken, Project
 

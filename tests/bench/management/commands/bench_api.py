@@ -32,7 +32,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from clusters.models import ClusterStatus
-from portal.api import tokens
+from portal import tokens
 from portal.models import Project, Role, RoleBinding
 from tests.bench.inprocess import BENCH_SETTINGS, environ
 from tests.bench.scratch import scratch_database

@@ -15,18 +15,7 @@ from django.db import transaction
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
-from portal.api.errors import (
-    RateLimited,
-    TokenDaysInvalid,
-    TokenExpired,
-    TokenInvalid,
-    TokenLimitReached,
-    TokenNameRequired,
-    TokenProjectInvalid,
-    TokenRequired,
-    TokenRevoked,
-    TokenRoleGone,
-)
+from portal.errors.api import RateLimited, TokenDaysInvalid, TokenExpired, TokenInvalid, TokenLimitReached, TokenNameRequired, TokenProjectInvalid, TokenRequired, TokenRevoked, TokenRoleGone
 from portal.audit import attempt
 from portal.errors import NotFound
 from portal.kernel import parse_id

@@ -23,14 +23,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 
 from portal.api.common import json_response
-from portal.api.errors import (
-    BodyTooLarge,
-    HttpRefusal,
-    JsonRequired,
-    LengthRequired,
-    MethodNotAllowed,
-    ServerError,
-)
+from portal.errors.api import BodyTooLarge, HttpRefusal, JsonRequired, LengthRequired, MethodNotAllowed, ServerError
 from portal.api.problems import PROBLEM_TYPE, activate_api_language, problem_body
 from portal.errors import NotFound, NulCharacter, NulFilterIgnored, RuleViolation
 from portal.middleware import current_request_id, render_refusal
