@@ -2,10 +2,10 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import ClusterStatus
+from portal.compute.catalog import offered_fabrics
 from portal.kernel import NAME_MAX, parse_id
 from portal.listing import ListFilterForm, choice_rank
 from vms.models import FabricOffering, FabricType, InstanceType, Zone
-from portal.compute.catalog import offered_fabrics
 
 
 class ClusterCreateForm(forms.Form):

@@ -13,8 +13,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from portal.compute.backends import get_backend
-from portal.compute.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
 from clusters.models import (
     HOLDS_RESOURCES,
     LIFECYCLE,
@@ -24,6 +22,8 @@ from clusters.models import (
     VirtualCluster,
 )
 from portal.audit import Attempt, record
+from portal.compute.backends import get_backend
+from portal.compute.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
 from portal.errors import BackendError, CapacityUnavailable, RuleViolation, TransitionTimedOut
 from portal.kernel import check_perm, set_status
 from portal.models import AuditEvent

@@ -14,10 +14,6 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from clusters import tasks
-from portal.compute.backends import get_backend
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import VM_STATE_FIELDS, clear_fabric, lock_cluster, lock_members, lock_vm, lock_vm_with_cluster, save_cluster, save_vm
 from clusters.models import (
     DELETABLE,
     LIFECYCLE,
@@ -31,6 +27,19 @@ from clusters.models import (
     VirtualCluster,
 )
 from portal.audit import attempt
+from portal.compute.backends import get_backend
+from portal.compute.catalog import catalog_choice, offered_fabrics
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import (
+    VM_STATE_FIELDS,
+    clear_fabric,
+    lock_cluster,
+    lock_members,
+    lock_vm,
+    lock_vm_with_cluster,
+    save_cluster,
+    save_vm,
+)
 from portal.errors import (
     AlreadyMember,
     BackendError,
@@ -64,7 +73,6 @@ from portal.kernel import (
 )
 from portal.permissions import Perm
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
-from portal.compute.catalog import catalog_choice, offered_fabrics
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +80,11 @@ S = ClusterStatus
 
 
 def queue_advance(cluster) -> None:
-    queue_after_commit(tasks.advance_cluster, cluster.pk, cluster.generation)
+    queue_after_commit("clusters.tasks.advance_cluster", cluster.pk, cluster.generation)
 
 
 def queue_release(cluster) -> None:
-    queue_after_commit(tasks.release_cluster, cluster.pk)
+    queue_after_commit("clusters.tasks.release_cluster", cluster.pk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Celery tasks for SPEC §4: thin wrappers; the logic is in ``clusters.progress``.
+"""Celery tasks for SPEC §4 and the operations: thin wrappers; the logic is in
+``clusters.progress`` and ``clusters.operations`` (which queue these by name, since they
+cannot import this module back), and ``clusters.validation.agent_sim`` for the simulator.
 
 Tasks take primary keys and are idempotent, so they are acked late and requeued if a worker
 dies; the reconciler (beat) repairs whatever is left past its timeout.
@@ -7,19 +9,17 @@ dies; the reconciler (beat) repairs whatever is left past its timeout.
 from typing import Any
 
 from celery import shared_task
-from django.db import OperationalError
+from django.conf import settings
 
 from clusters import progress
-from portal.broker import publish
+from clusters.models.hosts import GpuHost
+from clusters.operations import fanout, replace, validate
+from clusters.operations.common import WATCH_EVERY
+from clusters.validation import agent_sim
+from portal.broker import IDEMPOTENT, publish
 
-IDEMPOTENT: dict[str, Any] = {
-    "acks_late": True,
-    "reject_on_worker_lost": True,
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": 2,
-    "retry_backoff_max": 30,
-    "max_retries": 5,
-}
+# Tasks that look again shortly until their operation settles.
+LATE: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}
 
 
 @shared_task(**IDEMPOTENT)
@@ -34,18 +34,63 @@ def release_cluster(cluster_id):
     progress.release_cluster(cluster_id)
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
+@shared_task(**LATE)
 def reconcile():
     return progress.reconcile()
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
+@shared_task(**LATE)
 def sync_gpu_hosts():
     """동기화 of every GPU host's inventory (beat); needs libvirt-python only when hosts exist."""
-    from clusters.models.hosts import GpuHost
-
     if not GpuHost.objects.exists():
         return {}
     from portal.compute.backends.libvirt.inventory import sync_all
 
     return sync_all()
+
+
+@shared_task(**LATE)
+def run_items(operation_id: int, positions: list[int], then_watch: bool = True) -> None:
+    """Run the single-VM action of each item at ``positions`` (``fanout.run_items``)."""
+    fanout.run_items(operation_id, positions, then_watch)
+
+
+@shared_task(**LATE)
+def watch(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+    """Settle an operation's items as their VMs settle; look again shortly until done. After
+    the transition timeout the reconciler (``watch_stale``) takes over."""
+    rounds = settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
+    if fanout.watch(operation_id) and round < rounds and not watch.app.conf.task_always_eager:
+        watch.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+
+
+@shared_task(**LATE)
+def watch_stale() -> None:
+    """The beat's look at open operations whose watcher is gone (``fanout.watch_stale``)."""
+    fanout.watch_stale()
+
+
+@shared_task(**LATE)
+def advance_replace(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+    """Walk a 교체 until its spare is settled; while a VM is on its way, look again shortly."""
+    rounds = 2 * settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
+    waiting = replace.advance_replace(operation_id)
+    if waiting and round < rounds and not advance_replace.app.conf.task_always_eager:
+        advance_replace.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+
+
+@shared_task(**LATE)
+def watch_validation(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+    """Settle a 검증 run (time-outs, phases, the end); look again every few seconds until done."""
+    rounds = validate.watch_validation(operation_id) / WATCH_EVERY
+    if round < rounds and not watch_validation.app.conf.task_always_eager:
+        watch_validation.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+
+
+@shared_task(**LATE)
+def answer_validation(operation_id: int) -> None:
+    """The simulator's agents answer a 검증 run: one phase per task, then the next."""
+    eager = answer_validation.app.conf.task_always_eager
+    later = agent_sim.answer_jobs(operation_id, every_phase=eager)
+    if later is not None:
+        answer_validation.apply_async((operation_id,), countdown=later)

@@ -1,7 +1,10 @@
 from django.urls import path
 
-from clusters.views import clusters as views, help as views_help, members as views_members, validation as views_validation
-from clusters import views_rename
+from clusters.views import clusters as views
+from clusters.views import help as views_help
+from clusters.views import members as views_members
+from clusters.views import rename as views_rename
+from clusters.views import validation as views_validation
 
 app_name = "clusters"
 urlpatterns = [

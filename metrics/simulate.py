@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from clusters.models import ClusterStatus
 from metrics import errors, storage
-from metrics.models.devices import GPU_NAMES, PORT_NAMES
 from metrics.models import METRIC_NAMES
+from metrics.models.devices import GPU_NAMES, PORT_NAMES
 from vms.models import VirtualMachine, VmStatus
 
 CHECKPOINT_EVERY = 600  # seconds between checkpoints

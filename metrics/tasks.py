@@ -3,25 +3,18 @@
 from typing import Any
 
 from celery import shared_task
-from django.db import OperationalError
 
-from portal.compute.backends import get_backend
-from metrics.storage import events, series_sql
 from metrics import simulate, storage
+from metrics.storage import events, series_sql
+from portal.broker import IDEMPOTENT
+from portal.compute.backends import get_backend
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
-# delivery is harmless, so they are acked late like clusters.tasks.IDEMPOTENT.
-IDEMPOTENT: dict[str, Any] = {
-    "acks_late": True,
-    "reject_on_worker_lost": True,
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": 2,
-    "retry_backoff_max": 30,
-    "max_retries": 3,
-}
+# delivery is harmless, so they are acked late and retried like every idempotent task.
+UPKEEP: dict[str, Any] = {**IDEMPOTENT, "max_retries": 3}
 
 
-@shared_task(**IDEMPOTENT)
+@shared_task(**UPKEEP)
 def rollup():
     """Minute and hour rollups of every closed bucket, and of late batches' buckets; then the
     device error events of the minutes just rolled up (``metrics.storage.events``)."""
@@ -31,7 +24,7 @@ def rollup():
     return advanced
 
 
-@shared_task(**IDEMPOTENT)
+@shared_task(**UPKEEP)
 def maintain_storage():
     """Day partitions ahead of time, and retention."""
     created, dropped = storage.maintain()

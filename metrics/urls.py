@@ -1,8 +1,9 @@
 from django.urls import path
 
 from metrics import federate
-from metrics.views import agent_jobs as jobs, pages as views
 from metrics.views import agent
+from metrics.views import agent_jobs as jobs
+from metrics.views import pages as views
 
 app_name = "metrics"
 urlpatterns = [

@@ -18,10 +18,10 @@ from portal.admin_base import (
     visible_projects,
     visible_users,
 )
-from portal.tokens import revoke_tokens
 from portal.messages import action_label, target_label
 from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding
 from portal.permissions import Perm
+from portal.tokens import revoke_tokens
 
 __all__ = ["ConsoleAdmin", "ProjectScopedAdmin"]  # the other apps' admins build on these
 

@@ -12,10 +12,12 @@ On the embedded ``filesystem://`` broker the "broker" is three folders under
 import logging
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis.exceptions
 from celery import Task, current_app
+from django.db import OperationalError as DatabaseError
 from kombu.exceptions import ChannelError, ConnectionError, OperationalError
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,16 @@ BROKER_ERRORS = (
     redis.exceptions.TimeoutError,
 )
 FOLDER_OPTIONS = ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")
+# A task that takes primary keys and may run twice: acked late and requeued if its worker
+# dies, retried while the database is away (the reconciler repairs what is left).
+IDEMPOTENT: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (DatabaseError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 30,
+    "max_retries": 5,
+}
 
 
 def broker_url() -> str:
@@ -60,12 +72,19 @@ def ensure_folders() -> None:
             folder.mkdir(parents=True, exist_ok=True)
 
 
-def publish(task: Task, *args) -> bool:
+def publish(task: Task | str, *args) -> bool:
     """Send ``task(*args)``; on a broker failure log a warning and return False.
+
+    ``task`` may be a task's name (``"clusters.tasks.watch"``): a module whose work an app's
+    ``tasks.py`` wraps cannot import that module back, so it queues the task by name.
 
     Only broker-side errors are caught: a bug in our code (a bad argument, an encoding
     error) still raises.
     """
+    if isinstance(task, str):
+        if task not in current_app.tasks:
+            current_app.loader.import_default_modules()  # the apps' tasks.py, autodiscovered
+        task = current_app.tasks[task]
     try:
         task.delay(*args)
     except BROKER_ERRORS:

@@ -22,7 +22,7 @@ def _ensure_broker_folders(**_kwargs):
 
 @task_postrun.connect
 def _stamp_heartbeat(task=None, **_kwargs):
-    """A task ran to its end in a worker: its pool consumes (``portal.heartbeat``).
+    """A task ran to its end in a worker: its pool consumes (``portal.tasks.heartbeat``).
 
     Not for a task applied in place (eager mode, beat's reconciler): that proves nothing
     about a worker.
@@ -31,8 +31,3 @@ def _stamp_heartbeat(task=None, **_kwargs):
 
     if task is not None and not task.request.is_eager:
         worker_heartbeat.touch()
-
-
-@app.task(name="portal.heartbeat", ignore_result=True)
-def heartbeat():
-    """Queued by beat so an idle worker stamps its heartbeat too (the stamp is task_postrun's)."""

@@ -3,7 +3,7 @@
 A worker whose main process is alive can still be useless (its prefork pool wedged after a
 child was SIGKILLed, its broker folder gone), and a broker that answers a ping says nothing
 about that. So every task a worker runs stamps the heartbeat (``task_postrun``, wired in
-``portal.celery``) and beat queues ``portal.heartbeat`` every ``WORKER_HEARTBEAT_SECONDS`` so
+``portal.celery``) and beat queues ``portal.tasks.heartbeat`` every ``WORKER_HEARTBEAT_SECONDS`` so
 an idle worker stamps it too. ``/healthz`` and ``rundemo``'s supervisor read its age.
 
 The stamp lives next to the queue, where every process of the stack already looks: a file

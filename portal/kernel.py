@@ -182,7 +182,8 @@ def rename(
 
 
 def queue_after_commit(task: Any, *args: Any) -> None:
-    """Send ``task`` once the transaction commits.
+    """Send ``task`` (a task, or its name: ``portal.broker.publish``) once the transaction
+    commits.
 
     The change is made whatever the broker says: if it cannot take the message (down,
     restarting, its folder gone), the step is left to the reconciler (SPEC §4) instead of

@@ -290,8 +290,6 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Beat runs the reconciler itself (portal.beat): it must not depend on a worker's pool.
 CELERY_BEAT_SCHEDULER = "portal.beat:Scheduler"
 RECONCILE_EVERY_SECONDS = float(os.environ.get("RECONCILE_EVERY_SECONDS", "30"))
-# Tasks outside the apps' tasks modules (those sit above the services that queue them).
-CELERY_IMPORTS = ("clusters.operations.fanout",)
 # Every task a worker runs stamps a heartbeat, and beat queues one this often so an idle
 # worker does too; /healthz answers 503 (and rundemo restarts the worker) past the max age.
 WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
@@ -304,11 +302,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": RECONCILE_EVERY_SECONDS,
     },
     "operations": {
-        "task": "clusters.operations.fanout.watch_stale",
+        "task": "clusters.tasks.watch_stale",
         "schedule": RECONCILE_EVERY_SECONDS,
     },
     "worker-heartbeat": {
-        "task": "portal.heartbeat",
+        "task": "portal.tasks.heartbeat",
         "schedule": WORKER_HEARTBEAT_SECONDS,
         "options": {"expires": WORKER_HEARTBEAT_SECONDS},
     },
@@ -326,7 +324,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # The compute backend (SPEC §8) and its simulator's pace.
-COMPUTE_BACKEND = os.environ.get("COMPUTE_BACKEND", "portal.compute.backends.simulator.SimulatorBackend")
+COMPUTE_BACKEND = os.environ.get(
+    "COMPUTE_BACKEND", "portal.compute.backends.simulator.SimulatorBackend"
+)
 SIMULATOR_STEP_SECONDS = float(os.environ.get("SIMULATOR_STEP_SECONDS", "2"))
 # Tests' hook into the simulator across processes (portal.compute.backends.simulator.StepGate): a
 # folder where each step records that it started, and waits while the folder holds `closed`.
@@ -373,6 +373,9 @@ if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", LIBVIRT_NAME_PREFIX):
     raise ImproperlyConfigured("LIBVIRT_NAME_PREFIX: 1-12 lowercase letters and digits")
 # The portal as a guest reaches it (the user-mode NIC makes the host 10.0.2.2).
 LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
+# Issues the guest agent's metrics token written into its seed: ``(vm_id, *, actor)`` ->
+# ``(vm, token)``. Named here so the backends (portal.compute) import nothing of metrics.
+LIBVIRT_AGENT_TOKEN = "metrics.services.rotate_token"
 LIBVIRT_BASE_VOLUME = os.environ.get("LIBVIRT_BASE_VOLUME", "")
 LIBVIRT_DISK_GIB = int(os.environ.get("LIBVIRT_DISK_GIB", "4"))
 # Guests on hosts with emulated slots get this much instead of the instance type's size.

@@ -1,7 +1,7 @@
 """Keep the Celery worker and beat of ``rundemo`` running.
 
 A child that exits (SIGKILL, a crash on a broken broker folder) is started again, with a
-log line. A worker that is alive but no longer consumes (its heartbeat, ``portal.heartbeat``,
+log line. A worker that is alive but no longer consumes (its heartbeat, ``portal.tasks.heartbeat``,
 older than ``WORKER_HEARTBEAT_MAX_AGE_SECONDS`` while it has been up at least that long) is
 killed and started again: a prefork pool whose children were SIGKILLed can wedge that way.
 In production systemd (``Restart=always``) and a probe on ``/healthz`` do the same job.

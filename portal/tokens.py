@@ -15,9 +15,20 @@ from django.db import transaction
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
-from portal.errors.api import RateLimited, TokenDaysInvalid, TokenExpired, TokenInvalid, TokenLimitReached, TokenNameRequired, TokenProjectInvalid, TokenRequired, TokenRevoked, TokenRoleGone
 from portal.audit import attempt
 from portal.errors import NotFound
+from portal.errors.api import (
+    RateLimited,
+    TokenDaysInvalid,
+    TokenExpired,
+    TokenInvalid,
+    TokenLimitReached,
+    TokenNameRequired,
+    TokenProjectInvalid,
+    TokenRequired,
+    TokenRevoked,
+    TokenRoleGone,
+)
 from portal.kernel import parse_id
 from portal.models import ApiToken, Project, RoleBinding
 from portal.throttle import Counter

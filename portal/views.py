@@ -1,5 +1,6 @@
 """Shell of the console: login/logout, the project switcher, health."""
 
+from celery import current_app
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
@@ -100,7 +101,6 @@ def healthz(request):
     from django.conf import settings
 
     from portal import broker, heartbeat
-    from portal.celery import app
 
     checks = {}
     try:
@@ -110,7 +110,7 @@ def healthz(request):
     except DatabaseError as exc:
         checks["database"] = f"error: {type(exc).__name__}"
     checks["broker"] = broker.check()
-    if not app.conf.task_always_eager:
+    if not current_app.conf.task_always_eager:
         bound = settings.WORKER_HEARTBEAT_MAX_AGE_SECONDS
         try:
             age = heartbeat.age()

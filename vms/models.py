@@ -6,7 +6,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.errors import VmNotFound
-from portal.kernel import Lifecycle, id_for_lookup, step
+from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
 
 

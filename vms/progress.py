@@ -5,9 +5,9 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from portal.audit import Attempt, record
 from portal.compute.backends import get_backend
 from portal.compute.locking import apply_fabric, lock_vm_with_cluster, save_vm
-from portal.audit import Attempt, record
 from portal.errors import BackendError, CapacityUnavailable, RuleViolation
 from portal.kernel import check_perm, set_status
 from portal.models import AuditEvent

@@ -8,11 +8,12 @@ queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` 
 
 from django.db import IntegrityError, transaction
 
-from portal.compute.backends import get_backend
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_vm_with_cluster, save_vm
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.audit import attempt
+from portal.compute.backends import get_backend
+from portal.compute.catalog import catalog_choice
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import lock_vm_with_cluster, save_vm
 from portal.errors import (
     BillingTypeRequired,
     ClusterNotRunning,
@@ -38,8 +39,17 @@ from portal.kernel import (
 from portal.models import Project
 from portal.permissions import Perm
 from vms import tasks
-from vms.models import VM_LIFECYCLE, VM_STARTABLE, VM_STOPPABLE, BillingType, FabricOffering, InstanceType, VirtualMachine, VmStatus, Zone
-from portal.compute.catalog import catalog_choice
+from vms.models import (
+    VM_LIFECYCLE,
+    VM_STARTABLE,
+    VM_STOPPABLE,
+    BillingType,
+    FabricOffering,
+    InstanceType,
+    VirtualMachine,
+    VmStatus,
+    Zone,
+)
 
 V = VmStatus
 

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from clusters.tasks import IDEMPOTENT
+from portal.broker import IDEMPOTENT
 from vms import progress
 
 

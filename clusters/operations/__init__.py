@@ -7,8 +7,8 @@ the request (one transaction, rows locked in the fixed order); starts and stops 
 out to workers (``run_items``), and ``watch`` marks each item once its VM settles, then
 finishes the operation (stopping the cluster last for ``stop_cluster_with_members``).
 
-This module sits above the services: nothing below it imports it. Its tasks are registered
-through ``CELERY_IMPORTS``.
+This module sits above the services: nothing below it imports it. The tasks that run its
+work are in ``clusters.tasks``; it queues them by name.
 """
 
 from clusters.operations.fanout import (

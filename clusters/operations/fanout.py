@@ -1,19 +1,18 @@
 """Starts and stops fanned out to workers: ``run_items`` runs each item's single-VM
 action, ``watch`` marks items as their VMs settle and finishes the operation (stopping the
-cluster last for ``stop_cluster_with_members``), ``watch_stale`` picks up lost watchers."""
+cluster last for ``stop_cluster_with_members``), ``watch_stale`` picks up lost watchers.
+The tasks that call them are in ``clusters.tasks``; this module queues them by name."""
 
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 
-from celery import shared_task
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
-from portal.compute.locking import lock_cluster
 from clusters.models import (
     STOPPABLE,
     TRANSITIONAL,
@@ -25,7 +24,6 @@ from clusters.models import (
 from clusters.operations.common import (
     CHUNK,
     ITEM_ACTIONS,
-    WATCH_EVERY,
     ItemStatus,
     K,
     _cluster_attempt,
@@ -38,6 +36,7 @@ from clusters.operations.common import (
     _vm_refusal,
 )
 from portal.broker import publish
+from portal.compute.locking import lock_cluster
 from portal.errors import (
     ClusterNotRunning,
     InvalidTransition,
@@ -52,17 +51,20 @@ from portal.kernel import Actor, id_for_lookup, permission_refusal
 from portal.permissions import Perm
 from vms.models import VM_STARTABLE, VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
+# The tasks (``clusters.tasks``) that wrap this module's work, by name.
+RUN_ITEMS, WATCH = "clusters.tasks.run_items", "clusters.tasks.watch"
+
 
 def _fan_out(operation: Operation) -> None:
     """Queue the items' work in chunks once the operation commits; the last chunk queues
     the watcher after the work it started (so it looks after, not before, those steps)."""
     positions = list(operation.items.order_by("position").values_list("position", flat=True))
     if not positions:
-        transaction.on_commit(lambda: publish(watch, operation.pk))
+        transaction.on_commit(lambda: publish(WATCH, operation.pk))
     for start in range(0, len(positions), CHUNK):
         chunk = positions[start : start + CHUNK]
         last = start + CHUNK >= len(positions)
-        transaction.on_commit(partial(publish, run_items, operation.pk, chunk, last))
+        transaction.on_commit(partial(publish, RUN_ITEMS, operation.pk, chunk, last))
 
 
 # The members an action takes when none are named: those it can act on.
@@ -166,7 +168,6 @@ def _actor_of(operation: Operation) -> Actor:
     return get_user_model().objects.filter(pk=operation.actor_id, is_active=True).first()
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_items(operation_id: int, positions: list[int], then_watch: bool = True) -> None:
     """Run the single-VM action of each item at ``positions`` (each audited by its service).
 
@@ -197,7 +198,7 @@ def run_items(operation_id: int, positions: list[int], then_watch: bool = True) 
         )
     if then_watch:
         # After commit, so that it follows the steps the actions above queued.
-        transaction.on_commit(lambda: publish(watch, operation_id))
+        transaction.on_commit(lambda: publish(WATCH, operation_id))
 
 
 def _settle_items(operation: Operation, goal: str) -> None:
@@ -244,23 +245,17 @@ def _settle(operation: Operation) -> bool:
     return True
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def watch(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
-    """Settle an operation's items as their VMs settle; look again shortly until done. After
-    the transition timeout the reconciler (``watch_stale``) takes over."""
+def watch(operation_id: int) -> bool:
+    """Settle an operation's items as their VMs settle; True while it is still open (its
+    task looks again shortly, until the transition timeout; then ``watch_stale``)."""
     operation = Operation.objects.filter(pk=operation_id).first()
     if operation is None or operation.done:
-        return
+        return False
     with transaction.atomic():
         locked = Operation.objects.select_for_update().get(pk=operation_id)
-        if locked.done or _settle(locked):
-            return
-    rounds = settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
-    if round < rounds and not watch.app.conf.task_always_eager:
-        watch.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+        return not (locked.done or _settle(locked))
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
 def watch_stale() -> None:
     """The beat's look at open operations whose watcher is gone (a dead worker, a lost
     message): settle them; items still waiting past twice the transition timeout fail."""

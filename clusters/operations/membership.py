@@ -4,8 +4,6 @@ the fixed order, an item and an audit event per VM."""
 from collections.abc import Callable, Iterable
 
 from clusters import services
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_cluster, lock_members
 from clusters.models import (
     ClusterStatus,
     Operation,
@@ -25,6 +23,8 @@ from clusters.operations.common import (
     _vm_refusal,
 )
 from portal.audit import Attempt, attempt, build_event, record_many, require_perm
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import lock_cluster, lock_members
 from portal.errors import (
     CountInvalid,
     NotMember,

@@ -14,17 +14,12 @@ attaching it meanwhile is refused; and should the swap be refused all the same (
 permission withdrawn, the cluster changed), the member this replace stopped is started again.
 """
 
-from celery import shared_task
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_cluster, lock_members, lock_vm
 from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.operations.common import (
-    WATCH_EVERY,
     ItemStatus,
     K,
     _cluster_attempt,
@@ -38,6 +33,8 @@ from clusters.operations.common import (
 from clusters.operations.fanout import _actor_of
 from portal.audit import Attempt, build_event, record_many
 from portal.broker import publish
+from portal.compute.holds import hold_refusal
+from portal.compute.locking import lock_cluster, lock_members, lock_vm
 from portal.errors import (
     ClusterChanging,
     InvalidTransition,
@@ -127,7 +124,7 @@ def replace_member(
 def _watch_after_commit(operation: Operation) -> None:
     """Look at the operation again once the VM step just queued has been committed (and,
     with eager tasks, done): ``advance_replace`` after the step's own task."""
-    transaction.on_commit(lambda: publish(advance_replace, operation.pk))
+    transaction.on_commit(lambda: publish("clusters.tasks.advance_replace", operation.pk))
 
 
 def _fail(operation: Operation, items: list[OperationItem], error: RuleViolation | None) -> None:
@@ -227,18 +224,15 @@ def _step(operation: Operation, actor: Actor) -> bool:
     return True
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def advance_replace(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+def advance_replace(operation_id: int) -> bool:
     """Walk a replace until its spare item is settled. A step that queued a VM's start
-    queued the next look too; while a VM is still on its way, look again shortly."""
+    queued the next look too; True while a VM is still on its way (the task,
+    ``clusters.tasks.advance_replace``, looks again shortly)."""
     with transaction.atomic():
         operation = (
             Operation.objects.select_for_update().filter(pk=operation_id, kind=K.REPLACE).first()
         )
         if operation is None:
-            return
+            return False
         moved = _step(operation, _actor_of(operation))
-        waiting = not moved and operation.items.filter(status=ItemStatus.PENDING).exists()
-    rounds = 2 * settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
-    if waiting and round < rounds and not advance_replace.app.conf.task_always_eager:
-        advance_replace.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+        return not moved and operation.items.filter(status=ItemStatus.PENDING).exists()

@@ -15,7 +15,7 @@ from clusters.operations.common import (
     _new_operation,
     _succeed,
 )
-from clusters.operations.fanout import stop_cluster_with_members, watch
+from clusters.operations.fanout import WATCH, stop_cluster_with_members
 from portal.audit import require_perm
 from portal.broker import publish
 from portal.errors import RuleViolation
@@ -56,7 +56,7 @@ def _single(
         item.started_at = timezone.now()
         item.save(update_fields=["started_at"])
     if watch_it:
-        transaction.on_commit(lambda: publish(watch, operation.pk))
+        transaction.on_commit(lambda: publish(WATCH, operation.pk))
     else:
         if item is not None:
             _succeed(item).save(update_fields=["status", "finished_at"])
@@ -86,7 +86,7 @@ def create_cluster_op(
         raise
     operation.cluster = cluster
     operation.save(update_fields=["cluster"])
-    transaction.on_commit(lambda: publish(watch, operation.pk))
+    transaction.on_commit(lambda: publish(WATCH, operation.pk))
     return operation, cluster
 
 

@@ -8,21 +8,19 @@ its VMs) ``clusters.validation.agent_sim`` answers for the running members.
 
 from collections.abc import Iterable
 
-from celery import shared_task
 from django.db import transaction
 
-from portal.compute.backends import get_backend
-from clusters.validation.agent_sim import answer_jobs
-from portal.compute.locking import lock_cluster, lock_members
 from clusters.models import Operation, OperationItem
+from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.operations.common import K, _cluster_attempt, _item, _new_operation
 from clusters.validation import jobs
 from clusters.validation.errors import LevelInvalid
-from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for
 from portal.broker import publish
+from portal.compute.backends import get_backend
+from portal.compute.locking import lock_cluster, lock_members
 from portal.kernel import Actor, raise_if
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
@@ -64,9 +62,9 @@ def start_validation(
         ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running))
         jobs.settle(run.pk)  # opens the first phase
         att.notice("operation_queued", total=len(running))
-        transaction.on_commit(lambda: publish(watch_validation, operation.pk))
+        transaction.on_commit(lambda: publish("clusters.tasks.watch_validation", operation.pk))
         if get_backend().emits_metrics:  # simulated VMs run no agent: answer for them
-            transaction.on_commit(lambda: publish(answer_jobs, operation.pk))
+            transaction.on_commit(lambda: publish("clusters.tasks.answer_validation", operation.pk))
     return operation
 
 
@@ -78,12 +76,11 @@ def longest_run_seconds(level: int) -> float:
     return float(sum(per_phase) + 7 * (jobs.FETCH_WAIT_SECONDS + jobs.GRACE_SECONDS))
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def watch_validation(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
-    """Settle a run (time-outs, phases, the end); look again every few seconds until done."""
+def watch_validation(operation_id: int) -> float:
+    """Settle a run (time-outs, phases, the end). While it is open, how long it may take at
+    most, in seconds: its task (``clusters.tasks.watch_validation``) looks again every few
+    seconds until then; 0 once it is done."""
     run = ValidationRun.objects.filter(pk=operation_id).first()
     if run is None or jobs.settle(run.pk):
-        return
-    rounds = longest_run_seconds(run.level) / WATCH_EVERY
-    if round < rounds and not watch_validation.app.conf.task_always_eager:
-        watch_validation.apply_async((operation_id, round + 1), countdown=WATCH_EVERY)
+        return 0.0
+    return longest_run_seconds(run.level)

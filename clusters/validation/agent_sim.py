@@ -18,11 +18,10 @@ import random
 import time
 from typing import Any
 
-from celery import shared_task
 from django.conf import settings
 
-from clusters.validation import jobs
 from clusters.models.validation import ValidationJob, ValidationRun
+from clusters.validation import jobs
 from vms.models import VirtualMachine, VmStatus
 
 K = ValidationJob.Kind
@@ -237,22 +236,25 @@ def answer_phase(run) -> bool:
     return jobs.settle(run.pk)
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def answer_jobs(operation_id):
-    """One phase per task (each well within the task time limit), then the next."""
+def answer_jobs(operation_id: int, *, every_phase: bool = False) -> int | None:
+    """Answer the run's open phase (one phase is well within the task time limit), and with
+    ``every_phase`` (eager tasks) the phases after it too. Returns the seconds after which
+    its task (``clusters.tasks.answer_validation``) looks again, or None when nothing is
+    left to answer: the next phase at once, one still waiting on a silent member later."""
     run = ValidationRun.objects.select_related("operation__cluster").filter(pk=operation_id).first()
     if run is None or run.finished_at is not None:
-        return
+        return None
     phase = run.phase
     done = answer_phase(run)
-    if answer_jobs.app.conf.task_always_eager:
+    if every_phase:
         while not done:
             run.refresh_from_db()
             if run.phase == phase:  # nothing more to answer (the silent time out later)
-                return
+                return None
             phase = run.phase
             done = answer_phase(run)
-    elif not done:
-        run.refresh_from_db()
-        # The next phase at once; a phase still waiting on a silent member, a little later.
-        answer_jobs.apply_async((operation_id,), countdown=0 if run.phase != phase else 5)
+        return None
+    if done:
+        return None
+    run.refresh_from_db()
+    return 0 if run.phase != phase else 5

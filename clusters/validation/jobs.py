@@ -15,8 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import OperationItem
-from clusters.validation import verdict
 from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
+from clusters.validation import verdict
 from metrics.vm_agent import toolparse
 from metrics.vm_agent.agent_jobs import NOT_FOUND
 from portal.audit import Attempt, build_event, record_many

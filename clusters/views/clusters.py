@@ -21,7 +21,6 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import operations, outcome, services
-from clusters.views import members as views_members
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
 from clusters.launch import RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
@@ -34,6 +33,7 @@ from clusters.models import (
     VirtualCluster,
 )
 from clusters.services import MemberStates
+from clusters.views import members as views_members
 from clusters.views.members import readable_cluster, shown_reason
 from portal.errors import (
     FabricNotOffered,

@@ -2,8 +2,8 @@
 series (``devices``), and every series described once (``SERIES``)."""
 
 from metrics.models.cluster import (
-    CLUSTER_METRICS,
     CLUSTER_METRIC_NAMES,
+    CLUSTER_METRICS,
     COUNTS,
     PEAKS,
     SUMS,

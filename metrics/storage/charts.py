@@ -23,8 +23,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters.models import Operation, OperationItem
-from metrics.storage import cluster_series, series_sql
 from metrics.models import HOST, METRIC_NAMES
+from metrics.storage import cluster_series, series_sql
 from vms.models import VirtualMachine, VmStatus
 
 

@@ -20,9 +20,14 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from metrics.models.cluster import CLUSTER_METRICS, ClusterHourRollup, ClusterMinuteRollup, stat_columns
-from metrics.models.devices import PortMinuteRollup
 from metrics.models import MinuteRollup
+from metrics.models.cluster import (
+    CLUSTER_METRICS,
+    ClusterHourRollup,
+    ClusterMinuteRollup,
+    stat_columns,
+)
+from metrics.models.devices import PortMinuteRollup
 from metrics.storage.db import bucket_sql, param
 
 

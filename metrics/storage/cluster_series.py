@@ -20,9 +20,9 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from metrics.storage import series_sql
-from metrics.models.cluster import ClusterHourRollup, ClusterMinuteRollup, stat_columns
 from metrics.models import HOST
+from metrics.models.cluster import ClusterHourRollup, ClusterMinuteRollup, stat_columns
+from metrics.storage import series_sql
 from metrics.storage.cluster_rollup import minute_stats
 from metrics.storage.db import param
 

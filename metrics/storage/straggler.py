@@ -23,8 +23,8 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from metrics.storage import series_sql
 from metrics.models import GPU, HOST, PORT
+from metrics.storage import series_sql
 
 BOTTOM = 5
 JOINED_SECONDS = 300  # less data than this in the range: 방금 합류, not ranked

@@ -1,22 +1,18 @@
 """metrics' console pages: a VM's agent token, a cluster's 메트릭 tab."""
 
-import time
-
 import plotly.io as pio
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters.models import VirtualCluster
-from metrics.storage import charts, events, straggler
-from metrics import errors, ingest, services
+from metrics import services
 from metrics.figures import figures as draw_figures
 from metrics.figures import script_safe
+from metrics.storage import charts, events, straggler
 from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine

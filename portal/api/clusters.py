@@ -9,8 +9,8 @@ from ninja import Query, Router
 from clusters import operations as ops
 from clusters.launch import RANK_ORDER, hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
-from metrics.storage import exposition
 from metrics import federate
+from metrics.storage import exposition
 from portal.api import pagination
 from portal.api.common import (
     ListFilters,

@@ -7,8 +7,8 @@ from django.http import HttpResponse
 from django.utils import translation
 
 from portal.api import pagination
-from portal.errors.api import RequestInvalid
 from portal.errors import RuleViolation
+from portal.errors.api import RequestInvalid
 from portal.kernel import require_id
 from vms.models import VirtualMachine
 

@@ -23,9 +23,16 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 
 from portal.api.common import json_response
-from portal.errors.api import BodyTooLarge, HttpRefusal, JsonRequired, LengthRequired, MethodNotAllowed, ServerError
 from portal.api.problems import PROBLEM_TYPE, activate_api_language, problem_body
 from portal.errors import NotFound, NulCharacter, NulFilterIgnored, RuleViolation
+from portal.errors.api import (
+    BodyTooLarge,
+    HttpRefusal,
+    JsonRequired,
+    LengthRequired,
+    MethodNotAllowed,
+    ServerError,
+)
 from portal.middleware import current_request_id, render_refusal
 
 NUL = "\x00"

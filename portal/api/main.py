@@ -26,11 +26,9 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal.api import guard
-from portal.api import catalog, clusters, operations, validation, vms
 from portal import tokens
+from portal.api import catalog, clusters, guard, operations, validation, vms
 from portal.api.common import api_headers
-from portal.errors.api import RequestInvalid, TokenRequired
 from portal.api.problems import (
     PROBLEM_TYPE,
     activate_api_language,
@@ -39,6 +37,7 @@ from portal.api.problems import (
 )
 from portal.api.schemas import Problem
 from portal.errors import NotFound, RuleViolation
+from portal.errors.api import RequestInvalid, TokenRequired
 
 # Every authenticated operation may answer these, whatever else it documents; a change may
 # also be refused for a missing permission or by a rule.

@@ -21,8 +21,8 @@ from clusters.models import Operation
 from clusters.operations import visible_operations
 from portal.api import pagination
 from portal.api.common import actor, json_response, labels, stored_error_json
-from portal.errors.api import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
 from portal.api.schemas import OperationOut, OperationPage, QueryInt
+from portal.errors.api import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
 from portal.kernel import parse_id
 from portal.permissions import Perm
 

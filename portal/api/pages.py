@@ -10,8 +10,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal import tokens
-from portal.errors import InvalidInput
 from portal.api.guard import nul_as_form_error
+from portal.errors import InvalidInput
 from portal.models import ApiToken
 
 

@@ -14,8 +14,8 @@ from django.core import signing
 from django.db.models import Q, QuerySet
 from ninja import Schema
 
-from portal.errors.api import PageTokenInvalid, RequestInvalid
 from portal.api.schemas import QueryInt
+from portal.errors.api import PageTokenInvalid, RequestInvalid
 from portal.kernel import parse_id
 
 MAX_PAGE_SIZE = 500

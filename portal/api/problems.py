@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import translation
 from django.utils.translation.trans_real import parse_accept_lang_header
 
-from portal.errors.api import RequestInvalid
 from portal.errors import NulCharacter, PermissionRequired, RuleViolation
+from portal.errors.api import RequestInvalid
 
 PROBLEM_TYPE = "application/problem+json"
 # The console's form fields that the API's bodies name by id.

@@ -7,8 +7,8 @@ from ninja import Query, Router
 
 from clusters import operations as ops
 from clusters.models import Operation
-from clusters.validation import display
 from clusters.models.validation import ValidationJob, ValidationVerdict, Verdict
+from clusters.validation import display
 from clusters.validation.verdict import reason_text
 from portal.api import pagination
 from portal.api.clusters import ACCEPTED, readable_cluster

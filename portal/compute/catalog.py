@@ -2,13 +2,7 @@
 each type offers where). The models stay in the vms app: moving them would need
 SeparateDatabaseAndState migrations."""
 
-from django.conf import settings
-from django.db import models
-from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
-from portal.errors import VmNotFound
-from portal.kernel import Lifecycle, id_for_lookup, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
+from portal.kernel import id_for_lookup
 from vms.models import FabricOffering, InstanceType, Zone
 
 

@@ -15,8 +15,8 @@ from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 if TYPE_CHECKING:
-    from portal.compute.backends.base import FabricAddress
     from portal.audit import Attempt
+    from portal.compute.backends.base import FabricAddress
 
 VM_STATE_FIELDS = [
     "status",

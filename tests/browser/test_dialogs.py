@@ -12,9 +12,9 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, VirtualCluster
 from portal import errors
+from portal.compute.backends.simulator import SimulatorBackend
 from tests.browser.dialogs import cancel, confirm, confirm_dialog, shoot, switch_language
 from tests.browser.test_console import demo_cluster
 from vms.models import InstanceType, VirtualMachine, VmStatus, Zone

@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from portal.compute.backends.libvirt import names
 from clusters.models import VirtualCluster
 from metrics.models import Sample
+from portal.compute.backends.libvirt import names
 from tests.browser.dialogs import confirm
 from tests.browser.test_console import attach
 from tests.realvm.guests import (

@@ -3,10 +3,10 @@ each, over 2 NUMA nodes), synced into the database, with the libvirt backend sel
 
 import pytest
 
+from clusters.models.hosts import GpuHost
 from portal.compute.backends.libvirt import connection
 from portal.compute.backends.libvirt.inventory import sync_host
 from portal.compute.backends.libvirt.testhost import write_hosts
-from clusters.models.hosts import GpuHost
 from vms.models import FabricOffering, FabricType, InstanceType
 
 # name: (block, leaf)

@@ -8,9 +8,9 @@ from django.conf import settings
 from django.utils import translation
 
 from clusters import services as cluster_services
-from portal.compute.backends.libvirt import LibvirtBackend, domain, names
-from clusters.models.hosts import FabricPartition, HostDevice, Placement
 from clusters.models import ClusterStatus
+from clusters.models.hosts import FabricPartition, HostDevice, Placement
+from portal.compute.backends.libvirt import LibvirtBackend, domain, names
 from portal.errors import CapacityUnavailable
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
@@ -48,8 +48,8 @@ def test_inventory_and_capacity(world, hosts):
     cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
     assert (cap.total_nodes, cap.free_nodes) == (8, 5)
     # 동기화 again changes nothing; a draining host takes no new members.
-    from portal.compute.backends.libvirt.inventory import sync_all
     from clusters.models.hosts import GpuHost
+    from portal.compute.backends.libvirt.inventory import sync_all
 
     assert sync_all() == {"h0": "16", "h1": "16", "h2": "16", "h3": "16"}
     assert HostDevice.objects.count() == 64

@@ -10,9 +10,9 @@ import pytest
 
 from clusters import progress
 from clusters import services as cluster_services
+from clusters.models.hosts import FabricPartition, Placement
 from portal.compute.backends.libvirt import LibvirtBackend, fabric, names
 from portal.compute.backends.libvirt.fabric import UfmClient
-from clusters.models.hosts import FabricPartition, Placement
 from portal.errors import BackendError
 from portal.models import AuditEvent
 from tests.clusters.test_libvirt_backend import running_cluster
@@ -288,8 +288,8 @@ def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
 
 
 def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
-    from portal.compute.backends.libvirt import connection
     from clusters.models.hosts import GpuHost
+    from portal.compute.backends.libvirt import connection
     from portal.errors import BackendError
 
     host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tcp://127.0.0.1:1/system")

@@ -4,9 +4,9 @@ import pytest
 from django.utils import translation
 
 from clusters import progress, services
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, SimulatorAllocation, VirtualCluster
 from portal import errors
+from portal.compute.backends.simulator import SimulatorBackend
 from portal.models import AuditEvent
 from vms import services as vm_services
 from vms.models import BillingType, FabricType, VmStatus

@@ -5,8 +5,8 @@ import ipaddress
 
 import pytest
 
-from portal.compute.backends.simulator import ROCE_BLOCKS, SimulatorBackend
 from clusters.models import SimulatorAllocation, VirtualCluster
+from portal.compute.backends.simulator import ROCE_BLOCKS, SimulatorBackend
 from portal.errors import CapacityUnavailable
 from tests.clusters.test_races import race
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus

@@ -14,8 +14,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import SimulatorCapacity, VirtualCluster
+from portal.compute.backends.simulator import SimulatorBackend
 from tests.concurrency.test_mixed_operations import _wait_for_waiters
 from vms.models import VirtualMachine
 

@@ -55,7 +55,7 @@ def test_a_moved_queue_folder_is_made_again_and_the_change_is_sent(filesystem_br
     assert VirtualMachine.objects.get(pk=vm.pk).status == VmStatus.STARTING
     # The folder is back and holds the step (and the watch of the start's Operation).
     tasks = [json.loads(m.read_text())["headers"]["task"] for m in messages(queue)]
-    assert sorted(tasks) == ["clusters.operations.fanout.watch", "vms.tasks.advance_vm"]
+    assert sorted(tasks) == ["clusters.tasks.watch", "vms.tasks.advance_vm"]
 
 
 def test_a_broker_that_cannot_take_messages_leaves_the_work_to_the_reconciler(

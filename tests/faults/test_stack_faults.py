@@ -18,9 +18,9 @@ import time
 import pytest
 
 from clusters import services as cluster_services
-from portal.compute.backends.simulator import StepGate
 from clusters.models import ClusterStatus, VirtualCluster
 from portal import heartbeat
+from portal.compute.backends.simulator import StepGate
 from tests.faults.harness import wait_until
 from tests.faults.stack import (
     BOUND,

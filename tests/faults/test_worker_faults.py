@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from clusters import progress as cluster_progress
 from clusters import services as cluster_services
-from portal.compute.backends.simulator import StepGate
 from clusters.models import (
     STABLE,
     ClusterStatus,
@@ -27,6 +26,7 @@ from clusters.models import (
     VirtualCluster,
 )
 from portal.celery import app
+from portal.compute.backends.simulator import StepGate
 from portal.errors import RuleViolation
 from portal.models import AuditEvent
 from tests.concurrency.invariants import structural_problems

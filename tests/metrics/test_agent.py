@@ -10,9 +10,9 @@ import pytest
 from django.core.cache import cache
 
 from clusters.models import ClusterStatus
-from metrics.storage import charts
 from metrics import services
 from metrics.models import Sample
+from metrics.storage import charts
 from metrics.vm_agent import agent, agent_collect
 from tests.metrics.fake_nvml import FakeNvml
 from vms.models import VmStatus

@@ -17,10 +17,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import ClusterStatus
-from metrics.storage import charts
 from metrics import storage
 from metrics.figures import script_safe
 from metrics.models import METRIC_NAMES
+from metrics.storage import charts
 from tests.metrics import cluster_reference
 from vms.models import VmStatus
 

@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from clusters import services
 from clusters.models import ClusterStatus
-from metrics.storage import charts, cluster_series
 from metrics import storage
-from metrics.models.cluster import stat_columns
 from metrics.models import ClusterHourRollup, ClusterMinuteRollup, RollupBacklog, Sample
+from metrics.models.cluster import stat_columns
+from metrics.storage import charts, cluster_series
 from tests.metrics import cluster_reference as ref
 from tests.metrics.conftest import sample
 from vms.models import VmStatus

@@ -4,10 +4,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus
 from metrics import ingest, simulate, tasks
 from metrics.models import Sample
+from portal.compute.backends.simulator import SimulatorBackend
 from vms.models import VirtualMachine, VmStatus
 
 

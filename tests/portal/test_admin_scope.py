@@ -13,8 +13,8 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.compute.backends.simulator import SimulatorBackend
 from metrics.models import MetricsToken
+from portal.compute.backends.simulator import SimulatorBackend
 from portal.models import ApiToken, AuditEvent, Project, RoleBinding
 from tests.conftest import builtin_role
 from vms.models import FabricType

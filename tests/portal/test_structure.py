@@ -1,6 +1,7 @@
-"""The shape of the code, checked (issue 10): modules stay small, no module imports another
-app's private names, module imports never form a cycle (so nothing needs an import inside a
-function to dodge one), and each rule's message text lives only in its error class."""
+"""The shape of the code, checked: modules stay small, no module imports another app's private
+names, module imports never form a cycle (so nothing needs an import inside a function to
+dodge one) and go only down the layers (``LAYERS``), tasks live in tasks modules, and each
+rule's message text lives only in its error class."""
 
 import ast
 import inspect
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import translation
 
 import metrics.errors  # noqa: F401 - its error classes join the registry
@@ -111,10 +113,123 @@ def test_module_imports_form_no_cycle():
 
 
 def test_no_app_module_imports_another_app_inside_a_function():
-    """An import inside a function is how a cycle gets dodged instead of fixed."""
+    """An import inside a function is how a cycle gets dodged instead of fixed. Across apps
+    one may only reach down a layer, for a dependency loaded late (libvirt's bindings)."""
     _graph_, nested = _graph()
-    across = [edge for edge in nested if edge.split(".")[0] != edge.split(" -> ")[1].split(".")[0]]
+    across = []
+    for edge in nested:
+        source, target = edge.split(" -> ")
+        if source.split(".")[0] != target.split(".")[0] or unit(source) != unit(target):
+            if layer_of(target)[0] >= layer_of(source)[0]:
+                across.append(edge)
     assert across == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The layers, lowest first: a module may import its own layer and the layers below, never one
+# above. A module is in the layer of the most specific pattern that names it (``*`` is any
+# one name, so ``*.views`` is every app's views). CONTRIBUTING.md ("Where things go") tells
+# what each holds.
+LAYERS = (
+    # Shipped on their own (a laptop's `vc`, a guest's agent): the standard library only.
+    ("distributions", ("portal.vc", "metrics.vm_agent")),
+    # What every app stands on: errors, kernel, permissions, the IAM models, audit, broker,
+    # throttle, API tokens, the worker's heartbeat and supervisor.
+    ("foundation", ("portal", "portal.models")),
+    # The apps' models (Django loads them together: they may name each other).
+    ("models", ("*.models",)),
+    # Below clusters and vms: the backends, the lock order, a 교체's hold, the catalog's query.
+    ("compute", ("portal.compute",)),
+    # The apps' services, operations, progress and tasks.
+    ("apps", ("clusters", "vms", "metrics")),
+    # What a person uses: pages, forms, the admin, template tags, management commands.
+    ("surfaces", ("*.views", "*.forms", "*.admin", "*.urls", "*.templatetags", "*.management")),
+    # The HTTP API, a router per resource over the apps (portal/api/main.py mounts them).
+    ("api", ("portal.api",)),
+    # The project's wiring: settings, the URL root, the Celery app, WSGI.
+    ("project", ("=portal", "portal.settings", "portal.urls", "portal.celery", "portal.wsgi")),
+)
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(rank, name) of the layer ``module`` belongs to."""
+    parts = module.split(".")
+    best = None
+    for rank, (name, patterns) in enumerate(LAYERS):
+        for pattern in patterns:
+            exact = pattern.startswith("=")
+            words = pattern.lstrip("=").split(".")
+            if exact and words != parts or len(words) > len(parts):
+                continue
+            if all(w in ("*", p) for w, p in zip(words, parts, strict=False)):
+                key = (exact, len(words), sum(w != "*" for w in words))
+                if best is None or key > best[0]:
+                    best = (key, rank, name)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best[1], best[2]
+
+
+def unit(module: str) -> str:
+    """The app a module belongs to, ``portal.compute`` counted apart from portal."""
+    return "portal.compute" if module.startswith("portal.compute") else module.split(".")[0]
+
+
+def test_each_layer_imports_only_downward():
+    graph, _nested = _graph()
+    upward = [
+        f"{name} ({layer_of(name)[1]}) imports {target} ({layer_of(target)[1]})"
+        for name, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if layer_of(target)[0] > layer_of(name)[0]
+    ]
+    assert upward == []
+
+
+def test_the_layers_name_every_module():
+    assert {layer_of(module_name(path))[1] for path in app_modules()} == {
+        name for name, _patterns in LAYERS
+    }
+
+
+def _task_decorated(fn) -> bool:
+    for decorator in fn.decorator_list:
+        call = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = call.attr if isinstance(call, ast.Attribute) else getattr(call, "id", "")
+        if name in {"shared_task", "task"}:
+            return True
+    return False
+
+
+def test_every_task_is_in_a_tasks_module():
+    """A Celery task is found where Django and Celery look (``app.autodiscover_tasks``): the
+    app's ``tasks.py``, never a module registered only through ``CELERY_IMPORTS``."""
+    offenders = [
+        f"{module_name(path)}.{fn.name}"
+        for path in app_modules()
+        if path.stem != "tasks"
+        for fn in ast.walk(ast.parse(path.read_text()))
+        if isinstance(fn, ast.FunctionDef) and _task_decorated(fn)
+    ]
+    assert offenders == []
+    assert not getattr(settings, "CELERY_IMPORTS", ())
+
+
+TASK_NAME = re.compile(r"^(?:portal|clusters|vms|metrics)(?:\.\w+)*\.tasks\.\w+$")
+
+
+def test_every_task_named_in_the_code_is_a_task():
+    """Modules that a tasks.py wraps queue its tasks by name (``portal.broker.publish``), and
+    the beat schedule names them too: each name is a task a worker knows."""
+    from portal.celery import app
+
+    app.loader.import_default_modules()
+    named = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    for path in app_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if TASK_NAME.match(node.value):
+                    named.add(node.value)
+    assert named and sorted(named - set(app.tasks)) == []
 
 
 def rule_messages():
@@ -222,16 +337,28 @@ def test_no_page_api_or_admin_module_calls_a_transition_service_directly():
     assert offenders == {}
 
 
+def is_view_module(module: str) -> bool:
+    """Pages and endpoints: a ``views`` module or package of an app, or the HTTP API."""
+    parts = module.split(".")
+    return any(p.startswith("views") for p in parts[1:]) or module.startswith("portal.api")
+
+
 def test_no_app_imports_another_apps_view_module():
+    """Views and the API are the top of their app: another app's code never reaches into
+    them, and of the API only the URL root (``portal.urls``) imports anything."""
+    known = {module_name(path) for path in app_modules()}
     offenders = []
     for path in app_modules():
-        own_app = module_name(path).split(".")[0]
+        name = module_name(path)
         for module, names, _nested in imports_of(path):
-            targets = [module, *(f"{module}.{n}" for n in names)]
-            for target in targets:
-                parts = target.split(".")
-                if parts[0] in APPS and parts[0] != own_app and parts[-1].startswith("views"):
-                    offenders.append(f"{module_name(path)} imports {target}")
+            targets = {module, *(f"{module}.{n}" for n in names)} & known
+            for target in sorted(targets):
+                if not is_view_module(target) or name.startswith("portal.api"):
+                    continue
+                other_app = target.split(".")[0] != name.split(".")[0]
+                into_api = target.startswith("portal.api") and name != "portal.urls"
+                if other_app or into_api:
+                    offenders.append(f"{name} imports {target}")
     assert offenders == []
 
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from portal.compute.backends.libvirt import guest_image, guest_install, names
 from clusters.models.hosts import GpuHost
+from portal.compute.backends.libvirt import guest_image, guest_install, names
 
 URI = "qemu:///system"
 BOOT_SECONDS = 420  # TCG guests on a loaded 2-core machine: generous, decided by state

@@ -12,12 +12,12 @@ import pytest
 
 from clusters import operations
 from clusters import services as cluster_services
-from portal.compute.backends.libvirt import fabric, names
-from clusters.models.hosts import FabricPartition
 from clusters.models import ClusterStatus, Operation
+from clusters.models.hosts import FabricPartition
 from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics.models import Sample
+from portal.compute.backends.libvirt import fabric, names
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
 from vms.progress import repair_drift

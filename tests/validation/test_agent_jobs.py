@@ -12,12 +12,12 @@ import pytest
 import requests
 
 from clusters import operations, services
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, ValidationJob
 from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics import services as metrics_services
 from metrics.vm_agent import agent_jobs
+from portal.compute.backends.simulator import SimulatorBackend
 from vms.models import VirtualMachine, VmStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters.validation import verdict
 from clusters.models.validation import Verdict
+from clusters.validation import verdict
 from clusters.validation.thresholds import threshold_for
 from metrics.vm_agent import toolparse
 from vms.models import FabricType

@@ -5,9 +5,9 @@ import pytest
 from django.utils import translation
 
 from clusters import operations, services
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, OperationItem
 from portal import errors
+from portal.compute.backends.simulator import SimulatorBackend
 from portal.models import AuditEvent
 from tests.races import outcome, race
 from vms import services as vm_services

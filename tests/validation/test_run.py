@@ -8,11 +8,11 @@ import pytest
 from django.utils import timezone, translation
 
 from clusters import operations, services
-from portal.compute.backends.simulator import SimulatorBackend
 from clusters.models import ClusterStatus, Operation, ValidationJob, ValidationThreshold
-from clusters.validation import jobs, verdict
 from clusters.models.validation import Verdict
+from clusters.validation import jobs, verdict
 from portal import errors
+from portal.compute.backends.simulator import SimulatorBackend
 from portal.models import AuditEvent
 from vms.models import VirtualMachine, VmStatus
 
@@ -147,8 +147,8 @@ def test_claim_hands_out_only_the_current_phase(world, monkeypatch):
 def test_the_operations_beat_does_not_cut_a_run_short(world, monkeypatch):
     """``fanout.watch_stale`` (every 30 s in production) settles every open Operation by the
     rules of the kinds it knows; a validation must go on until its agents have answered."""
-    from clusters.validation import agent_sim as validation_sim
     from clusters.operations.fanout import watch_stale
+    from clusters.validation import agent_sim as validation_sim
 
     monkeypatch.setattr(SimulatorBackend, "emits_metrics", False)
     cluster = running_cluster(world, ["a", "b"])

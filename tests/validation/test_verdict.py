@@ -4,8 +4,8 @@ trend), 불량 (failed diag, missing GPU, far below, link down), 응답 없음."
 import pytest
 from django.utils import translation
 
-from clusters.validation import verdict
 from clusters.models.validation import ValidationJob, Verdict
+from clusters.validation import verdict
 
 K, J = ValidationJob.Kind, ValidationJob.Status
 T = {

@@ -7,9 +7,9 @@ whose start at seeding found no host yet, is started for real. Idempotent."""
 
 from django.core.management.base import BaseCommand, CommandError
 
+from clusters.models.hosts import GpuHost
 from portal.compute.backends.libvirt import guest_image, guest_install
 from portal.compute.backends.libvirt.inventory import sync_host
-from clusters.models.hosts import GpuHost
 from portal.management.commands.seed_demo import DEMO_VMS
 from vms import progress as vm_progress
 from vms import services as vm_services

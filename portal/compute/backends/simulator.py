@@ -18,8 +18,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from portal.compute.backends.base import Capacity, ComputeBackend, FabricAddress, Observation, Observed, private_ip
 from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from portal.compute.backends.base import (
+    Capacity,
+    ComputeBackend,
+    FabricAddress,
+    Observation,
+    Observed,
+    private_ip,
+)
 from portal.errors import BackendError, CapacityUnavailable
 from vms.models import FabricType, VirtualMachine, VmStatus
 

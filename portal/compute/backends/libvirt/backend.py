@@ -16,11 +16,18 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.compute.backends.base import Capacity, ComputeBackend, FabricAddress, Observation, Observed, private_ip
+from clusters.models import ClusterStatus, VirtualCluster
+from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
+from portal.compute.backends.base import (
+    Capacity,
+    ComputeBackend,
+    FabricAddress,
+    Observation,
+    Observed,
+    private_ip,
+)
 from portal.compute.backends.libvirt import domain, fabric, guest, names, placement, volumes
 from portal.compute.backends.libvirt.connection import connect, domain_type
-from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
-from clusters.models import ClusterStatus, VirtualCluster
 from portal.errors import BackendError, CapacityUnavailable
 from vms.models import FabricType, VirtualMachine, VmStatus
 

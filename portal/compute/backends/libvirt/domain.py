@@ -12,7 +12,13 @@ network, joined with a virtio NIC. Every guest has a user-mode management NIC (t
 from xml.sax.saxutils import escape, quoteattr
 
 from portal.compute.backends.libvirt.guest import fabric_mac
-from portal.compute.backends.libvirt.names import disk_volume, domain_name, domain_uuid, network_name, seed_volume
+from portal.compute.backends.libvirt.names import (
+    disk_volume,
+    domain_name,
+    domain_uuid,
+    network_name,
+    seed_volume,
+)
 
 NAMESPACE = "https://vc-portal.invalid/libvirt/1"
 

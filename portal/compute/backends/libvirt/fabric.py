@@ -21,7 +21,12 @@ import urllib.request
 from django.conf import settings
 
 from portal.compute.backends import simulator
-from portal.compute.backends.libvirt.names import cluster_id_of, network_name, network_uuid, owned_network
+from portal.compute.backends.libvirt.names import (
+    cluster_id_of,
+    network_name,
+    network_uuid,
+    owned_network,
+)
 from portal.errors import BackendError
 
 log = logging.getLogger(__name__)

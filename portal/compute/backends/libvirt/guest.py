@@ -22,6 +22,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from clusters.models.hosts import Placement
 from portal.errors import GuestImageMissing
 
 from . import fabric, guest_image, names
@@ -77,8 +78,6 @@ def guest_boot(vm) -> GuestBoot:
 
 
 def _on_test_driver(vm) -> bool:
-    from clusters.models.hosts import Placement
-
     uri = Placement.objects.filter(vm_id=vm.pk).values_list("host__uri", flat=True).first()
     return bool(uri and uri.startswith("test:"))
 

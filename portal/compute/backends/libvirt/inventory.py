@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 from django.db import transaction
 from django.utils import timezone
 
-from portal.compute.backends.libvirt.connection import connect
 from clusters.models.hosts import GpuHost, HostDevice
+from portal.compute.backends.libvirt.connection import connect
 from portal.errors import BackendError
 
 log = logging.getLogger(__name__)

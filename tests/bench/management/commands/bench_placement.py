@@ -39,12 +39,12 @@ class Command(BaseCommand):
             self.run_bench(tmp)
 
     def run_bench(self, tmp):
+        from clusters.models import VirtualCluster
+        from clusters.models.hosts import GpuHost, Placement
         from portal.compute.backends.libvirt import LibvirtBackend
         from portal.compute.backends.libvirt import connection as lv
         from portal.compute.backends.libvirt.inventory import sync_host
         from portal.compute.backends.libvirt.testhost import write_hosts
-        from clusters.models.hosts import GpuHost, Placement
-        from clusters.models import VirtualCluster
         from portal.models import Project
         from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine, Zone
 

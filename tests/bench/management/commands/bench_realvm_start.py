@@ -64,11 +64,11 @@ class Command(BaseCommand):
 
         from clusters import operations
         from clusters import services as cluster_services
+        from clusters.models import VirtualCluster
+        from clusters.models.hosts import GpuHost
         from portal.compute.backends import get_backend
         from portal.compute.backends.libvirt import guest_image, guest_install
         from portal.compute.backends.libvirt.inventory import sync_host
-        from clusters.models.hosts import GpuHost
-        from clusters.models import VirtualCluster
         from portal.models import Project, Role, RoleBinding
         from portal.permissions import BUILTIN_ROLES
         from vms.models import (
