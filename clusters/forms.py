@@ -59,6 +59,15 @@ class ClusterFilterForm(ListFilterForm):
         "created": ("created_at",),
     }
     DEFAULT_SORT = "-created"
+    HEADERS = (
+        ("name", _("클러스터 이름"), ""),
+        ("status", _("상태"), ""),
+        ("fabric", _("패브릭 타입"), ""),
+        ("type", _("인스턴스 유형"), ""),
+        ("zone", _("가용 영역"), ""),
+        ("members", _("멤버"), "num"),
+        ("created", _("생성일"), ""),
+    )
 
     status = forms.ChoiceField(
         label=_("상태"), required=False, choices=[("", _("모든 상태"))] + ClusterStatus.choices

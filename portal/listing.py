@@ -5,10 +5,15 @@ page's whitelist) is ignored, field by field: the list shows as if it had not be
 never a 500, and the other filters still apply.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from django import forms
-from django.db.models import Case, Value, When
+from django.core.paginator import Page, Paginator
+from django.db.models import Case, Func, IntegerField, QuerySet, Subquery, Value, When
 from django.db.models.expressions import BaseExpression
-from django.http import QueryDict
+from django.http import HttpResponse, QueryDict
+from django.shortcuts import render
 
 # A form's ids would otherwise be ``id_zone``: the create panel opened on the same page has
 # one too, and a label then names the wrong control.
@@ -29,6 +34,8 @@ class ListFilterForm(forms.Form):
 
     SORTS: dict[str, tuple[str | BaseExpression, ...]] = {}
     DEFAULT_SORT = ""
+    # The table's columns: (key, label, css class); a key in SORTS sorts by it.
+    HEADERS: tuple[tuple[str, Any, str], ...] = ()
 
     def __init__(self, data: QueryDict | None = None, **kwargs):
         kwargs.setdefault("auto_id", FILTER_AUTO_ID)
@@ -89,3 +96,74 @@ def _direction(term, descending: bool):
     if isinstance(term, str):
         return f"-{term}" if descending else term
     return term.desc() if descending else term.asc()
+
+
+class _CountAll(Func):
+    """``COUNT(*)`` as a plain expression: in ``.values()`` it adds no GROUP BY, so over a
+    filtered queryset it is the scalar subquery "how many rows match"."""
+
+    template = "COUNT(*)"
+    output_field = IntegerField()
+
+
+def list_page(
+    rows: QuerySet, ordering: list, asked, shown: Callable[[QuerySet], QuerySet], per_page: int
+) -> Page:
+    """Page ``asked`` of ``rows`` in ``ordering``, in one query where the page exists.
+
+    The shown rows are ``shown(Model.objects.filter(pk__in=<the page's ids>))``: the ids
+    are paged over the narrow filtered rows, with only the sort's joins, so the shown rows'
+    joins and subqueries run for the rows shown alone, not for every row OFFSET skips. The
+    total rides along as an uncorrelated scalar subquery (computed once). As Django's
+    ``get_page``: a number that is not one is page 1; a page outside the list is the last
+    one (which costs a count and a second read)."""
+    try:
+        number = int(asked)
+    except (TypeError, ValueError):
+        number = 1
+    shown_rows = _read_page(rows, ordering, shown, number, per_page) if number >= 1 else []
+    if shown_rows:
+        total = shown_rows[0]._list_total
+    else:
+        total = rows.count()
+        last = max(1, -(-total // per_page))
+        if number != last:
+            number = last
+            shown_rows = _read_page(rows, ordering, shown, number, per_page) if total else []
+    paginator = Paginator((), per_page)
+    paginator.count = total
+    return Page(shown_rows, number, paginator)
+
+
+def _read_page(rows, ordering, shown, number, per_page) -> list:
+    start = (number - 1) * per_page
+    ids = rows.order_by(*ordering).values("pk")[start : start + per_page]
+    total = Subquery(rows.order_by().values(n=_CountAll()))
+    return list(
+        shown(rows.model._default_manager.filter(pk__in=ids))
+        .annotate(_list_total=total)
+        .order_by(*ordering)
+    )
+
+
+def render_list(request, template: str, table: str, context: dict) -> HttpResponse:
+    """The list page, or only its table (the partial named ``table``) when HTMX asks for
+    that element: a filter, sort or page change, and the poll while rows are in transition.
+    A history restore (back button with an evicted cache) needs the whole page."""
+    htmx = getattr(request, "htmx", None)
+    if htmx and htmx.target == table and not htmx.history_restore_request:
+        return render(request, f"{template}#{table}", context)
+    return render(request, template, context)
+
+
+def list_context(page: Page, filters: ListFilterForm, **extra) -> dict:
+    """What every list template reads: the page, the filters, the sort and its columns,
+    and the query string the pager and the poll keep."""
+    return {
+        "page": page,
+        "filters": filters,
+        "sort": filters.sort,
+        "columns": filters.sort_columns(),
+        "query": filters.page_query(),
+        **extra,
+    }

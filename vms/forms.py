@@ -127,6 +127,17 @@ class VmFilterForm(ListFilterForm):
         "cluster": ("cluster__name",),
     }
     DEFAULT_SORT = "name"
+    HEADERS = (
+        ("name", _("이름"), ""),
+        ("status", _("상태"), ""),
+        ("zone", _("가용 영역"), ""),
+        ("type", _("인스턴스 유형"), ""),
+        ("billing", _("과금 유형"), ""),
+        ("dr", _("재해 복구"), ""),
+        ("cluster", _("클러스터"), ""),
+        ("ip", _("사설 IP"), ""),
+        ("actions", _("작업"), "visually-hidden"),
+    )
 
     q = forms.CharField(label=_("이름 검색"), required=False, max_length=NAME_MAX)
     status = forms.ChoiceField(label=_("상태"), required=False)

@@ -1,5 +1,5 @@
 """The 연결된 가상머신 tab's rows with their selection checkbox and 분리, rendered in
-Python like ``cluster_tags.member_rows`` (256 rows through the template engine cost 8-15x the
+Python like ``cluster_tags.cluster_rows`` (256 rows through the template engine cost 8-15x the
 floor view). What each row offers comes from ``views_members.member_controls``: the
 preflights' answers, never a rule of its own.
 """

@@ -327,26 +327,26 @@ def cluster_detach(request, pk):
     return response
 
 
-@login_required
-@require_POST
-def cluster_start_members(request, pk):
-    """멤버 모두 시작 (no ``vm``) or 선택한 멤버 시작 (the checked ones), one Operation."""
-    cluster = readable_cluster(request, pk)
-    operation = operations.start_members(
-        cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
-    )
-    return _answer(request, operation)
+def _members_action(operation, doc: str):
+    """A view that runs ``operation`` on the cluster's members: all of them (no ``vm``) or
+    the checked ones, as one Operation."""
+
+    @login_required
+    @require_POST
+    def view(request, pk):
+        cluster = readable_cluster(request, pk)
+        return _answer(
+            request, operation(cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request))
+        )
+
+    view.__doc__ = doc
+    return view
 
 
-@login_required
-@require_POST
-def cluster_stop_members(request, pk):
-    """멤버 모두 중지 / 선택한 멤버 중지, one Operation."""
-    cluster = readable_cluster(request, pk)
-    operation = operations.stop_members(
-        cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request)
-    )
-    return _answer(request, operation)
+cluster_start_members = _members_action(
+    operations.start_members, "멤버 모두 시작 / 선택한 멤버 시작"
+)
+cluster_stop_members = _members_action(operations.stop_members, "멤버 모두 중지 / 선택한 멤버 중지")
 
 
 def stop_with_members(request, pk) -> HttpResponse:

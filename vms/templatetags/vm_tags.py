@@ -3,11 +3,12 @@
 from html import escape
 
 from django import template
+from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from portal.particles import with_particles
-from portal.templatetags.console import url_pattern
+from portal.templatetags.console import status_badge, url_pattern
 from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType
 from vms.services import start_refusal
 
@@ -15,6 +16,12 @@ register = template.Library()
 ROW_SWAP = mark_safe('hx-swap="none"')
 HEADER_SWAP = mark_safe('hx-target="#vm-status" hx-swap="outerHTML"')
 BILLING_LABELS = dict(BillingType.choices)
+# Per button: action, label, confirmation, css class on the VM page, danger flag.
+START, STOP = gettext_noop("%(name)s을(를) 시작합니다"), gettext_noop("%(name)s을(를) 중지합니다")
+BUTTONS = (
+    ("start", gettext_noop("시작"), START, "btn btn-primary", ""),
+    ("stop", gettext_noop("중지"), STOP, "btn", " data-confirm-danger"),
+)
 
 
 @register.simple_tag
@@ -33,20 +40,22 @@ class VmButtons:
     ``escape`` calls)."""
 
     def __init__(self, csrf_token, *, compact=True, next_url=""):
-        self.start_url = escape(url_pattern("vms:vm_start"))
-        self.stop_url = escape(url_pattern("vms:vm_stop"))
         self.swap = ROW_SWAP if compact else HEADER_SWAP
         self.hidden = (
             f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(str(csrf_token))}">'
         )
         if next_url:
             self.hidden += f'<input type="hidden" name="next" value="{escape(str(next_url))}">'
-        self.start_css = "btn btn-small" if compact else "btn btn-primary"
-        self.stop_css = "btn btn-small" if compact else "btn"
-        self.start_label = escape(gettext("시작"))
-        self.stop_label = escape(gettext("중지"))
-        self.start_confirm = gettext("%(name)s을(를) 시작합니다")
-        self.stop_confirm = gettext("%(name)s을(를) 중지합니다")
+        self.start, self.stop = (
+            (
+                escape(url_pattern(f"vms:vm_{action}")),
+                escape(gettext(label)),
+                gettext(confirm),
+                "btn btn-small" if compact else header_css,
+                danger,
+            )
+            for action, label, confirm, header_css, danger in BUTTONS
+        )
 
     def __call__(self, vm, cluster=None, reason_id=""):
         """The button ``vm`` offers now (or ""): start while stopped, stop while running,
@@ -54,23 +63,9 @@ class VmButtons:
         a cluster not 실행중) is shown disabled with the rule's message, described by the
         page's visible note ``reason_id`` where there is one; the server refuses it anyway."""
         if vm.status in VM_STARTABLE:
-            refusal = start_refusal(vm, cluster)
-            url, label, confirm, css = (
-                self.start_url,
-                self.start_label,
-                self.start_confirm,
-                self.start_css,
-            )
-            danger = ""
+            refusal, (url, label, confirm, css, danger) = start_refusal(vm, cluster), self.start
         elif vm.status in VM_STOPPABLE:
-            refusal = None
-            url, label, confirm, css = (
-                self.stop_url,
-                self.stop_label,
-                self.stop_confirm,
-                self.stop_css,
-            )
-            danger = " data-confirm-danger"
+            refusal, (url, label, confirm, css, danger) = None, self.stop
         else:
             return ""
         url = url.format(pk=int(vm.pk))
@@ -94,3 +89,34 @@ def vm_action_button(context, vm, cluster=None, compact=False, next_url=""):
     return VmButtons(str(context.get("csrf_token", "")), compact=compact, next_url=next_url)(
         vm, cluster
     )
+
+
+@register.simple_tag(takes_context=True)
+def vm_rows(context, vms, can_update):
+    """The VM list's table body: name, status, zone, type, billing, 재해 복구, cluster (its
+    name only to who may read clusters: ``vm.cluster_visible``), IP and the start/stop
+    button; one f-string a row, every value escaped (as the cluster list's rows)."""
+    edit, detail = url_pattern("vms:vm_edit"), url_pattern("clusters:cluster_detail")
+    buttons = VmButtons(
+        str(context.get("csrf_token", "")), compact=True, next_url=reverse("vms:vm_list")
+    )
+    yes, hidden = escape(gettext("예")), escape(gettext("권한 없음"))
+    rows = []
+    for vm in vms:
+        if not vm.cluster_id:
+            cluster = "-"
+        elif vm.cluster_visible:
+            url = detail.format(pk=int(vm.cluster_id))
+            cluster = f'<a href="{url}">{escape(vm.cluster.name)}</a>'
+        else:
+            cluster = f'<span class="muted">{hidden}</span>'
+        name, billing = escape(vm.name), BILLING_LABELS.get(vm.billing_type, vm.billing_type)
+        rows.append(
+            f'<tr data-vm="{name}"><td><a href="{edit.format(pk=int(vm.pk))}">{name}</a></td>'
+            f"<td>{status_badge(vm)}</td><td>{escape(vm.zone.code)}</td>"
+            f"<td>{escape(vm.instance_type.code)}</td><td>{escape(str(billing))}</td>"
+            f"<td>{yes if vm.disaster_recovery else '-'}</td><td>{cluster}</td>"
+            f'<td class="mono">{escape(vm.private_ip or "-")}</td>'
+            f'<td class="row-actions">{buttons(vm, vm.cluster) if can_update else ""}</td></tr>'
+        )
+    return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
