@@ -4,7 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from clusters.models import ClusterStatus
 from portal.compute.catalog import offered_fabrics
 from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, choice_rank
+from portal.listing import ListFilterForm, catalog_sorts
 from vms.models import FabricOffering, FabricType, InstanceType, Zone
 
 
@@ -51,11 +51,8 @@ class ClusterFilterForm(ListFilterForm):
     runs it for the 50 rows shown."""
 
     SORTS = {
-        "name": ("name",),
-        "status": (choice_rank("status", ClusterStatus.values),),
+        **catalog_sorts(ClusterStatus.values),
         "fabric": ("fabric_type",),
-        "type": ("instance_type__code",),
-        "zone": ("zone__code",),
         "created": ("created_at",),
     }
     DEFAULT_SORT = "-created"

@@ -4,7 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from clusters.models import VirtualCluster
 from clusters.operations.common import MAX_CREATE
 from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, choice_rank
+from portal.listing import ListFilterForm, catalog_sorts
 from vms.models import BillingType, FabricOffering, InstanceType, VmStatus, Zone
 
 
@@ -119,10 +119,7 @@ class VmFilterForm(ListFilterForm):
     NO_CLUSTER = "none"
     CLUSTER_CHOICES = 100
     SORTS = {
-        "name": ("name",),
-        "status": (choice_rank("status", VmStatus.values),),
-        "zone": ("zone__code",),
-        "type": ("instance_type__code",),
+        **catalog_sorts(VmStatus.values),
         "billing": ("billing_type",),
         "cluster": ("cluster__name",),
     }
