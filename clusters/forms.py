@@ -3,12 +3,13 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.models import ClusterStatus
 from portal.compute.catalog import offered_fabrics
-from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, choice_rank
-from vms.models import FabricOffering, FabricType, InstanceType, Zone
+from portal.kernel import NAME_MAX
+from portal.listing import ListFilterForm, catalog_sorts
+from vms.forms import CatalogChoiceForm
+from vms.models import FabricType, InstanceType, Zone
 
 
-class ClusterCreateForm(forms.Form):
+class ClusterCreateForm(CatalogChoiceForm):
     """The create form; choices narrow as the user picks (zone → type → fabric).
 
     It only shapes the input: every rule is checked again by ``create_cluster``.
@@ -19,26 +20,15 @@ class ClusterCreateForm(forms.Form):
         max_length=NAME_MAX,
         help_text=_("영문, 숫자, 한글, 하이픈(-) 1~63자"),
     )
-    zone = forms.ModelChoiceField(
-        label=_("가용 영역"), queryset=Zone.objects.all(), empty_label=_("가용 영역 선택")
-    )
-    instance_type = forms.ModelChoiceField(
-        label=_("인스턴스 유형"),
-        queryset=InstanceType.objects.none(),
-        empty_label=_("인스턴스 유형 선택"),
-    )
     fabric_type = forms.ChoiceField(label=_("패브릭 타입"), choices=())
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        data = self.data if self.is_bound else self.initial
-        zone_id = parse_id(data.get("zone"))
-        type_id = parse_id(data.get("instance_type"))
-        if zone_id:
-            self.fields["instance_type"].queryset = InstanceType.objects.filter(
-                pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
-            )
-        fabrics = offered_fabrics(zone_id, type_id) if zone_id and type_id else []
+        if not self.zone_id:  # a type is chosen after its zone
+            self.fields["instance_type"].queryset = InstanceType.objects.none()
+        fabrics = (
+            offered_fabrics(self.zone_id, self.type_id) if self.zone_id and self.type_id else []
+        )
         labels = dict(FabricType.choices)
         self.fields["fabric_type"].choices = [("", _("패브릭 타입 선택"))] + [
             (value, labels[value]) for value in fabrics
@@ -51,11 +41,8 @@ class ClusterFilterForm(ListFilterForm):
     runs it for the 50 rows shown."""
 
     SORTS = {
-        "name": ("name",),
-        "status": (choice_rank("status", ClusterStatus.values),),
+        **catalog_sorts(ClusterStatus.values),
         "fabric": ("fabric_type",),
-        "type": ("instance_type__code",),
-        "zone": ("zone__code",),
         "created": ("created_at",),
     }
     DEFAULT_SORT = "-created"

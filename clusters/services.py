@@ -12,8 +12,6 @@ button and says why). The background walk is ``clusters.progress``.
 import itertools
 import logging
 
-from django.db import IntegrityError, transaction
-
 from clusters.models import (
     DELETABLE,
     LIFECYCLE,
@@ -63,13 +61,14 @@ from portal.errors import (
     ZoneRequired,
 )
 from portal.kernel import (
-    check_perm,
+    begin_create,
     permission_refusal,
     queue_after_commit,
     raise_if,
+    recorded_user,
     rename,
+    save_unique,
     set_status,
-    validate_name,
 )
 from portal.permissions import Perm
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
@@ -100,22 +99,23 @@ def start_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     return None
 
 
-def stop_refusal(cluster, members: MemberStates) -> RuleViolation | None:
-    """SPEC §4 stop and §5.5: not while a member runs or is in transition."""
-    if cluster.status not in STOPPABLE:
+def _members_stopped_refusal(cluster, members: MemberStates, sources) -> RuleViolation | None:
+    """From one of ``sources`` only, and not while a member runs or is in transition."""
+    if cluster.status not in sources:
         return InvalidTransition()
     if members.active:
         return MembersStillRunning()
     return None
+
+
+def stop_refusal(cluster, members: MemberStates) -> RuleViolation | None:
+    """SPEC §4 stop and §5.5: not while a member runs or is in transition."""
+    return _members_stopped_refusal(cluster, members, STOPPABLE)
 
 
 def delete_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     """SPEC §4 delete: from 미할당/종료됨, all members stopped."""
-    if cluster.status not in DELETABLE:
-        return InvalidTransition()
-    if members.active:
-        return MembersStillRunning()
-    return None
+    return _members_stopped_refusal(cluster, members, DELETABLE)
 
 
 def create_refusal(project, name, zone, instance_type, fabric_type) -> RuleViolation | None:
@@ -229,10 +229,7 @@ def create_cluster(
     """Create an empty cluster in 준비중 (a task moves it to 미할당): CREATE permission in
     ``project``, the name rule, then ``create_refusal``."""
     with attempt("cluster.create", actor=actor, target_type="cluster") as att:
-        att.project_id = project.pk
-        att.target_name = str(name or "")[:100]
-        check_perm(actor, Perm.CLUSTER_CREATE, project)
-        name = validate_name(name)
+        name = begin_create(att, actor, Perm.CLUSTER_CREATE, project, name)
         att.target_name = name
         zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, fabric_type))
@@ -244,14 +241,9 @@ def create_cluster(
             fabric_type=fabric_type,
             status=S.PROVISIONING,
             operation=ClusterOp.CREATE,
-            created_by=actor if getattr(actor, "pk", None) else None,
+            created_by=recorded_user(actor),
         )
-        try:
-            with transaction.atomic():
-                cluster.save()
-        except IntegrityError:
-            # A concurrent create took the name between our check and our insert.
-            raise NameTaken() from None
+        save_unique(cluster, NameTaken)
         att.about(cluster)
         queue_advance(cluster)
     return cluster

@@ -1,13 +1,13 @@
 from django.contrib import admin
 
 from metrics.models import MetricsToken
-from portal.admin import ProjectScopedAdmin
+from portal.admin import MadeElsewhere, ProjectScopedAdmin
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 
 @admin.register(MetricsToken)
-class MetricsTokenAdmin(ProjectScopedAdmin):
+class MetricsTokenAdmin(MadeElsewhere, ProjectScopedAdmin):
     """Who holds an agent token (never the secret, nor its hash). Revoking is deleting: the
     agent gets 401. Scoped like the console's token page: VM UPDATE in the VM's project."""
 
@@ -19,9 +19,3 @@ class MetricsTokenAdmin(ProjectScopedAdmin):
 
     def scope(self, queryset, user):
         return queryset.filter(vm__in=VirtualMachine.objects.restrict(user, Perm.VM_UPDATE))
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

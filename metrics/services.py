@@ -7,7 +7,7 @@ from django.utils import timezone
 from metrics.ingest import TOKEN_PREFIX, hash_token
 from metrics.models import MetricsToken
 from portal.audit import attempt
-from portal.kernel import check_perm
+from portal.kernel import check_perm, recorded_user
 from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine
@@ -32,7 +32,7 @@ def rotate_token(vm_id, *, actor):
             defaults={
                 "token_hash": hash_token(token),
                 "prefix": token[:12],
-                "created_by": actor if getattr(actor, "pk", None) else None,
+                "created_by": recorded_user(actor),
                 "created_at": timezone.now(),
             },
         )

@@ -12,8 +12,10 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.admin_base import (
     ConsoleAdmin,
+    MadeElsewhere,
     ProjectChoices,
     ProjectScopedAdmin,
+    ReadOnly,
     managed_projects,
     visible_projects,
     visible_users,
@@ -23,7 +25,8 @@ from portal.models import ApiToken, AuditEvent, Project, Role, RoleBinding
 from portal.permissions import Perm
 from portal.tokens import revoke_tokens
 
-__all__ = ["ConsoleAdmin", "ProjectScopedAdmin"]  # the other apps' admins build on these
+# The other apps' admins build on these.
+__all__ = ["ConsoleAdmin", "MadeElsewhere", "ProjectScopedAdmin", "ReadOnly"]
 
 admin.site.site_header = _("GPU 클라우드 콘솔")
 admin.site.site_title = _("GPU 클라우드 콘솔")
@@ -156,7 +159,7 @@ class AuditActionFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ProjectScopedAdmin):
+class AuditEventAdmin(ReadOnly, ProjectScopedAdmin):
     """The audit log as the 활동 tab words it: actions, targets and messages as labels."""
 
     list_display = ["at", "project", "actor", "action_name", "target", "outcome", "message_text"]
@@ -185,15 +188,6 @@ class AuditEventAdmin(ProjectScopedAdmin):
     @admin.display(description=_("메시지"))
     def message_text(self, event):
         return event.text
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ApiToken)

@@ -67,6 +67,24 @@ class ProjectChoices:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+class MadeElsewhere:
+    """Rows the console, the services or a worker make: an admin (or inline) shows them and
+    never adds or edits one by hand."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnly(MadeElsewhere):
+    """Records kept by the code that writes them: never deleted by hand either."""
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class ConsoleAdmin(admin.ModelAdmin):
     """Every admin of the portal, and the one place that decides who may write what.
 

@@ -48,6 +48,12 @@ def check_perm(actor: Actor, permission: str, obj: Any) -> None:
         raise PermissionRequired(permission)
 
 
+def recorded_user(actor: Actor) -> "User | None":
+    """The user a record names as its maker (``created_by``, ``actor``): none for the system
+    or a user not saved (anonymous)."""
+    return actor if getattr(actor, "pk", None) else None
+
+
 @dataclass(frozen=True)
 class Step:
     """One row of a transition table: ``action`` moves from any of ``sources`` to one of
@@ -157,6 +163,25 @@ def validate_name(raw: str | None) -> str:
     return name
 
 
+def begin_create(att: Any, actor: Actor, permission: str, project: Any, raw: str | None) -> str:
+    """What every create does first: audit under ``project`` with the name as typed, check
+    ``permission`` in the project, then the name rule. Returns the checked name."""
+    att.project_id = project.pk
+    att.target_name = str(raw or "")[:100]
+    check_perm(actor, permission, project)
+    return validate_name(raw)
+
+
+def save_unique(obj: Any, taken: type[RuleViolation], **save: Any) -> None:
+    """Save ``obj`` in a savepoint: a unique value a concurrent write took between the check
+    and this write (a name, by another create or rename) is ``taken``, not a 500."""
+    try:
+        with transaction.atomic():
+            obj.save(**save)
+    except IntegrityError:
+        raise taken() from None
+
+
 def rename(
     obj: Any,
     raw: str | None,
@@ -173,11 +198,7 @@ def rename(
     raise_if(refusal(obj, name))
     att.message = f"{obj.name} → {name}"
     obj.name = name
-    try:
-        with transaction.atomic():
-            obj.save(update_fields=["name"])
-    except IntegrityError:  # a concurrent rename or create took the name
-        raise taken() from None
+    save_unique(obj, taken, update_fields=["name"])
     att.target_name = name
 
 

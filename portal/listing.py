@@ -25,6 +25,17 @@ def choice_rank(field: str, values: list[str]) -> Case:
     return Case(*[When(**{field: v}, then=Value(i)) for i, v in enumerate(values)])
 
 
+def catalog_sorts(statuses: list[str]) -> dict[str, tuple[str | BaseExpression, ...]]:
+    """The sorts of every list of catalog resources (clusters, VMs): by name, by status in
+    its lifecycle's order (``statuses``), by the zone's and the instance type's codes."""
+    return {
+        "name": ("name",),
+        "status": (choice_rank("status", statuses),),
+        "zone": ("zone__code",),
+        "type": ("instance_type__code",),
+    }
+
+
 class ListFilterForm(forms.Form):
     """Filter fields, plus ``?sort=key`` or ``?sort=-key`` over the whitelist ``SORTS``.
 

@@ -23,6 +23,19 @@ def validate_permissions(value):
         raise ValidationError(_("알 수 없는 권한: %(names)s") % {"names": ", ".join(unknown)})
 
 
+def user_reference(verbose_name, **options):
+    """Who made or did something: the record outlives the user (the reference becomes None
+    when the account is deleted) and gives the user no reverse accessor."""
+    field = {
+        "null": True,
+        "blank": True,
+        "on_delete": models.SET_NULL,
+        "related_name": "+",
+        "verbose_name": verbose_name,
+    }
+    return models.ForeignKey(settings.AUTH_USER_MODEL, **(field | options))
+
+
 class ProjectQuerySet(models.QuerySet):
     def visible_to(self, user):
         """Projects where the user holds any role (superusers: all)."""
@@ -246,13 +259,7 @@ class AuditEvent(models.Model):
         related_name="audit_events",
         verbose_name=_("프로젝트"),
     )
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        verbose_name=_("수행자"),
-    )
+    actor = user_reference(_("수행자"), related_name=None)
     action = models.CharField(_("작업"), max_length=40, db_index=True)
     target_type = models.CharField(_("대상 유형"), max_length=40)
     target_id = models.BigIntegerField(_("대상 ID"), null=True, blank=True)

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from clusters import operations
-from clusters.admin.clusters import StatusByServicesAdmin, run_each
+from clusters.admin.clusters import StatusByServicesAdmin, each_action
 from portal.admin import ConsoleAdmin
 from portal.permissions import Perm
 from vms import progress
@@ -83,18 +83,8 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
     def scope(self, queryset, user):
         return queryset.restrict(user, Perm.VM_READ)
 
-    @admin.action(description=_("시작"))
-    def start(self, request, queryset):
-        run_each(
-            self, request, queryset, operations.start_vm_op, _("%(count)d대 시작을 요청했습니다.")
-        )
-
-    @admin.action(description=_("중지"))
-    def stop(self, request, queryset):
-        run_each(
-            self, request, queryset, operations.stop_vm_op, _("%(count)d대 중지를 요청했습니다.")
-        )
-
-    @admin.action(description=_("지금 복구 (강제 조정)"))
-    def force_reconcile(self, request, queryset):
-        run_each(self, request, queryset, progress.repair_vm, _("%(count)d대를 조정했습니다."))
+    start = each_action(_("시작"), operations.start_vm_op, _("%(count)d대 시작을 요청했습니다."))
+    stop = each_action(_("중지"), operations.stop_vm_op, _("%(count)d대 중지를 요청했습니다."))
+    force_reconcile = each_action(
+        _("지금 복구 (강제 조정)"), progress.repair_vm, _("%(count)d대를 조정했습니다.")
+    )

@@ -3,13 +3,18 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VirtualCluster
 from clusters.operations.common import MAX_CREATE
+from portal.compute.catalog import types_offered_in
 from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, choice_rank
-from vms.models import BillingType, FabricOffering, InstanceType, VmStatus, Zone
+from portal.listing import ListFilterForm, catalog_sorts
+from vms.models import BillingType, InstanceType, VmStatus, Zone
 
 
-class VmCreateForm(forms.Form):
-    name = forms.CharField(label=_("이름"), max_length=NAME_MAX)
+class CatalogChoiceForm(forms.Form):
+    """A create form's zone and instance type (after the subclass's ``name``, first): once
+    a zone is chosen, only the types offered there are choices. ``zone_id`` and ``type_id``
+    are what is chosen so far, as ids."""
+
+    field_order = ["name"]
     zone = forms.ModelChoiceField(
         label=_("가용 영역"), queryset=Zone.objects.all(), empty_label=_("가용 영역 선택")
     )
@@ -18,6 +23,18 @@ class VmCreateForm(forms.Form):
         queryset=InstanceType.objects.all(),
         empty_label=_("인스턴스 유형 선택"),
     )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        data = self.data if self.is_bound else self.initial
+        self.zone_id = parse_id(data.get("zone"))
+        self.type_id = parse_id(data.get("instance_type"))
+        if self.zone_id:
+            self.fields["instance_type"].queryset = types_offered_in(self.zone_id)
+
+
+class VmCreateForm(CatalogChoiceForm):
+    name = forms.CharField(label=_("이름"), max_length=NAME_MAX)
     billing_type = forms.ChoiceField(
         label=_("과금 유형"), choices=BillingType.choices, initial=BillingType.ON_DEMAND
     )
@@ -48,20 +65,13 @@ class VmCreateForm(forms.Form):
         cluster of another zone or type is refused by the attach rule's own message
         (``operations.create_vms``), never by "not a valid choice"."""
         super().__init__(*args, **kwargs)
-        data = self.data if self.is_bound else self.initial
-        zone_id = parse_id(data.get("zone"))
-        type_id = parse_id(data.get("instance_type"))
-        if zone_id:
-            self.fields["instance_type"].queryset = InstanceType.objects.filter(
-                pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
-            )
         clusters = clusters if clusters is not None else VirtualCluster.objects.none()
         self.fields["cluster"].queryset = clusters
         shown = clusters.select_related("zone", "instance_type")
-        if zone_id:
-            shown = shown.filter(zone_id=zone_id)
-        if type_id:
-            shown = shown.filter(instance_type_id=type_id)
+        if self.zone_id:
+            shown = shown.filter(zone_id=self.zone_id)
+        if self.type_id:
+            shown = shown.filter(instance_type_id=self.type_id)
         self.cluster_choices = [
             (cluster.pk, f"{cluster.name} ({cluster.zone.code} · {cluster.instance_type.code})")
             for cluster in shown
@@ -119,10 +129,7 @@ class VmFilterForm(ListFilterForm):
     NO_CLUSTER = "none"
     CLUSTER_CHOICES = 100
     SORTS = {
-        "name": ("name",),
-        "status": (choice_rank("status", VmStatus.values),),
-        "zone": ("zone__code",),
-        "type": ("instance_type__code",),
+        **catalog_sorts(VmStatus.values),
         "billing": ("billing_type",),
         "cluster": ("cluster__name",),
     }

@@ -1,13 +1,12 @@
 """The catalog (zones, instance types, which fabrics each type offers where) and VMs."""
 
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.errors import VmNotFound
 from portal.kernel import Lifecycle, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
+from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet, user_reference
 
 
 class FabricType(models.TextChoices):
@@ -79,6 +78,40 @@ class FabricOffering(models.Model):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
 
 
+def name_unique_per_project(constraint_name):
+    """A name is unique in its project among the rows not deleted (a deleted one frees it)."""
+    return models.UniqueConstraint(
+        fields=["project", "name"],
+        condition=~models.Q(status="DELETED"),
+        name=constraint_name,
+    )
+
+
+class CatalogResource(LastErrorMixin, models.Model):
+    """What a project runs from the catalog, a cluster or a VM: its zone and instance type,
+    when its status last changed (moved by its ``lifecycle``), who made it and when."""
+
+    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
+    instance_type = models.ForeignKey(
+        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
+    )
+    status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
+    created_by = user_reference(_("생성자"))
+    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
+
+    lifecycle: Lifecycle
+
+    class Meta:
+        abstract = True
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_transitional(self):
+        return self.status in self.lifecycle.transitional
+
+
 class VmStatus(models.TextChoices):
     STOPPED = "STOPPED", _("중지됨")
     STARTING = "STARTING", _("시작중")
@@ -128,15 +161,11 @@ class VirtualMachineQuerySet(ProjectScopedQuerySet):
         return obj.status != VmStatus.DELETED
 
 
-class VirtualMachine(LastErrorMixin, models.Model):
+class VirtualMachine(CatalogResource):
     project = models.ForeignKey(
         Project, on_delete=models.PROTECT, related_name="vms", verbose_name=_("프로젝트")
     )
     name = models.CharField(_("이름"), max_length=63)
-    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
-    )
     billing_type = models.CharField(
         _("과금 유형"), max_length=10, choices=BillingType.choices, default=BillingType.ON_DEMAND
     )
@@ -144,7 +173,6 @@ class VirtualMachine(LastErrorMixin, models.Model):
     status = models.CharField(
         _("상태"), max_length=10, choices=VmStatus.choices, default=VmStatus.STOPPED
     )
-    status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     cluster = models.ForeignKey(
         "clusters.VirtualCluster",
         null=True,
@@ -162,15 +190,6 @@ class VirtualMachine(LastErrorMixin, models.Model):
     fabric_lid = models.PositiveIntegerField(_("LID"), null=True, blank=True)
     fabric_ip = models.GenericIPAddressField(_("패브릭 IP"), null=True, blank=True)
     fabric_gid_index = models.PositiveSmallIntegerField(_("GID 인덱스"), null=True, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name=_("생성자"),
-    )
-    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     objects = VirtualMachineQuerySet.as_manager()
     lifecycle = VM_LIFECYCLE
@@ -179,21 +198,8 @@ class VirtualMachine(LastErrorMixin, models.Model):
         ordering = ["name", "id"]
         verbose_name = _("가상머신")
         verbose_name_plural = _("가상머신")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "name"],
-                condition=~models.Q(status="DELETED"),
-                name="vm_name_unique_per_project",
-            )
-        ]
+        constraints = [name_unique_per_project("vm_name_unique_per_project")]
         indexes = [models.Index(fields=["status", "status_changed_at"])]
-
-    def __str__(self):
-        return self.name
-
-    @property
-    def is_transitional(self):
-        return self.status in VM_TRANSITIONAL
 
     @property
     def fabric_address(self):

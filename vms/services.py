@@ -6,8 +6,6 @@ queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` 
 ``preflight_*`` twin answers "would this be refused?" for the pages.
 """
 
-from django.db import IntegrityError, transaction
-
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.audit import attempt
 from portal.compute.backends import get_backend
@@ -28,13 +26,14 @@ from portal.errors import (
 from portal.kernel import (
     Actor,
     Refusal,
-    check_perm,
+    begin_create,
     permission_refusal,
     queue_after_commit,
     raise_if,
+    recorded_user,
     rename,
+    save_unique,
     set_status,
-    validate_name,
 )
 from portal.models import Project
 from portal.permissions import Perm
@@ -159,10 +158,7 @@ def create_vm(
 ) -> VirtualMachine:
     """Create a stopped VM (중지됨) with a private IP from the backend."""
     with attempt("vm.create", actor=actor, target_type="vm") as att:
-        att.project_id = project.pk
-        att.target_name = str(name or "")[:100]
-        check_perm(actor, Perm.VM_CREATE, project)
-        name = validate_name(name)
+        name = begin_create(att, actor, Perm.VM_CREATE, project, name)
         zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, billing_type))
         vm = VirtualMachine(
@@ -172,13 +168,9 @@ def create_vm(
             instance_type=instance_type,
             billing_type=billing_type,
             disaster_recovery=bool(disaster_recovery),
-            created_by=actor if getattr(actor, "pk", None) else None,
+            created_by=recorded_user(actor),
         )
-        try:
-            with transaction.atomic():
-                vm.save()
-        except IntegrityError:
-            raise VmNameTaken() from None
+        save_unique(vm, VmNameTaken)
         vm.private_ip = get_backend().create_vm(vm)
         vm.save(update_fields=["private_ip"])
         att.about(vm)

@@ -16,36 +16,33 @@ from clusters.models import (
     ValidationThreshold,
     VirtualCluster,
 )
-from portal.admin import ConsoleAdmin, ProjectScopedAdmin
+from portal.admin import ConsoleAdmin, MadeElsewhere, ProjectScopedAdmin, ReadOnly
 from portal.errors import RuleViolation
 from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 
-def run_each(modeladmin, request, queryset, action, done):
-    """``action(pk, actor=…)`` for each selected row; each refusal is reported on its own."""
-    ok = 0
-    for obj in queryset:
-        try:
-            action(obj.pk, actor=request.user)
-            ok += 1
-        except RuleViolation as exc:
-            modeladmin.message_user(request, f"{obj}: {exc.message}", messages.ERROR)
-    if ok:
-        modeladmin.message_user(request, done % {"count": ok}, messages.SUCCESS)
+def each_action(description, action, done):
+    """An admin action calling ``action(pk, actor=…)`` for each selected row: each refusal is
+    reported on its own, then how many succeeded (``done``, with ``%(count)d``)."""
+
+    @admin.action(description=description)
+    def run(modeladmin, request, queryset):
+        ok = 0
+        for obj in queryset:
+            try:
+                action(obj.pk, actor=request.user)
+                ok += 1
+            except RuleViolation as exc:
+                modeladmin.message_user(request, f"{obj}: {exc.message}", messages.ERROR)
+        if ok:
+            modeladmin.message_user(request, done % {"count": ok}, messages.SUCCESS)
+
+    return run
 
 
-class StatusByServicesAdmin(ProjectScopedAdmin):
+class StatusByServicesAdmin(ReadOnly, ProjectScopedAdmin):
     """Created in the console, changed only by the services' actions, never edited here."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class MemberInline(admin.TabularInline):
@@ -109,25 +106,15 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
     def member_count(self, cluster):
         return cluster.n_members
 
-    @admin.action(description=_("클러스터 시작"))
-    def start(self, request, queryset):
-        run_each(
-            self,
-            request,
-            queryset,
-            operations.start_cluster_op,
-            _("%(count)d개 시작을 요청했습니다."),
-        )
-
-    @admin.action(description=_("클러스터 중지"))
-    def stop(self, request, queryset):
-        run_each(
-            self, request, queryset, operations.stop_cluster_op, _("%(count)d개를 중지했습니다.")
-        )
-
-    @admin.action(description=_("지금 복구 (강제 조정)"))
-    def force_reconcile(self, request, queryset):
-        run_each(self, request, queryset, progress.repair_cluster, _("%(count)d개를 조정했습니다."))
+    start = each_action(
+        _("클러스터 시작"), operations.start_cluster_op, _("%(count)d개 시작을 요청했습니다.")
+    )
+    stop = each_action(
+        _("클러스터 중지"), operations.stop_cluster_op, _("%(count)d개를 중지했습니다.")
+    )
+    force_reconcile = each_action(
+        _("지금 복구 (강제 조정)"), progress.repair_cluster, _("%(count)d개를 조정했습니다.")
+    )
 
 
 @admin.register(SimulatorCapacity)
@@ -156,18 +143,12 @@ class ValidationThresholdAdmin(ConsoleAdmin):
 
 
 @admin.register(SimulatorAllocation)
-class SimulatorAllocationAdmin(ProjectScopedAdmin):
+class SimulatorAllocationAdmin(MadeElsewhere, ProjectScopedAdmin):
     list_display = ["cluster", "capacity", "nodes", "configured", "created_at"]
     list_select_related = ["cluster", "capacity__zone", "capacity__instance_type"]
 
     def scope(self, queryset, user):
         return queryset.filter(cluster__in=VirtualCluster.objects.restrict(user, Perm.CLUSTER_READ))
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 class OperationItemInline(admin.TabularInline):

@@ -1,25 +1,13 @@
 """GPU hosts in the admin: platform admins (superusers) only. Project staff neither see nor
-change hosts, their inventory, placements or fabric partitions."""
+change hosts, their inventory, placements or fabric partitions. Inventory, placements and
+partitions are written by the backend, never by hand (``ReadOnly``)."""
 
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
-from portal.admin import ConsoleAdmin
+from portal.admin import ConsoleAdmin, ReadOnly
 from portal.errors import BackendError
-
-
-class ReadOnly:
-    """Inventory, placements and partitions are written by the backend, never by hand."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class DeviceInline(ReadOnly, admin.TabularInline):

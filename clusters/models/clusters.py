@@ -3,22 +3,22 @@
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from django.conf import settings
 from django.db import models
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet
+from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet, user_reference
 from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,
+    CatalogResource,
     FabricType,
     InstanceType,
     VirtualMachine,
     VmStatus,
     Zone,
+    name_unique_per_project,
 )
 
 
@@ -127,20 +127,15 @@ class VirtualClusterQuerySet(ProjectScopedQuerySet):
         return self.exclude(status=S.DELETED)
 
 
-class VirtualCluster(LastErrorMixin, models.Model):
+class VirtualCluster(CatalogResource):
     project = models.ForeignKey(
         Project, on_delete=models.PROTECT, related_name="clusters", verbose_name=_("프로젝트")
     )
     name = models.CharField(_("클러스터 이름"), max_length=63)
-    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
-    )
     fabric_type = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     status = models.CharField(
         _("상태"), max_length=14, choices=ClusterStatus.choices, default=S.PROVISIONING
     )
-    status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     # What the current transitional status is doing, and where to fall back if it fails.
     operation = models.CharField(_("작업"), max_length=10, choices=ClusterOp.choices, blank=True)
     previous_status = models.CharField(
@@ -148,15 +143,6 @@ class VirtualCluster(LastErrorMixin, models.Model):
     )
     # Bumped by every start: a task of an older start finds a newer generation and stands down.
     generation = models.PositiveIntegerField(_("세대"), default=0)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name=_("생성자"),
-    )
-    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     objects = VirtualClusterQuerySet.as_manager()
     lifecycle = LIFECYCLE
@@ -165,24 +151,11 @@ class VirtualCluster(LastErrorMixin, models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name = _("가상 클러스터")
         verbose_name_plural = _("가상 클러스터")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "name"],
-                condition=~models.Q(status="DELETED"),
-                name="cluster_name_unique_per_project",
-            )
-        ]
+        constraints = [name_unique_per_project("cluster_name_unique_per_project")]
         indexes = [
             models.Index(fields=["project", "-created_at"]),
             models.Index(fields=["status", "status_changed_at"]),
         ]
-
-    def __str__(self):
-        return self.name
-
-    @property
-    def is_transitional(self):
-        return self.status in TRANSITIONAL
 
 
 class SimulatorCapacity(models.Model):
@@ -274,14 +247,7 @@ class Operation(LastErrorMixin, models.Model):
         related_name="operations",
         verbose_name=_("클러스터"),
     )
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name=_("수행자"),
-    )
+    actor = user_reference(_("수행자"))
     kind = models.CharField(_("종류"), max_length=20, choices=Kind.choices)
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
     finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)

@@ -18,6 +18,18 @@ class Verdict(models.TextChoices):
     NO_ANSWER = "NO_ANSWER", _("응답 없음")
 
 
+def member_vm(related_name):
+    """The member a record of a run is about. The record outlives the VM (the reference
+    becomes None once the row is gone); its ``vm_name`` keeps what the member was called."""
+    return models.ForeignKey(
+        "vms.VirtualMachine",
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name=related_name,
+        verbose_name=_("가상머신"),
+    )
+
+
 class ValidationThreshold(models.Model):
     """What a member of (instance type, fabric) must reach. A missing row is made from
     ``clusters.validation.thresholds.DEFAULTS`` on first use, so the admin always shows the
@@ -136,13 +148,7 @@ class ValidationJob(models.Model):
     run = models.ForeignKey(
         ValidationRun, on_delete=models.CASCADE, related_name="jobs", verbose_name=_("검증 실행")
     )
-    vm = models.ForeignKey(
-        "vms.VirtualMachine",
-        null=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name=_("가상머신"),
-    )
+    vm = member_vm(related_name="+")
     vm_name = models.CharField(_("가상머신 이름"), max_length=63)
     # The other members the figure is about (the ib_write_bw server, the pair, all members).
     peers = models.JSONField(_("상대 멤버"), default=list)
@@ -179,13 +185,7 @@ class ValidationVerdict(models.Model):
         related_name="verdicts",
         verbose_name=_("검증 실행"),
     )
-    vm = models.ForeignKey(
-        "vms.VirtualMachine",
-        null=True,
-        on_delete=models.SET_NULL,
-        related_name="validation_verdicts",
-        verbose_name=_("가상머신"),
-    )
+    vm = member_vm(related_name="validation_verdicts")
     vm_name = models.CharField(_("가상머신 이름"), max_length=63)
     verdict = models.CharField(_("판정"), max_length=10, choices=Verdict.choices)
     reasons = models.JSONField(_("사유"), default=list)

@@ -3,7 +3,6 @@
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.models import (
@@ -19,7 +18,14 @@ from portal.errors import (
     TooManyTargets,
     VmNotFound,
 )
-from portal.kernel import Actor, id_for_lookup, parse_id, permission_refusal
+from portal.kernel import (
+    Actor,
+    id_for_lookup,
+    parse_id,
+    permission_refusal,
+    recorded_user,
+    save_unique,
+)
 from portal.models import readable
 from portal.permissions import Perm
 from vms import services as vm_services
@@ -68,17 +74,27 @@ def _new_operation(
         kind=kind,
         project_id=project_id,
         cluster=cluster,
-        actor=actor if getattr(actor, "pk", None) else None,
+        actor=recorded_user(actor),
         idempotency_key=key,
         idempotency_scope=scope[0] if scope else "",
         request_hash=request_hash,
     )
-    try:
-        with transaction.atomic():
-            operation.save()
-    except IntegrityError:  # the same key, sent twice at once: the other one holds it
-        raise IdempotencyConflict() from None
+    # The same key, sent twice at once: the other one holds it.
+    save_unique(operation, IdempotencyConflict)
     return operation
+
+
+def _cluster_operation(
+    kind: str,
+    cluster: VirtualCluster,
+    *,
+    actor: Actor,
+    idempotency: tuple[str, ...] | None = None,
+) -> Operation:
+    """An operation on ``cluster``, in the cluster's project."""
+    return _new_operation(
+        kind, actor=actor, project_id=cluster.project_id, cluster=cluster, idempotency=idempotency
+    )
 
 
 def _item(

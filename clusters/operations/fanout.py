@@ -27,9 +27,9 @@ from clusters.operations.common import (
     ItemStatus,
     K,
     _cluster_attempt,
+    _cluster_operation,
     _finish,
     _item,
-    _new_operation,
     _require_vm_update,
     _succeed,
     _target_ids,
@@ -96,13 +96,7 @@ def _member_operation(
             targets = [by_id.get(vm_id) for vm_id in ids]
         if not targets:
             raise TargetsRequired()
-        operation = _new_operation(
-            kind,
-            actor=actor,
-            project_id=cluster.project_id,
-            cluster=cluster,
-            idempotency=idempotency,
-        )
+        operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
         items = []
         for position, vm in enumerate(targets):
             refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
@@ -140,12 +134,8 @@ def stop_cluster_with_members(
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         if cluster.status not in STOPPABLE:
             raise InvalidTransition()
-        operation = _new_operation(
-            K.STOP_CLUSTER,
-            actor=actor,
-            project_id=cluster.project_id,
-            cluster=cluster,
-            idempotency=idempotency,
+        operation = _cluster_operation(
+            K.STOP_CLUSTER, cluster, actor=actor, idempotency=idempotency
         )
         active = list(cluster.members.exclude(status=VmStatus.STOPPED).order_by("name", "pk"))
         items = []

@@ -14,6 +14,7 @@ from clusters.operations.common import (
     MAX_CREATE,
     K,
     _cluster_attempt,
+    _cluster_operation,
     _finish,
     _item,
     _new_operation,
@@ -112,13 +113,7 @@ def _membership_operation(
     ids = _target_ids(vm_ids)
     with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
         cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
-        operation = _new_operation(
-            kind,
-            actor=actor,
-            project_id=cluster.project_id,
-            cluster=cluster,
-            idempotency=idempotency,
-        )
+        operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
         each(operation, cluster, ids, actor)
         _finish(operation)
         att.items_done(len(ids), operation.failed)

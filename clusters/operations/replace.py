@@ -23,9 +23,9 @@ from clusters.operations.common import (
     ItemStatus,
     K,
     _cluster_attempt,
+    _cluster_operation,
     _finish,
     _item,
-    _new_operation,
     _require_vm_update,
     _succeed,
     _vm_refusal,
@@ -102,13 +102,7 @@ def replace_member(
         )
         raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
         assert member is not None and spare is not None  # refused above if missing
-        operation = _new_operation(
-            K.REPLACE,
-            actor=actor,
-            project_id=cluster.project_id,
-            cluster=cluster,
-            idempotency=idempotency,
-        )
+        operation = _cluster_operation(K.REPLACE, cluster, actor=actor, idempotency=idempotency)
         member_item, spare_item = _item(operation, 0, member), _item(operation, 1, spare)
         if member.status in VM_STOPPABLE:
             vm_services.stop_vm(member.pk, actor=actor)

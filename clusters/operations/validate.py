@@ -12,7 +12,7 @@ from django.db import transaction
 
 from clusters.models import Operation, OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun
-from clusters.operations.common import K, _cluster_attempt, _item, _new_operation
+from clusters.operations.common import K, _cluster_attempt, _cluster_operation, _item
 from clusters.validation import jobs
 from clusters.validation.errors import LevelInvalid
 from clusters.validation.plan import TIMEOUTS, plan_jobs
@@ -45,13 +45,7 @@ def start_validation(
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         running = rank_order(vm for vm in lock_members(cluster) if vm.status == VmStatus.RUNNING)
         raise_if(validate_refusal(cluster, len(running), jobs.open_run_of(cluster) is not None))
-        operation = _new_operation(
-            K.VALIDATE,
-            actor=actor,
-            project_id=cluster.project_id,
-            cluster=cluster,
-            idempotency=idempotency,
-        )
+        operation = _cluster_operation(K.VALIDATE, cluster, actor=actor, idempotency=idempotency)
         threshold = threshold_for(cluster.instance_type, cluster.fabric_type)
         run = ValidationRun.objects.create(
             operation=operation, level=int(level), thresholds=threshold.snapshot()

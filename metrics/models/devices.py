@@ -15,10 +15,8 @@ from dataclasses import dataclass
 
 from django.db import models
 
-from vms.models import VirtualMachine
+from metrics.models.samples import PERCENT, RATE, unchecked_vm
 
-PERCENT = (0.0, 100.0)
-RATE = (0.0, 1e12)  # bytes/s, as the host series
 COUNT = (0.0, 2.0**53)  # a cumulative counter
 MIB = (0.0, 2.0**40)  # GPU memory in MiB (dcgm-exporter's unit for FB_USED)
 
@@ -51,23 +49,12 @@ GPU_NAMES = tuple(name for name, *_rest in GPU_FIELDS)
 PORT_NAMES = tuple(name for name, *_rest in PORT_FIELDS)
 
 
-def _vm():
-    # No database FK, as for Sample: a check per row would cost COPY more than the row.
-    return models.ForeignKey(
-        VirtualMachine,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
-
-
 def _model(name, device, time_column, columns, table_index):
     """A concrete model keyed by (vm_id, ``device``, ``time_column``) with ``columns``."""
     attrs = {
         "__module__": __name__,
         "pk": models.CompositePrimaryKey("vm_id", time_column, device),
-        "vm": _vm(),
+        "vm": unchecked_vm(),
         device: models.PositiveSmallIntegerField(),
         time_column: models.DateTimeField(),
         "Meta": type(

@@ -10,10 +10,10 @@ are NULL on a VM without a GPU or without a fabric port, so an average never cou
 missing device as idle.
 """
 
-from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from portal.models import user_reference
 from vms.models import VirtualMachine
 
 # (name, nullable, lowest, highest): the fields of a sample as the agent sends them and as
@@ -34,19 +34,24 @@ METRIC_FIELDS = (
 METRIC_NAMES = tuple(name for name, *_rest in METRIC_FIELDS)
 
 
-class Sample(models.Model):
-    """What one VM measured at one instant. Written by COPY, never updated."""
-
-    pk = models.CompositePrimaryKey("vm_id", "ts")
-    # No database FK: a foreign-key check per row would cost COPY more than the row itself,
-    # and VMs are only ever soft-deleted, so a sample never points at a missing row.
-    vm = models.ForeignKey(
+def unchecked_vm():
+    """The VM a row of a series belongs to, with no database FK: a foreign-key check per row
+    would cost COPY more than the row itself, and VMs are only ever soft-deleted, so a row
+    never points at a missing VM."""
+    return models.ForeignKey(
         VirtualMachine,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
         db_index=False,
         related_name="+",
     )
+
+
+class Sample(models.Model):
+    """What one VM measured at one instant. Written by COPY, never updated."""
+
+    pk = models.CompositePrimaryKey("vm_id", "ts")
+    vm = unchecked_vm()
     ts = models.DateTimeField()
     cpu_util = models.FloatField()
     mem_util = models.FloatField()
@@ -74,13 +79,7 @@ class Rollup(models.Model):
     """Avg and max per metric of one VM over one bucket, and how many samples it summarises."""
 
     pk = models.CompositePrimaryKey("vm_id", "bucket")
-    vm = models.ForeignKey(
-        VirtualMachine,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
+    vm = unchecked_vm()
     bucket = models.DateTimeField()
     n = models.PositiveIntegerField()
     cpu_util_avg = models.FloatField()
@@ -155,14 +154,7 @@ class MetricsToken(models.Model):
     token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
     # The first characters, so a user can tell which token an agent has without the secret.
     prefix = models.CharField(_("토큰 앞부분"), max_length=12)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name=_("발급자"),
-    )
+    created_by = user_reference(_("발급자"))
     created_at = models.DateTimeField(_("발급일"))
 
     class Meta:

@@ -32,28 +32,24 @@ def pack(
     cannot be one fixed format; such a batch is packed field by field instead."""
     stamps = map((-_PG_EPOCH_MICROS).__add__, micros)
     count = 2 + (devices is not None) + len(metrics) + (tail is not None)
-    columns = metrics if tail is None else [*metrics, tail]
-    if any(0 < column.count(None) < len(column) for column in columns):
+    # Each value column with its 8-byte format: float8 metrics, then the int8 tail.
+    typed = [(column, "id") for column in metrics]
+    if tail is not None:
+        typed.append((tail, "iq"))
+    if any(0 < column.count(None) < len(column) for column, _format in typed):
         return _pack_fields(count, vm_ids, stamps, devices, metrics, tail)
     fields = ["!h", "iq", "iq"]  # field count; vm_id; ts
     args = [repeat(count), repeat(8), vm_ids, repeat(8), stamps]
     if devices is not None:
         fields.append("ih")
         args += [repeat(2), devices]
-    for column in metrics:
-        if column and column[0] is None:
+    for column, value_format in typed:
+        if column and column[0] is None:  # all NULL: a field of length -1
             fields.append("i")
             args.append(repeat(-1))
         else:
-            fields.append("id")
+            fields.append(value_format)
             args += [repeat(8), column]
-    if tail is not None:
-        if tail and tail[0] is None:
-            fields.append("i")
-            args.append(repeat(-1))
-        else:
-            fields.append("iq")
-            args += [repeat(8), tail]
     row = struct.Struct("".join(fields))
     return b"".join((_SIGNATURE, *map(row.pack, *args), _TRAILER))
 

@@ -161,26 +161,31 @@ def scrape(url: str, timeout: float = 3.0) -> str | None:
         return None
 
 
-class ExporterGpus:
+class _Exporter:
+    """Devices read from an exporter's /metrics by ``parser``: ``read()`` gives them, or None
+    when the exporter does not answer or answers something else."""
+
+    def __init__(self, url, parser):
+        self.url = url
+        self.parser = parser
+
+    def read(self):
+        text = scrape(self.url)
+        return None if text is None else _parsed(self.parser, text, self.url)
+
+
+class ExporterGpus(_Exporter):
     """GPUs from dcgm-exporter: the same interface as ``agent_devices.NvmlGpus``."""
 
     def __init__(self, url=DCGM_URL):
-        self.url = url
-
-    def read(self):
-        text = scrape(self.url)
-        return None if text is None else _parsed(parse_dcgm, text, self.url)
+        super().__init__(url, parse_dcgm)
 
 
-class ExporterPorts:
+class ExporterPorts(_Exporter):
     """Fabric ports from node_exporter: the same interface as ``SysfsPorts``."""
 
     def __init__(self, url=NODE_URL):
-        self.url = url
-
-    def read(self):
-        text = scrape(self.url)
-        return None if text is None else _parsed(parse_node, text, self.url)
+        super().__init__(url, parse_node)
 
 
 def _parsed(parser, text, url):

@@ -15,6 +15,13 @@ def catalog_choice(zone_id, instance_type_id) -> tuple[Zone | None, InstanceType
     )
 
 
+def types_offered_in(zone_id):
+    """The instance types that offer a fabric in zone ``zone_id``."""
+    return InstanceType.objects.filter(
+        pk__in=FabricOffering.objects.filter(zone_id=zone_id).values("instance_type_id")
+    )
+
+
 def offered_fabrics(zone_id, instance_type_id) -> list[str]:
     """The fabrics instance type ``instance_type_id`` offers in zone ``zone_id``."""
     return list(
