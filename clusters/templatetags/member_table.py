@@ -104,9 +104,11 @@ def member_table_rows(context, members, cluster, controls):
     waiting_label = escape(gettext("대기 중"))
     queued = f' <span class="row-queued">{waiting_label}</span>'
 
+    badges: dict[str, str] = {}  # one badge per status (the language is the page's)
     rows = []
     for vm in members:
         pk, name = int(vm.pk), escape(vm.name)
+        badge = badges.get(vm.status) or badges.setdefault(vm.status, status_badge(vm))
         checkbox = actions = ""
         if can_update:
             flags = (" data-startable" if pk in startable else "") + (
@@ -124,7 +126,7 @@ def member_table_rows(context, members, cluster, controls):
         rows.append(
             f'<tr role="row" data-vm="{name}">{checkbox}'
             f'<td role="cell" class="member-name"><a href="{edit.format(pk=pk)}">{name}</a></td>'
-            f'<td role="cell" class="member-status">{status_badge(vm)}'
+            f'<td role="cell" class="member-status">{badge}'
             f"{queued if pk in waiting else ''}</td>"
             f"{ip_cell}{escape(vm.private_ip or '-')}</td>"
             f"{fabric_cell}{escape(vm.fabric_address or '-')}</span></td>"
