@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
@@ -285,31 +286,32 @@ def vm_cluster(request, pk):
     return render(request, "vms/edit.html", context, status=status)
 
 
-def _vm_action(request, pk, operation, done):
-    vm = _vm(request, pk)
-    operation(vm.pk, actor=request.user)
-    if request.htmx:
-        response = _render_status(request, pk)
-        trigger_client_event(response, "cluster-changed")
-        trigger_client_event(response, "vm-changed")
-        trigger_client_event(response, "toast", {"message": done % {"name": vm.name}})
-        return response
-    next_url = request.POST.get("next", "")
-    if next_url.startswith("/") and not next_url.startswith("//"):
-        return redirect(next_url)
-    return redirect("vms:vm_edit", pk=vm.pk)
+def _vm_action(operation, done):
+    """The view of a VM's start or stop: the operation, then the VM's status box (HTMX,
+    with the events the lists and the cluster page refresh on and a toast saying ``done``)
+    or back to where the form was (``next``, a path on this site) or the VM's page."""
+
+    @login_required
+    @require_POST
+    def view(request, pk):
+        vm = _vm(request, pk)
+        operation(vm.pk, actor=request.user)
+        if request.htmx:
+            response = _render_status(request, pk)
+            trigger_client_event(response, "cluster-changed")
+            trigger_client_event(response, "vm-changed")
+            trigger_client_event(response, "toast", {"message": done % {"name": vm.name}})
+            return response
+        next_url = request.POST.get("next", "")
+        if next_url.startswith("/") and not next_url.startswith("//"):
+            return redirect(next_url)
+        return redirect("vms:vm_edit", pk=vm.pk)
+
+    return view
 
 
-@login_required
-@require_POST
-def vm_start(request, pk):
-    return _vm_action(request, pk, operations.start_vm_op, _("%(name)s 시작을 요청했습니다."))
-
-
-@login_required
-@require_POST
-def vm_stop(request, pk):
-    return _vm_action(request, pk, operations.stop_vm_op, _("%(name)s 중지를 요청했습니다."))
+vm_start = _vm_action(operations.start_vm_op, gettext_lazy("%(name)s 시작을 요청했습니다."))
+vm_stop = _vm_action(operations.stop_vm_op, gettext_lazy("%(name)s 중지를 요청했습니다."))
 
 
 @login_required
