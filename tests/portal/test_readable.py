@@ -5,7 +5,7 @@ import pytest
 
 from clusters.models import VirtualCluster
 from portal.errors import ClusterNotFound, VmNotFound
-from portal.models import readable
+from portal.models import light_instances, readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -42,6 +42,7 @@ def test_get_or_404_and_shows_agree(world, name):
     for (rows, obj), seen in expected.items():
         assert rows.shows(obj) is seen, (name, obj)
         assert answer(rows, obj.pk) == (obj.pk if seen else rows.not_found)
+        assert rows.shown([obj]) == ([obj] if seen else []), (name, obj)
 
 
 @pytest.mark.parametrize("bad", [None, "", "x", "1.0", -1, 2**70, True])
@@ -57,3 +58,16 @@ def test_a_lookup_keeps_its_reader_through_further_narrowing(world):
     assert narrowed.shows(cluster)
     with pytest.raises(TypeError):
         VirtualCluster.objects.all().shows(cluster)
+
+
+def test_light_instances_are_the_rows_only_reads_and_load_the_rest_on_access(world):
+    vm = world.vm("alive")
+    fields = ("id", "project_id", "name", "status")
+    rows = VirtualMachine.objects.filter(pk=vm.pk)
+    (light,) = light_instances(rows, fields)
+    (plain,) = rows.only(*fields)
+    assert light == plain and type(light) is VirtualMachine
+    assert {f: getattr(light, f) for f in fields} == {f: getattr(plain, f) for f in fields}
+    assert light.get_deferred_fields() == plain.get_deferred_fields()
+    assert light.zone_id == vm.zone_id  # a deferred field is read when asked for
+    assert not light._state.adding
