@@ -90,10 +90,19 @@ class RedisServer:
         self.kill()
         self.start()
 
-    def flush(self):
+    def command(self, *words):
+        """One inline command's reply line (``+OK``, ``:3``…), as text."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
-            sock.sendall(b"FLUSHALL\r\n")
-            sock.recv(16)
+            sock.sendall(" ".join(words).encode() + b"\r\n")
+            return sock.recv(64).decode().split("\r\n", 1)[0]
+
+    def flush(self):
+        self.command("FLUSHALL")
+
+    def holds_messages(self, queue="celery"):
+        """Whether a message waits in ``queue`` or is delivered and not yet acknowledged
+        (kombu's ``unacked`` hash)."""
+        return self.command("LLEN", queue) != ":0" or self.command("HLEN", "unacked") != ":0"
 
 
 def worker_database_url(**query):
@@ -185,6 +194,12 @@ class Worker:
 
     def received(self, task):
         return len(re.findall(rf"Task {re.escape(task)}\[[^\]]+\] received", self.output()))
+
+    def tasks_in_hand(self):
+        """Tasks whose last word in the log is ``received``: not yet ended (succeeded,
+        failed, retried, rejected…); a retried task is received again under its id."""
+        last = dict(re.findall(r"Task [\w.]+\[([^\]]+)\] (\w+)", self.output()))
+        return sorted(task_id for task_id, word in last.items() if word == "received")
 
     def wait_received(self, task, count=1, timeout=10):
         wait_until(lambda: self.received(task) >= count, timeout, what=f"{task} #{count}")

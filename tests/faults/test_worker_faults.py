@@ -10,7 +10,6 @@ step has started and is held at the gate), not a moment guessed by a sleep. The 
 timeout is passed by moving its clock (``reconcile(now=…)``), not by waiting it out.
 """
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -80,6 +79,13 @@ def lab(world, redis_server, tmp_path, settings, gate):
             worker.kill()
     if not redis_server._answers():
         redis_server.start()
+
+
+def quiet(worker, redis_server):
+    """Nothing more will move by itself: the worker holds no task and the broker no message
+    (looked at twice around the broker, so a message taken between the looks is seen)."""
+    before = worker.tasks_in_hand()
+    return not before and not redis_server.holds_messages() and worker.tasks_in_hand() == before
 
 
 def status(obj):
@@ -294,7 +300,12 @@ def test_broker_restarted_mid_task(lab, settings, gate):
         interval=0.1,
         what="the worker to reconnect",
     )
-    time.sleep(1.5)
+    wait_until(
+        lambda: status(cluster) != S.PROVISIONING and quiet(worker, redis_server),
+        60,
+        interval=0.1,
+        what="the worker to end what it held and the broker to hold nothing",
+    )
     reconcile_after_timeout(settings)
     assert_started_to_running(cluster, world.admin)
 
