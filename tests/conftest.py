@@ -124,3 +124,15 @@ def _no_simulator_faults():
     yield
     SimulatorBackend.faults.clear()
     SimulatorBackend.hooks.clear()
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A redis-server of this test module's own (tests.faults.harness): no other run of the
+    suite on this machine sends to it, takes from it or flushes it."""
+    from tests.faults.harness import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.kill()
