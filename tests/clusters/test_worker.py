@@ -9,7 +9,7 @@ from clusters.models import ClusterStatus
 from portal.celery import app
 from tests.faults.harness import broker, wait_until
 from vms import services as vm_services
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -34,14 +34,7 @@ def wait_for(read, expected, timeout=60):
 
 def test_full_lifecycle_through_the_worker(world, worker):
     admin = world.admin
-    cluster = services.create_cluster(
-        actor=admin,
-        project=world.demo,
-        name="worker-ib",
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        fabric_type=FabricType.INFINIBAND,
-    )
+    cluster = services.create_cluster(**world.new_cluster("worker-ib"))
     status = lambda: type(cluster).objects.get(pk=cluster.pk).status  # noqa: E731
     vm_status = lambda vm: VirtualMachine.objects.get(pk=vm.pk).status  # noqa: E731
     wait_for(status, ClusterStatus.UNALLOCATED)
