@@ -8,10 +8,8 @@ the tab last clicked is the one shown, however fast the clicks and whichever ans
 ``SCREENSHOTS=/some/dir`` saves each page at 1280 and 390 px, in Korean and English.
 """
 
-import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -21,6 +19,7 @@ from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
 from tests.browser.conftest import script_errors
 from tests.browser.dialogs import confirm
+from tests.browser.pages import shoot, switch_language
 from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,7 +28,6 @@ PHONE = {"width": 390, "height": 844}
 # htmx logs each request it aborts (hx-sync replace) as two console errors; expected here.
 ABORT_LOGS = ("htmx:afterRequest", "htmx:sendAbort")
 DESKTOP = {"width": 1280, "height": 900}
-SHOTS = os.environ.get("SCREENSHOTS")
 
 
 def running_cluster(members=2):
@@ -102,19 +100,6 @@ ROW_BUTTONS_ON_SCREEN = """
   };
 })
 """
-
-
-def shoot(page, name):
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        width = page.viewport_size["width"]
-        lang = page.locator("html").get_attribute("lang")
-        page.screenshot(path=f"{SHOTS}/{name}-{width}-{lang}.png", full_page=True)
-
-
-def switch_language(page, to):
-    page.get_by_role("button", name="English" if to == "en" else "한국어").click()
-    expect(page.locator("html")).to_have_attribute("lang", to)
 
 
 @pytest.mark.parametrize("language", ["ko", "en"])

@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from tests.waiting import wait_until
+
 BASE_DIR = Path(settings.BASE_DIR)
 WORKER_APP_NAME = "vc-fault-worker"
 
@@ -22,17 +24,6 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_until(predicate, timeout, interval=0.02, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _kill_group(process):
