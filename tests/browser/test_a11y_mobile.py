@@ -9,6 +9,7 @@ the tab last clicked is the one shown, however fast the clicks and whichever ans
 """
 
 import re
+import threading
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from portal.models import Project
 from tests.browser.conftest import script_errors
 from tests.browser.dialogs import confirm
 from tests.browser.pages import shoot, switch_language
+from tests.waiting import wait_until
 from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -244,20 +246,47 @@ def test_status_changes_are_announced_in_the_live_region(
     expect(live).to_have_text("gpu-node-03 상태: 실행중")
 
 
+class SlowTabs(dict):
+    """Seconds per tab the server waits before answering it, and the answers it is making."""
+
+    def __init__(self):
+        super().__init__()
+        self.making = 0
+        self.lock = threading.Lock()
+
+
 @pytest.fixture
 def slow_tabs(monkeypatch):
     """Make the server answer chosen tabs late (seconds per tab), as a loaded server would."""
-    delays = {}
+    delays = SlowTabs()
     render = clusters.views.clusters.render
 
     def late_render(request, template, *args, **kwargs):
         tab = template.partition("#tab-")[2]
-        if tab in delays:
-            time.sleep(delays[tab])
-        return render(request, template, *args, **kwargs)
+        with delays.lock:
+            delays.making += 1
+        try:
+            if tab in delays:
+                time.sleep(delays[tab])
+            return render(request, template, *args, **kwargs)
+        finally:
+            with delays.lock:
+                delays.making -= 1
 
     monkeypatch.setattr(clusters.views.clusters, "render", late_render)
     return delays
+
+
+# Nothing htmx started is still going on: no request out, nothing swapping or settling.
+HTMX_IDLE = "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+
+
+def every_answer_in(page, slow_tabs):
+    """Wait until the server has made every answer and the page has done with them (an
+    answer still on its way keeps its tab's ``htmx-request`` class)."""
+    wait_until(
+        lambda: slow_tabs.making == 0 and page.evaluate(HTMX_IDLE), 30, 0.05, "the tabs' answers"
+    )
 
 
 def test_the_last_tab_clicked_wins_however_fast_the_clicks(
@@ -272,7 +301,7 @@ def test_the_last_tab_clicked_wins_however_fast_the_clicks(
         slow_tabs.update(info=0.4, members=0.7 if attempt % 2 else 0.0)
         page.get_by_role("tab", name="정보").click()
         page.get_by_role("tab", name="연결된 가상머신").click()
-        page.wait_for_timeout(1000)  # every answer is in by now
+        every_answer_in(page, slow_tabs)
         expect(page.locator("#tab-panel")).to_have_attribute("data-tab", "members")
         expect(page).to_have_url(members_url)
         expect(page.get_by_role("tab", name="연결된 가상머신")).to_have_attribute(
@@ -283,6 +312,6 @@ def test_the_last_tab_clicked_wins_however_fast_the_clicks(
     slow_tabs.update(members=0.4, info=0.0)
     page.get_by_role("tab", name="연결된 가상머신").click()
     page.get_by_role("tab", name="정보").click()
-    page.wait_for_timeout(800)
+    every_answer_in(page, slow_tabs)
     expect(page.locator("#tab-panel")).to_have_attribute("data-tab", "info")
     expect(page).to_have_url(re.compile(rf"/clusters/{cluster.pk}/$"))
