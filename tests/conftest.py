@@ -90,6 +90,26 @@ class World:
             for i in range(count)
         ]
 
+    def placed(self, name, **kw):
+        """What the create services take to make ``name``: demo's admin, 8 × H100 in zone
+        a, unless ``kw`` says otherwise."""
+        return {
+            "actor": self.admin,
+            "project": self.demo,
+            "name": name,
+            "zone_id": self.zone_a.pk,
+            "instance_type_id": self.h100.pk,
+            **kw,
+        }
+
+    def new_cluster(self, name, **kw):
+        """``create_cluster``'s arguments: ``placed``, over InfiniBand."""
+        return self.placed(name, **{"fabric_type": FabricType.INFINIBAND, **kw})
+
+    def new_vms(self, name, count, **kw):
+        """``create_vms``' arguments: ``count`` on-demand VMs, ``placed``."""
+        return self.placed(name, **{"count": count, "billing_type": BillingType.ON_DEMAND, **kw})
+
     def capacity(self, nodes, zone=None, instance_type=None, fabric=FabricType.INFINIBAND):
         SimulatorCapacity.objects.update_or_create(
             zone=zone or self.zone_a,
@@ -124,3 +144,15 @@ def _no_simulator_faults():
     yield
     SimulatorBackend.faults.clear()
     SimulatorBackend.hooks.clear()
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A redis-server of this test module's own (tests.faults.harness): no other run of the
+    suite on this machine sends to it, takes from it or flushes it."""
+    from tests.faults.harness import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.kill()

@@ -162,7 +162,7 @@ def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
     cluster.members.update(status=VmStatus.RUNNING)
     VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
 
-    code, out, err = vc("cluster", "validate", "val", "--wait", "--poll", "0.2", "--timeout", "90")
+    code, out, err = vc("cluster", "validate", "val", "--wait", "--poll", "0.2")
     assert code == http.EXIT_REFUSED, err
     assert err.strip().endswith("gpu-node-03")
     rows = {line.split()[1]: line for line in out.splitlines()[1:]}

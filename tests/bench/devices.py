@@ -23,6 +23,17 @@ def generate(vms, start, end, interval, say):
     say(f"  + {GPUS} GPUs and {PORTS} ports per sample …")
     t0 = time.perf_counter()
     slow_vm = vms[SLOW[0] % len(vms)].pk
+
+    def grid(devices):
+        """The parameters of ``FROM`` members × instants × ``devices`` (numbered from 0)."""
+        return [
+            [vm.pk for vm in vms],
+            start,
+            end - timedelta(seconds=interval),
+            f"{interval} seconds",
+            devices - 1,
+        ]
+
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -38,15 +49,7 @@ def generate(vms, start, end, interval, say):
                  generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t,
                  generate_series(0, %s) AS g
             """,
-            [
-                slow_vm,
-                SLOW[1],
-                [vm.pk for vm in vms],
-                start,
-                end - timedelta(seconds=interval),
-                f"{interval} seconds",
-                GPUS - 1,
-            ],
+            [slow_vm, SLOW[1], *grid(GPUS)],
         )
         gpu_rows = cursor.rowcount
         cursor.execute(
@@ -58,13 +61,7 @@ def generate(vms, start, end, interval, say):
                  generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t,
                  generate_series(0, %s) AS p
             """,
-            [
-                [vm.pk for vm in vms],
-                start,
-                end - timedelta(seconds=interval),
-                f"{interval} seconds",
-                PORTS - 1,
-            ],
+            grid(PORTS),
         )
         port_rows = cursor.rowcount
         for table in ("metrics_gpusample", "metrics_portsample"):

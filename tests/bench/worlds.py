@@ -34,6 +34,23 @@ def bench_catalog():
     return zone, h100, capacity
 
 
+def libvirt_catalog(gpu_count, vcpu, memory_gib):
+    """The libvirt benches' catalog: zone ``bench-1a`` and an H100 type of ``gpu_count`` GPUs
+    offered over InfiniBand. Returns (zone, instance type)."""
+    zone = vm_models.Zone.objects.create(code="bench-1a", name="bench")
+    itype = vm_models.InstanceType.objects.create(
+        code=f"gpu.h100x{gpu_count}",
+        gpu_model="H100",
+        gpu_count=gpu_count,
+        vcpu=vcpu,
+        memory_gib=memory_gib,
+    )
+    vm_models.FabricOffering.objects.create(
+        zone=zone, instance_type=itype, fabric=vm_models.FabricType.INFINIBAND
+    )
+    return zone, itype
+
+
 def clusters_with_members(
     project, zone, itype, count, members, *, name, status, member, **cluster_fields
 ):

@@ -8,10 +8,9 @@ the tab last clicked is the one shown, however fast the clicks and whichever ans
 ``SCREENSHOTS=/some/dir`` saves each page at 1280 and 390 px, in Korean and English.
 """
 
-import os
 import re
+import threading
 import time
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -21,6 +20,8 @@ from clusters.models import ClusterStatus, VirtualCluster
 from portal.models import Project
 from tests.browser.conftest import script_errors
 from tests.browser.dialogs import confirm
+from tests.browser.pages import shoot, switch_language
+from tests.waiting import wait_until
 from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,7 +30,6 @@ PHONE = {"width": 390, "height": 844}
 # htmx logs each request it aborts (hx-sync replace) as two console errors; expected here.
 ABORT_LOGS = ("htmx:afterRequest", "htmx:sendAbort")
 DESKTOP = {"width": 1280, "height": 900}
-SHOTS = os.environ.get("SCREENSHOTS")
 
 
 def running_cluster(members=2):
@@ -102,19 +102,6 @@ ROW_BUTTONS_ON_SCREEN = """
   };
 })
 """
-
-
-def shoot(page, name):
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        width = page.viewport_size["width"]
-        lang = page.locator("html").get_attribute("lang")
-        page.screenshot(path=f"{SHOTS}/{name}-{width}-{lang}.png", full_page=True)
-
-
-def switch_language(page, to):
-    page.get_by_role("button", name="English" if to == "en" else "한국어").click()
-    expect(page.locator("html")).to_have_attribute("lang", to)
 
 
 @pytest.mark.parametrize("language", ["ko", "en"])
@@ -259,20 +246,47 @@ def test_status_changes_are_announced_in_the_live_region(
     expect(live).to_have_text("gpu-node-03 상태: 실행중")
 
 
+class SlowTabs(dict):
+    """Seconds per tab the server waits before answering it, and the answers it is making."""
+
+    def __init__(self):
+        super().__init__()
+        self.making = 0
+        self.lock = threading.Lock()
+
+
 @pytest.fixture
 def slow_tabs(monkeypatch):
     """Make the server answer chosen tabs late (seconds per tab), as a loaded server would."""
-    delays = {}
+    delays = SlowTabs()
     render = clusters.views.clusters.render
 
     def late_render(request, template, *args, **kwargs):
         tab = template.partition("#tab-")[2]
-        if tab in delays:
-            time.sleep(delays[tab])
-        return render(request, template, *args, **kwargs)
+        with delays.lock:
+            delays.making += 1
+        try:
+            if tab in delays:
+                time.sleep(delays[tab])
+            return render(request, template, *args, **kwargs)
+        finally:
+            with delays.lock:
+                delays.making -= 1
 
     monkeypatch.setattr(clusters.views.clusters, "render", late_render)
     return delays
+
+
+# Nothing htmx started is still going on: no request out, nothing swapping or settling.
+HTMX_IDLE = "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+
+
+def every_answer_in(page, slow_tabs):
+    """Wait until the server has made every answer and the page has done with them (an
+    answer still on its way keeps its tab's ``htmx-request`` class)."""
+    wait_until(
+        lambda: slow_tabs.making == 0 and page.evaluate(HTMX_IDLE), 30, 0.05, "the tabs' answers"
+    )
 
 
 def test_the_last_tab_clicked_wins_however_fast_the_clicks(
@@ -287,7 +301,7 @@ def test_the_last_tab_clicked_wins_however_fast_the_clicks(
         slow_tabs.update(info=0.4, members=0.7 if attempt % 2 else 0.0)
         page.get_by_role("tab", name="정보").click()
         page.get_by_role("tab", name="연결된 가상머신").click()
-        page.wait_for_timeout(1000)  # every answer is in by now
+        every_answer_in(page, slow_tabs)
         expect(page.locator("#tab-panel")).to_have_attribute("data-tab", "members")
         expect(page).to_have_url(members_url)
         expect(page.get_by_role("tab", name="연결된 가상머신")).to_have_attribute(
@@ -298,6 +312,6 @@ def test_the_last_tab_clicked_wins_however_fast_the_clicks(
     slow_tabs.update(members=0.4, info=0.0)
     page.get_by_role("tab", name="연결된 가상머신").click()
     page.get_by_role("tab", name="정보").click()
-    page.wait_for_timeout(800)
+    every_answer_in(page, slow_tabs)
     expect(page.locator("#tab-panel")).to_have_attribute("data-tab", "info")
     expect(page).to_have_url(re.compile(rf"/clusters/{cluster.pk}/$"))

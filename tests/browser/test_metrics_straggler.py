@@ -4,32 +4,22 @@ and the 메트릭 tab names gpu-node-03's GPU 5; the first chart draws fast with
 plotly bundle, and at 390 px nothing is wider than the screen."""
 
 import os
-import time
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
-from metrics import simulate, tasks
-from portal.models import Project
+from tests.browser.pages import demo_placed, running_a_quarter_hour
+from tests.waiting import wait_until
 from vms import services as vm_services
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NODES = ("gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04")
 SCREENSHOT = os.environ.get("METRICS_SCREENSHOT")  # a path prefix, to look at the tab
-
-
-def wait_for(check, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -39,36 +29,21 @@ def running_demo_cluster(demo, celery_worker, settings):
     settings.SIMULATOR_STEP_SECONDS = 0.2
     admin = get_user_model().objects.get(username="admin")
     vms = {vm.name: vm for vm in VirtualMachine.objects.filter(name__in=NODES)}
-    first = vms[NODES[0]]
-    cluster = cluster_services.create_cluster(
-        actor=admin,
-        project=Project.objects.get(slug="demo"),
-        name="train-demo",
-        zone_id=first.zone_id,
-        instance_type_id=first.instance_type_id,
-        fabric_type=FabricType.INFINIBAND,
-    )
-    wait_for(lambda: VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.UNALLOCATED)
+    cluster = cluster_services.create_cluster(**demo_placed("train-demo", admin))
+
+    def status():
+        return VirtualCluster.objects.get(pk=cluster.pk).status
+
+    wait_until(lambda: status() == ClusterStatus.UNALLOCATED, 30, 0.2, "미할당")
     for name in NODES:
         cluster_services.attach_vm(vms[name].pk, cluster.pk, actor=admin)
     cluster_services.start_cluster(cluster.pk, actor=admin)
-    wait_for(lambda: VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.RUNNING)
+    wait_until(lambda: status() == ClusterStatus.RUNNING, 30, 0.2, "실행중")
     for name in NODES:
         vm_services.start_vm(vms[name].pk, actor=admin)
-    wait_for(
-        lambda: (
-            VirtualMachine.objects.filter(name__in=NODES, status=VmStatus.RUNNING).count()
-            == len(NODES)
-        )
-    )
-    # As if they had been running a quarter of an hour: the beat task's ten-second ticks.
-    now = timezone.now()
-    VirtualMachine.objects.filter(name__in=NODES).update(
-        status_changed_at=now - timedelta(minutes=15)
-    )
-    for i in range(60, 0, -1):
-        simulate.emit_samples(now - timedelta(seconds=10 * i))
-    tasks.rollup()
+    running = VirtualMachine.objects.filter(name__in=NODES, status=VmStatus.RUNNING)
+    wait_until(lambda: running.count() == len(NODES), 30, 0.2, "the members 실행중")
+    running_a_quarter_hour(NODES)
     return cluster
 
 

@@ -12,17 +12,13 @@ English 메트릭 tab fits too, and gaps are in one unit (pp).
 """
 
 import re
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from clusters import operations
-from metrics import simulate, tasks
-from tests.browser.pages import demo_cluster, shoot
-from vms.models import VirtualMachine
+from tests.browser.pages import demo_cluster, running_a_quarter_hour, shoot, switch_language
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,21 +34,10 @@ def busy_cluster(demo):
     """gpu-node-01…04 attached in name order, cluster and members 실행중 (eager tasks), 15
     minutes of samples, a finished 검증 (gpu-node-03 불량, with its reasons)."""
     cluster = demo_cluster(NAME, NODES, start=True)
-    now = timezone.now()
-    VirtualMachine.objects.filter(name__in=NODES).update(
-        status_changed_at=now - timedelta(minutes=15)
-    )
-    for i in range(60, 0, -1):
-        simulate.emit_samples(now - timedelta(seconds=10 * i))
-    tasks.rollup()
+    running_a_quarter_hour(NODES)
     admin = get_user_model().objects.get(username="admin")
     operations.start_validation(cluster.pk, actor=admin, level=2)
     return cluster
-
-
-def switch_language(page, to):
-    page.get_by_role("button", name="English" if to == "en" else "한국어").click()
-    expect(page.locator("html")).to_have_attribute("lang", to)
 
 
 # What scrolls sideways: the page, and each element matching the selectors (its own

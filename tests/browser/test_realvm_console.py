@@ -48,6 +48,17 @@ def real_console(transactional_db, live_server, settings):
     destroy_everything(range(base, base + 1000), range(base, base + 1000))
 
 
+def all_members(page, button, status):
+    """Press the members tab's ``button`` (all of them), confirm, and wait until every
+    member's badge says ``status``."""
+    page.locator(button).click()
+    confirm(page)
+    for name in MEMBERS:
+        expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
+            status, timeout=SLOW
+        )
+
+
 def test_console_flow_on_real_guests(real_console, browser_login, page, live_server, celery_worker):
     call_command("libvirt_demo_hosts", stdout=io.StringIO())  # this machine as GPU hosts
     browser_login("admin")
@@ -74,12 +85,7 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
 
     tab = page.get_by_role("tab", name="연결된 가상머신")
     tab.click()
-    page.locator("#start-all").click()
-    confirm(page)
-    for name in MEMBERS:
-        expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
-            "실행중", timeout=SLOW
-        )
+    all_members(page, "#start-all", "실행중")
     vms = list(VirtualMachine.objects.filter(name__in=MEMBERS))
     c = conn()
     assert all(c.lookupByName(names.domain_name(vm.pk)).isActive() for vm in vms)
@@ -99,12 +105,7 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     expect(page.locator("[data-metrics-figure='metrics-fig-cpu'] .main-svg").first).to_be_visible()
 
     tab.click()
-    page.locator("#stop-all").click()
-    confirm(page)
-    for name in MEMBERS:
-        expect(page.locator(f"#tab-body tr[data-vm='{name}'] .badge")).to_have_text(
-            "중지됨", timeout=SLOW
-        )
+    all_members(page, "#stop-all", "중지됨")
     header.get_by_role("button", name="클러스터 중지").click()
     confirm(page)
     expect(badge).to_have_text("종료됨", timeout=SLOW)

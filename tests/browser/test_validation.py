@@ -9,12 +9,10 @@ the page shows a finished run on its next refresh, as it would a few seconds lat
 import pytest
 from playwright.sync_api import expect
 
-from clusters import services
-from clusters.models import ClusterStatus, VirtualCluster
-from portal.models import Project
+from clusters.models import VirtualCluster
 from tests.browser.dialogs import confirm
-from vms import services as vm_services
-from vms.models import FabricType, InstanceType, VirtualMachine, Zone
+from tests.browser.pages import demo_cluster
+from vms.models import VirtualMachine
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04"]
@@ -22,22 +20,7 @@ NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04"]
 
 def running_demo_cluster():
     """gpu-node-01…04 attached in name order (node_rank 0…3), cluster and members 실행중."""
-    cluster = services.create_cluster(
-        actor=None,
-        project=Project.objects.get(slug="demo"),
-        name="validate-me",
-        zone_id=Zone.objects.get(code="kr-central-1a").pk,
-        instance_type_id=InstanceType.objects.get(code="gpu.h100x8").pk,
-        fabric_type=FabricType.INFINIBAND,
-    )
-    for name in NODES:
-        services.attach_vm(VirtualMachine.objects.get(name=name).pk, cluster.pk, actor=None)
-    services.start_cluster(cluster.pk, actor=None)
-    for name in NODES:
-        vm_services.start_vm(VirtualMachine.objects.get(name=name).pk, actor=None)
-    cluster.refresh_from_db()
-    assert cluster.status == ClusterStatus.RUNNING
-    return cluster
+    return demo_cluster("validate-me", NODES, start=True)
 
 
 def test_validate_finds_gpu_node_03_and_replace_keeps_its_rank(browser_login, live_server):

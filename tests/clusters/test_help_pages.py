@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from clusters.models import ClusterStatus
 from clusters.models.validation import ValidationThreshold
+from clusters.validation.thresholds import Default
 from portal.middleware import ConsoleErrorPageMiddleware
 from vms.models import FabricType, VmStatus
 
@@ -65,18 +66,10 @@ STATEMENTS = [
 ]
 
 
-def stored_threshold(instance_type, fabric, ports, port_gbps, figures, margin=10):
-    """A 검증 기준 row as an admin would store it: (intra, multi busbw GB/s, ib_write_bw Gb/s)."""
-    intra, multi, ib = figures
+def stored_threshold(instance_type, fabric, figures: Default, margin=10):
+    """A 검증 기준 row as an admin would store it, in the shape of the code's defaults."""
     return ValidationThreshold.objects.create(
-        instance_type=instance_type,
-        fabric=fabric,
-        ports=ports,
-        port_gbps=port_gbps,
-        intra_busbw_gbs=intra,
-        multi_busbw_gbs=multi,
-        ib_write_bw_gbps=ib,
-        margin_percent=margin,
+        instance_type=instance_type, fabric=fabric, margin_percent=margin, **vars(figures)
     )
 
 
@@ -136,7 +129,9 @@ def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thre
     for i, vm in enumerate(world.members(cluster, 2, status=VmStatus.RUNNING)):
         vm.private_ip = f"10.0.0.{i + 11}"
         vm.save()
-    stored_threshold(world.l40s, FabricType.ROCE_V2, 2, 200, (21.5, 17.25, 191.0), margin=7)
+    stored_threshold(
+        world.l40s, FabricType.ROCE_V2, Default(2, 200, 21.5, 17.25, 191.0, "admin"), margin=7
+    )
     client = login("viewer")
     detail = body(client.get(reverse("clusters:cluster_detail", args=[cluster.pk])))
     ib_url = reverse("clusters:cluster_infiniband", args=[cluster.pk])
@@ -162,7 +157,9 @@ def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thre
 
 
 def test_the_generic_benchmark_page_lists_the_stored_thresholds(world, login):
-    stored_threshold(world.h100, FabricType.INFINIBAND, 8, 400, (455.0, 433.0, 377.0))
+    stored_threshold(
+        world.h100, FabricType.INFINIBAND, Default(8, 400, 455.0, 433.0, 377.0, "admin")
+    )
     page = html.unescape(body(login("admin").get(reverse("clusters:infiniband_help"))))
     assert "≥ 455 GB/s" in page and "≥ 433 GB/s" in page and "≥ 377 Gb/s" in page
     assert 'data-threshold="gpu.l40sx4/ROCE_V2"' in page

@@ -13,20 +13,14 @@ from django.urls import reverse
 
 from clusters.models import ClusterStatus, Operation, OperationItem
 from portal.models import AuditEvent
+from tests.pages import HX, SAME_TYPE_STOPPED, SPOT_OR_DR, UNATTACHABLE, body
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
 
 S = ClusterStatus
-HX = {"HTTP_HX_REQUEST": "true"}
-SPOT_OR_DR = "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다"
-SAME_TYPE_STOPPED = "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다"
 ALREADY_MEMBER = "이미 다른 클러스터에 연결된 가상머신입니다"
 STILL_RUNNING = "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 종료해야 합니다"
 NOT_STOPPED = "중지된 가상머신만 분리하거나 삭제할 수 있습니다"
 NOT_RUNNING = "클러스터가 실행중일 때만 멤버 가상머신을 시작할 수 있습니다"
-
-
-def body(response):
-    return response.content.decode()
 
 
 def url(name, pk):
@@ -451,15 +445,7 @@ def test_after_an_in_page_attach_the_section_offers_detach_without_a_dropdown(wo
     assert "클러스터에서 분리" in page and "연결할 클러스터" not in page
 
 
-@pytest.mark.parametrize(
-    "kw, reason",
-    [
-        ({"billing_type": BillingType.SPOT}, SPOT_OR_DR),
-        ({"disaster_recovery": True}, SPOT_OR_DR),
-        ({"status": VmStatus.RUNNING}, SAME_TYPE_STOPPED),
-    ],
-    ids=["spot", "dr", "running"],
-)
+@UNATTACHABLE
 def test_section_is_disabled_with_the_reason_for_vms_no_cluster_takes(world, login, kw, reason):
     world.cluster("target")
     vm = world.vm("n1", **kw)

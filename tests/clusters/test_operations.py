@@ -187,16 +187,7 @@ def test_stop_cluster_with_members_needs_cluster_update(world):
 
 def create_three_nodes(world, **more):
     """gpu-node-01..03 in one 가상머신 생성 (``more``: the cluster to attach them to)."""
-    return operations.create_vms(
-        actor=world.admin,
-        project=world.demo,
-        name="gpu-node",
-        count=3,
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        billing_type=BillingType.ON_DEMAND,
-        **more,
-    )
+    return operations.create_vms(**world.new_vms("gpu-node", 3, **more))
 
 
 def test_create_vms_names_them_and_attaches_as_one_operation(world):
@@ -214,15 +205,7 @@ def test_create_vms_names_them_and_attaches_as_one_operation(world):
 @pytest.mark.parametrize("count", [0, 65, "x", -1])
 def test_create_vms_refuses_a_bad_count(world, count):
     with pytest.raises(errors.CountInvalid):
-        operations.create_vms(
-            actor=world.admin,
-            project=world.demo,
-            name="n",
-            count=count,
-            zone_id=world.zone_a.pk,
-            instance_type_id=world.h100.pk,
-            billing_type=BillingType.ON_DEMAND,
-        )
+        operations.create_vms(**world.new_vms("n", count))
     assert not VirtualMachine.objects.exists()
 
 

@@ -354,12 +354,7 @@ def test_create_refuses_fabric_not_offered(world):
         errors.FabricNotOffered,
         "선택한 인스턴스 유형은 이 가용 영역에서 해당 패브릭을 지원하지 않습니다",
         services.create_cluster,
-        actor=world.admin,
-        project=world.demo,
-        name="x",
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.l40s.pk,
-        fabric_type=FabricType.INFINIBAND,
+        **world.new_cluster("x", instance_type_id=world.l40s.pk),
     )
     assert not VirtualCluster.objects.exists()
 
@@ -370,12 +365,7 @@ def test_create_starts_empty_in_provisioning_then_unallocated(
     cluster = run_tasks(
         django_capture_on_commit_callbacks,
         services.create_cluster,
-        actor=world.admin,
-        project=world.demo,
-        name="  학습-클러스터-1 ",
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        fabric_type=FabricType.INFINIBAND,
+        **world.new_cluster("  학습-클러스터-1 "),
     )
     assert cluster.name == "학습-클러스터-1"
     cluster.refresh_from_db()
@@ -399,39 +389,25 @@ def test_create_refuses_bad_names(world, name, message):
         errors.InvalidInput,
         message,
         services.create_cluster,
-        actor=world.admin,
-        project=world.demo,
-        name=name,
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        fabric_type=FabricType.INFINIBAND,
+        **world.new_cluster(name),
     )
     assert not VirtualCluster.objects.exists()
     assert AuditEvent.objects.get(action="cluster.create").outcome == "REFUSED"
 
 
 def test_create_refuses_duplicate_name_but_allows_after_delete(world):
-    kw = dict(
-        actor=world.admin,
-        project=world.demo,
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        fabric_type=FabricType.INFINIBAND,
-    )
+    train = world.new_cluster("train")
     first = world.cluster("train")
     refused(
         errors.NameTaken,
         "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다",
         services.create_cluster,
-        name="train",
-        **kw,
+        **train,
     )
     services.delete_cluster(first.pk, actor=world.admin)
-    assert services.create_cluster(name="train", **kw).name == "train"
+    assert services.create_cluster(**train).name == "train"
     # Another project may use the same name.
-    services.create_cluster(
-        **{**kw, "actor": world.users["other"], "project": world.other}, name="train"
-    )
+    services.create_cluster(**{**train, "actor": world.users["other"], "project": world.other})
 
 
 @pytest.mark.parametrize("bad", ["abc", "-1", "0", "99999999", None, "1.5", "9" * 40])
@@ -441,14 +417,7 @@ def test_unknown_ids_are_not_found(world, bad):
     with pytest.raises(errors.NotFound):
         services.attach_vm(bad, bad, actor=world.admin)
     with pytest.raises(errors.InvalidInput):
-        services.create_cluster(
-            actor=world.admin,
-            project=world.demo,
-            name="ok",
-            zone_id=bad,
-            instance_type_id=world.h100.pk,
-            fabric_type="INFINIBAND",
-        )
+        services.create_cluster(**world.new_cluster("ok", zone_id=bad))
 
 
 # -- Permissions inside the services (SPEC §3) -----------------------------------------------
@@ -462,12 +431,7 @@ def test_services_check_permissions(world):
         errors.PermissionRequired,
         "Resource.VirtualCluster.CREATE 권한이 필요합니다.",
         services.create_cluster,
-        actor=viewer,
-        project=world.demo,
-        name="x",
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        fabric_type="INFINIBAND",
+        **world.new_cluster("x", actor=viewer),
     )
     refused(
         errors.PermissionRequired,

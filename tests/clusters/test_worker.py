@@ -1,8 +1,5 @@
 """The whole life of a cluster through real Celery tasks on Redis, handled by a real worker."""
 
-import os
-import time
-
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.db import connection
@@ -10,56 +7,34 @@ from django.db import connection
 from clusters import services
 from clusters.models import ClusterStatus
 from portal.celery import app
+from tests.faults.harness import broker, wait_until
 from vms import services as vm_services
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-BROKER = os.environ.get("TEST_CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
-
-
-def use_broker(**conf):
-    """Point the app at another broker; drop the pools made for the previous one."""
-    app.conf.update(conf)
-    app._pool = None
-    app.amqp._producer_pool = None
 
 
 @pytest.fixture
-def worker(monkeypatch):
-    # Celery reads CELERY_BROKER_URL from the environment before its configuration.
-    monkeypatch.setenv("CELERY_BROKER_URL", BROKER)
-    saved = {
-        k: app.conf[k] for k in ("broker_url", "task_always_eager", "broker_transport_options")
-    }
-    use_broker(broker_url=BROKER, task_always_eager=False, broker_transport_options={})
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()  # nothing left over from an earlier run
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+def worker(redis_server):
+    """A worker thread on a private Redis (a shared database would let another run of the
+    suite take this run's tasks, or flush them)."""
+    redis_server.flush()  # nothing left over from an earlier test
+    with (
+        broker(app, redis_server.url),
+        start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10),
+    ):
         yield
-    use_broker(**saved)
     connection.close()
 
 
-def wait_for(read, expected, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = read()
-        if value == expected:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"still {value!r}, expected {expected!r}")
+def wait_for(read, expected, timeout=60):
+    """Wait until ``read()`` is ``expected``; the timeout only ends a test that went wrong."""
+    wait_until(lambda: read() == expected, timeout, interval=0.05, what=f"{expected!r}")
 
 
 def test_full_lifecycle_through_the_worker(world, worker):
     admin = world.admin
-    cluster = services.create_cluster(
-        actor=admin,
-        project=world.demo,
-        name="worker-ib",
-        zone_id=world.zone_a.pk,
-        instance_type_id=world.h100.pk,
-        fabric_type=FabricType.INFINIBAND,
-    )
+    cluster = services.create_cluster(**world.new_cluster("worker-ib"))
     status = lambda: type(cluster).objects.get(pk=cluster.pk).status  # noqa: E731
     vm_status = lambda vm: VirtualMachine.objects.get(pk=vm.pk).status  # noqa: E731
     wait_for(status, ClusterStatus.UNALLOCATED)

@@ -17,7 +17,6 @@ from django.db import connection, transaction
 from clusters.models import SimulatorCapacity, VirtualCluster
 from portal.compute.backends.simulator import SimulatorBackend
 from tests.concurrency.test_mixed_operations import _wait_for_waiters
-from vms.models import VirtualMachine
 
 
 @pytest.mark.django_db(transaction=True)
@@ -38,23 +37,22 @@ def test_allocation_locks_the_cluster_before_the_pool(world):
         finally:
             connection.close()
 
-    def attach_holding_the_cluster():
+    def hold_then_take(first, held, asked, then):
+        """An attach's transaction: lock row ``first``, say so, and once asked lock ``then``."""
         with transaction.atomic():
-            VirtualCluster.objects.select_for_update().get(pk=cluster.pk)
-            cluster_held.set()
-            ask_vm.wait(10)
-            VirtualMachine.objects.select_for_update().get(pk=vm.pk)
-
-    def attach_holding_the_vm():
-        with transaction.atomic():
-            VirtualMachine.objects.select_for_update().get(pk=vm.pk)
-            vm_held.set()
-            ask_pool.wait(10)
-            SimulatorCapacity.objects.select_for_update().get(pk=pool.pk)
+            type(first).objects.select_for_update().get(pk=first.pk)
+            held.set()
+            asked.wait(10)
+            type(then).objects.select_for_update().get(pk=then.pk)
 
     connection.close()
-    first = threading.Thread(target=run, args=("attach C", attach_holding_the_cluster))
-    second = threading.Thread(target=run, args=("attach v", attach_holding_the_vm))
+    first = threading.Thread(
+        target=run,
+        args=("attach C", lambda: hold_then_take(cluster, cluster_held, ask_vm, vm)),
+    )
+    second = threading.Thread(
+        target=run, args=("attach v", lambda: hold_then_take(vm, vm_held, ask_pool, pool))
+    )
     first.start()
     second.start()
     assert cluster_held.wait(10) and vm_held.wait(10)

@@ -52,21 +52,17 @@ class Op:
     }
 
     def run(self, actor):
-        if self.kind == "attach":
-            return cluster_services.attach_vm(self.vm, self.cluster, actor=actor)
-        if self.kind == "detach":
-            return cluster_services.detach_vm(self.vm, actor=actor)
-        if self.kind == "start":
-            return cluster_services.start_cluster(self.cluster, actor=actor)
-        if self.kind == "stop":
-            return cluster_services.stop_cluster(self.cluster, actor=actor)
-        if self.kind == "delete":
-            return cluster_services.delete_cluster(self.cluster, actor=actor)
-        if self.kind == "vm_start":
-            return vm_services.start_vm(self.vm, actor=actor)
-        if self.kind == "vm_stop":
-            return vm_services.stop_vm(self.vm, actor=actor)
-        raise AssertionError(self.kind)
+        calls = {
+            "attach": (cluster_services.attach_vm, self.vm, self.cluster),
+            "detach": (cluster_services.detach_vm, self.vm),
+            "start": (cluster_services.start_cluster, self.cluster),
+            "stop": (cluster_services.stop_cluster, self.cluster),
+            "delete": (cluster_services.delete_cluster, self.cluster),
+            "vm_start": (vm_services.start_vm, self.vm),
+            "vm_stop": (vm_services.stop_vm, self.vm),
+        }
+        service, *args = calls[self.kind]
+        return service(*args, actor=actor)
 
 
 class _Collect(logging.Handler):

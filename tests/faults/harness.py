@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from tests.waiting import wait_until
+
 BASE_DIR = Path(settings.BASE_DIR)
 WORKER_APP_NAME = "vc-fault-worker"
 
@@ -22,17 +24,6 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_until(predicate, timeout, interval=0.02, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _kill_group(process):
@@ -90,10 +81,19 @@ class RedisServer:
         self.kill()
         self.start()
 
-    def flush(self):
+    def command(self, *words):
+        """One inline command's reply line (``+OK``, ``:3``…), as text."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
-            sock.sendall(b"FLUSHALL\r\n")
-            sock.recv(16)
+            sock.sendall(" ".join(words).encode() + b"\r\n")
+            return sock.recv(64).decode().split("\r\n", 1)[0]
+
+    def flush(self):
+        self.command("FLUSHALL")
+
+    def holds_messages(self, queue="celery"):
+        """Whether a message waits in ``queue`` or is delivered and not yet acknowledged
+        (kombu's ``unacked`` hash)."""
+        return self.command("LLEN", queue) != ":0" or self.command("HLEN", "unacked") != ":0"
 
 
 def worker_database_url(**query):
@@ -185,6 +185,12 @@ class Worker:
 
     def received(self, task):
         return len(re.findall(rf"Task {re.escape(task)}\[[^\]]+\] received", self.output()))
+
+    def tasks_in_hand(self):
+        """Tasks whose last word in the log is ``received``: not yet ended (succeeded,
+        failed, retried, rejected…); a retried task is received again under its id."""
+        last = dict(re.findall(r"Task [\w.]+\[([^\]]+)\] (\w+)", self.output()))
+        return sorted(task_id for task_id, word in last.items() if word == "received")
 
     def wait_received(self, task, count=1, timeout=10):
         wait_until(lambda: self.received(task) >= count, timeout, what=f"{task} #{count}")

@@ -110,6 +110,18 @@ def expected_lines(rows, cluster, step):
     return cluster_reference.chart(records, cluster.pk, step)
 
 
+def write_recent(vm, count):
+    """``count`` samples of ``vm``, one every 10 s back from now, the same figures each
+    (CPU 10 %, memory 20 %, GPU 50 %, GPU memory 60 %, no fabric)."""
+    now = timezone.now()
+    storage.write_samples(
+        [
+            (vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0, 1.0, 1.0, None, None)
+            for i in range(1, count + 1)
+        ]
+    )
+
+
 def get_figures(client, cluster, **params):
     response = client.get(reverse("metrics:cluster_charts", args=[cluster.pk]), params)
     assert response.status_code == 200
@@ -157,14 +169,7 @@ def test_chart_json_equals_an_independent_aggregate(login, cluster, samples, ran
 
 def test_7d_includes_the_current_hour(login, cluster):
     """Samples of the last minutes only (no hour rolled up yet): 7d shows them, as 1h does."""
-    now = timezone.now()
-    vm = cluster.members.first()
-    storage.write_samples(
-        [
-            (vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0, 1.0, 1.0, None, None)
-            for i in range(1, 30)
-        ]
-    )
+    write_recent(cluster.members.first(), 29)
     storage.rollup()
     figures, _html = get_figures(login("viewer"), cluster, range="7d")
     assert figures["cpu"]["data"][0]["y"][-1] == 10.0

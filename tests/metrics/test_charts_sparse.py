@@ -3,17 +3,14 @@ hour, a new cluster's 24시간) draws markers and says 집계 대기 중 instead
 range change shows it is loading; the heatmap's scales are colour-blind safe and known to the
 vendored plotly.js bundle."""
 
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.utils import timezone
 
 from clusters.models import ClusterStatus
-from metrics import storage
 from metrics.views.pages import heatmap_labels
-from tests.metrics.test_charts import get_figures
+from tests.metrics.test_charts import get_figures, write_recent
 from vms.models import VmStatus
 
 
@@ -26,14 +23,7 @@ def cluster(world):
 
 @pytest.mark.parametrize("range_key", ["7d", "24h"])
 def test_a_new_clusters_few_points_are_drawn_as_markers(login, cluster, range_key):
-    now = timezone.now()
-    vm = cluster.members.first()
-    storage.write_samples(
-        [
-            (vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0, 1.0, 1.0, None, None)
-            for i in range(1, 6)
-        ]
-    )
+    write_recent(cluster.members.first(), 5)
     figures, html = get_figures(login("viewer"), cluster, range=range_key)
     cpu = figures["cpu"]["data"][0]
     assert [v for v in cpu["y"] if v is not None] in ([10.0], [10.0, 10.0])  # a bucket edge
@@ -42,14 +32,7 @@ def test_a_new_clusters_few_points_are_drawn_as_markers(login, cluster, range_ke
 
 
 def test_a_full_range_draws_lines_without_the_pending_note(login, cluster):
-    now = timezone.now()
-    vm = cluster.members.first()
-    storage.write_samples(
-        [
-            (vm.pk, now - timedelta(seconds=10 * i), 10.0, 20.0, 50.0, 60.0, 1.0, 1.0, None, None)
-            for i in range(1, 300)
-        ]
-    )
+    write_recent(cluster.members.first(), 299)
     figures, html = get_figures(login("viewer"), cluster, range="1h")
     assert figures["cpu"]["data"][0]["mode"] == "lines"
     assert "집계 대기 중" not in html

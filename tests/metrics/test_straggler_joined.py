@@ -26,21 +26,28 @@ def _busy(index, gpu, rng):
     return 90.0 + rng.uniform(0, 5)
 
 
+def _warming_up(index, gpu, rng):
+    return 30.0 + rng.uniform(0, 5)
+
+
+JUST_NOW = timedelta(seconds=5)  # the newest sample's age
+
+
+def write_ago(members, since, until, figure):
+    """``write`` the members' samples from ``since`` ago to ``until`` ago."""
+    now = timezone.now()
+    write(members, now - since, now - until, figure)
+
+
 def test_a_spare_that_joined_two_minutes_ago_is_just_joined_never_the_slowest(
     login, cluster, world
 ):
     """Its first minute is the warm-up (low); the others ran the whole hour at ~92%."""
-    now = timezone.now()
     old = list(cluster.members.order_by("name"))
-    write(old, now - timedelta(minutes=50), now - timedelta(seconds=5), _busy)
+    write_ago(old, timedelta(minutes=50), JUST_NOW, _busy)
     spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
-    write(
-        [spare],
-        now - timedelta(minutes=2),
-        now - timedelta(seconds=60),
-        lambda i, g, rng: 30.0 + rng.uniform(0, 5),
-    )
-    write([spare], now - timedelta(seconds=60), now - timedelta(seconds=5), _busy)
+    write_ago([spare], timedelta(minutes=2), timedelta(seconds=60), _warming_up)
+    write_ago([spare], timedelta(seconds=60), JUST_NOW, _busy)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert "가장 느린 멤버: late-spare" not in html
     assert "가장 느린 멤버: late-m" in html
@@ -54,16 +61,10 @@ def test_a_spare_that_joined_two_minutes_ago_is_just_joined_never_the_slowest(
 def test_a_member_is_judged_on_the_time_it_was_reporting_not_the_whole_range(login, cluster, world):
     """A member started 20 minutes ago at 93% would be 31% over the hour if the hour counted:
     it is ranked on its own samples, so the real straggler (70%) is the one named."""
-    now = timezone.now()
     old = list(cluster.members.order_by("name"))
-    write(
-        old,
-        now - timedelta(minutes=55),
-        now - timedelta(seconds=5),
-        lambda i, g, rng: 70.0 if i == 1 else 95.0,
-    )
+    write_ago(old, timedelta(minutes=55), JUST_NOW, lambda i, g, rng: 70.0 if i == 1 else 95.0)
     late = world.vm("late-newer", cluster=cluster, status=VmStatus.RUNNING)
-    write([late], now - timedelta(minutes=20), now - timedelta(seconds=5), lambda i, g, rng: 93.0)
+    write_ago([late], timedelta(minutes=20), JUST_NOW, lambda i, g, rng: 93.0)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 멤버: {old[1].name} (GPU 0)" in html
     assert "방금 합류" not in html

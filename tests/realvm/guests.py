@@ -7,12 +7,12 @@ import os
 import random
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from clusters.models.hosts import GpuHost
 from portal.compute.backends.libvirt import guest_image, guest_install, names
+from tests.waiting import wait_until
 
 URI = "qemu:///system"
 BOOT_SECONDS = 420  # TCG guests on a loaded 2-core machine: generous, decided by state
@@ -88,15 +88,8 @@ def missing_tools():
 
 
 def wait_for(predicate, seconds, what):
-    """Poll ``predicate`` until it answers something true; fail naming ``what``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {seconds} s waiting for {what}")
-        time.sleep(0.5)
+    """Poll ``predicate`` every half second until it answers something true (its answer)."""
+    return wait_until(predicate, seconds, interval=0.5, what=what)
 
 
 def local_host(zone, fabric_type, gpus=32, vfs=4, gpu_model="H100"):

@@ -24,18 +24,17 @@ import random
 import statistics
 import time
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.handlers.wsgi import WSGIHandler
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from clusters.models import ClusterStatus
 from portal import tokens
 from portal.models import Project, Role, RoleBinding
+from tests.bench.command import BenchCommand
 from tests.bench.inprocess import BENCH_SETTINGS, environ
-from tests.bench.scratch import scratch_database
 from tests.bench.worlds import bench_catalog, clusters_with_members
 from vms.models import BillingType, VmStatus
 
@@ -59,31 +58,24 @@ def call(handler, path: str, query: str, token: str) -> tuple[str, bytes]:
         result.close()
 
 
-class Command(BaseCommand):
+class Command(BenchCommand):
     help = "Benchmark the API's cluster list and detail against a token-authenticated floor."
 
     def add_arguments(self, parser):
+        super().add_arguments(parser)
         parser.add_argument("--rounds", type=int, default=200)
         parser.add_argument("--warmup", type=int, default=20)
         parser.add_argument("--clusters", type=int, default=10_000, help="the large project")
         parser.add_argument("--seed", type=int, default=1)
-        parser.add_argument("--keep", action="store_true", help="keep the scratch database")
         parser.add_argument("--profile", metavar="REQUEST", help="cProfile one request instead")
 
-    def handle(self, *args, **opts):
-        if connection.vendor != "postgresql":
-            raise CommandError("bench_api measures PostgreSQL: set DATABASE_URL=postgres://...")
-        if settings.DEBUG:
-            raise CommandError("run with DEBUG=0: DEBUG keeps every query in memory")
+    def refusal(self, opts):
         if opts["rounds"] < 2 or opts["clusters"] < 100:
-            raise CommandError("--rounds must be >= 2 and --clusters >= 100")
-        self.opts = opts
-        with scratch_database(keep=opts["keep"], say=self.say), override_settings(**API_SETTINGS):
-            self.run_bench()
+            return "--rounds must be >= 2 and --clusters >= 100"
+        return ""
 
-    def say(self, text=""):
-        self.stdout.write(text)
-        self.stdout.flush()
+    def around(self):
+        return override_settings(**API_SETTINGS)
 
     def world(self):
         zone, h100, _capacity = bench_catalog()

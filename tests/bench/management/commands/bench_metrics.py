@@ -29,14 +29,13 @@ import os
 import random
 import tempfile
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
 import psycopg
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
 
@@ -44,6 +43,7 @@ from metrics import storage
 from metrics.storage import COPY_SQL, PG_TYPES
 from metrics.vm_agent.agent import FIELDS
 from tests.bench import devices, metrics_tab
+from tests.bench.command import BenchCommand
 from tests.bench.ingest_clients import hammer, in_threads
 from tests.bench.processes import (
     Children,
@@ -52,7 +52,7 @@ from tests.bench.processes import (
     free_port,
     gunicorn_command,
 )
-from tests.bench.scratch import database_url, scratch_database
+from tests.bench.scratch import database_url
 from tests.bench.worlds import metrics_world
 
 VMS = 64
@@ -70,37 +70,24 @@ TARGETS = {
 }
 
 
-class Command(BaseCommand):
+class Command(BenchCommand):
     help = "Benchmark metrics ingest and charts on PostgreSQL (issue 5); prints the figures."
 
     def add_arguments(self, parser):
+        super().add_arguments(parser)
         parser.add_argument("--seconds", type=float, default=6.0, help="per HTTP measurement")
         parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
         parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
         parser.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker")
         parser.add_argument("--days", type=int, default=DAYS)
         parser.add_argument("--vms", type=int, default=VMS)
-        parser.add_argument("--keep", action="store_true", help="keep the bench database")
 
-    def handle(self, *args, **opts):
-        if connection.vendor != "postgresql":
-            raise CommandError("bench_metrics measures the PostgreSQL storage: set DATABASE_URL")
-        if settings.DEBUG:
-            raise CommandError("run with DEBUG=0: DEBUG keeps every query in memory")
-        self.opts = opts
+    @contextmanager
+    def around(self):
         logging.getLogger("portal.audit").setLevel(logging.WARNING)  # 64 token issues
-        started = time.perf_counter()
-        with (
-            scratch_database(keep=opts["keep"], say=self.say),
-            tempfile.TemporaryDirectory(prefix="bench-metrics-") as workdir,
-        ):
+        with tempfile.TemporaryDirectory(prefix="bench-metrics-") as workdir:
             self.children = Children(Path(workdir))
-            self.run_bench()
-        self.say(f"total {time.perf_counter() - started:.0f} s")
-
-    def say(self, text):
-        self.stdout.write(text)
-        self.stdout.flush()
+            yield
 
     # -----------------------------------------------------------------------------------------
 

@@ -15,10 +15,10 @@ sides of each ratio alike; GETs through the WSGI handler like ``bench_pages``.
 
 import statistics
 import time
+from contextlib import contextmanager
 
-from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
@@ -27,8 +27,8 @@ from clusters.models import ClusterStatus, Operation, SimulatorAllocation, Virtu
 from portal.celery import app
 from portal.models import Project, Role, RoleBinding
 from portal.projects import SESSION_KEY
+from tests.bench.command import BenchCommand
 from tests.bench.inprocess import BENCH_SETTINGS, environ, session_cookie
-from tests.bench.scratch import scratch_database
 from tests.bench.worlds import bench_catalog
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
 
@@ -38,36 +38,26 @@ ATTACH_MANY = 64
 START_MANY = 256
 
 
-class Command(BaseCommand):
+class Command(BenchCommand):
     help = "Benchmark issue 11's bulk actions against the single actions they replace."
 
     def add_arguments(self, parser):
+        super().add_arguments(parser)
         parser.add_argument("--rounds", type=int, default=10, help="measured rounds per figure")
-        parser.add_argument("--keep", action="store_true", help="keep the scratch database")
 
-    def handle(self, *args, **opts):
-        if connection.vendor != "postgresql":
-            raise CommandError("bench_operations measures PostgreSQL: set DATABASE_URL")
-        if settings.DEBUG:
-            raise CommandError("run with DEBUG=0: DEBUG keeps every query in memory")
-        if opts["rounds"] < 2:
-            raise CommandError("--rounds must be at least 2")
-        self.rounds = opts["rounds"]
+    def refusal(self, opts):
+        return "--rounds must be at least 2" if opts["rounds"] < 2 else ""
+
+    @contextmanager
+    def around(self):
         saved = {key: app.conf[key] for key in ("task_always_eager",)}
         app.conf.task_always_eager = False  # queue for workers, as in production
         try:
-            with (
-                scratch_database(keep=opts["keep"], say=self.say),
-                override_settings(**BENCH_SETTINGS),
-            ):
-                self.run_bench()
+            with override_settings(**BENCH_SETTINGS):
+                yield
         finally:
             app.conf.update(saved)
             app.control.purge()
-
-    def say(self, text=""):
-        self.stdout.write(text)
-        self.stdout.flush()
 
     # -----------------------------------------------------------------------------------------
 
@@ -132,15 +122,20 @@ class Command(BaseCommand):
 
     # -----------------------------------------------------------------------------------------
 
-    def bench_attach(self, project, zone, itype):
-        cluster = VirtualCluster.objects.create(
+    def cluster(self, project, zone, itype, name, status, **kw):
+        """An InfiniBand cluster of ``itype`` in ``zone``, made directly (no task)."""
+        return VirtualCluster.objects.create(
             project=project,
-            name="attach-target",
+            name=name,
             zone=zone,
             instance_type=itype,
             fabric_type=FabricType.INFINIBAND,
-            status=ClusterStatus.UNALLOCATED,
+            status=status,
+            **kw,
         )
+
+    def bench_attach(self, project, zone, itype):
+        cluster = self.cluster(project, zone, itype, "attach-target", ClusterStatus.UNALLOCATED)
         vms = self.vms(project, zone, itype, "free", ATTACH_MANY)
         ids = [vm.pk for vm in vms]
         attach = f"/clusters/{cluster.pk}/attach/"
@@ -155,11 +150,11 @@ class Command(BaseCommand):
             queries[n] = len(captured)
             detach_all()
         bulk = []
-        for _ in range(self.rounds + 2):
+        for _ in range(self.opts["rounds"] + 2):
             bulk.append(self.post(attach, {"vm": ids}))
             detach_all()
         single = []
-        for i in range(self.rounds * 4 + 2):
+        for i in range(self.opts["rounds"] * 4 + 2):
             vm_id = ids[i % len(ids)]
             single.append(
                 self.post(f"/vms/{vm_id}/cluster/", {"action": "attach", "cluster": cluster.pk})
@@ -177,14 +172,8 @@ class Command(BaseCommand):
         }
 
     def bench_start(self, project, zone, itype, capacity, user):
-        cluster = VirtualCluster.objects.create(
-            project=project,
-            name="start-target",
-            zone=zone,
-            instance_type=itype,
-            fabric_type=FabricType.INFINIBAND,
-            status=ClusterStatus.RUNNING,
-            created_by=user,
+        cluster = self.cluster(
+            project, zone, itype, "start-target", ClusterStatus.RUNNING, created_by=user
         )
         SimulatorAllocation.objects.create(
             cluster=cluster, capacity=capacity[FabricType.INFINIBAND], nodes=START_MANY,
@@ -202,11 +191,11 @@ class Command(BaseCommand):
             bulk.append(self.post(f"/clusters/{cluster.pk}/members/start/", {}))
         start_queries = len(captured)
         reset()
-        for _ in range(self.rounds):
+        for _ in range(self.opts["rounds"]):
             bulk.append(self.post(f"/clusters/{cluster.pk}/members/start/", {}))
             reset()
         single = []
-        for i in range(self.rounds * 2 + 2):
+        for i in range(self.opts["rounds"] * 2 + 2):
             single.append(self.post(f"/vms/{vms[i].pk}/start/", {}))
             reset()
         # The poll of a 256-item Operation still running, against the floor view.
@@ -214,7 +203,7 @@ class Command(BaseCommand):
         operation = Operation.objects.filter(cluster=cluster).latest("pk")
         poll_path = f"/clusters/operations/{operation.pk}/"
         poll, floor = [], []
-        for _ in range(self.rounds * 5 + 5):
+        for _ in range(self.opts["rounds"] * 5 + 5):
             poll.append(self.get(poll_path))
             floor.append(self.get("/__bench__/floor/"))
         with CaptureQueriesContext(connection) as captured:

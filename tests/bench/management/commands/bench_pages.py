@@ -33,15 +33,14 @@ import statistics
 import time
 from collections import Counter, defaultdict
 
-from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from clusters.models import VirtualCluster
+from tests.bench.command import BenchCommand
 from tests.bench.inprocess import BENCH_SETTINGS, cold_request, request, session_cookie, sql_timer
-from tests.bench.scratch import scratch_database
 from tests.bench.worlds import pages_world
 from vms.models import VirtualMachine
 
@@ -49,35 +48,21 @@ from vms.models import VirtualMachine
 TARGETS = {"list": 2.5, "detail": 2.5, "members": 4.0, "list_scaling": 1.3, "floor_queries": 2}
 
 
-class Command(BaseCommand):
+class Command(BenchCommand):
     help = "Benchmark the console's cluster pages against a floor view."
 
     def add_arguments(self, parser):
+        super().add_arguments(parser)
         parser.add_argument("--rounds", type=int, default=150, help="measured rounds per page")
         parser.add_argument("--warmup", type=int, default=15)
         parser.add_argument("--seed", type=int, default=1, help="seeds the order of each round")
-        parser.add_argument("--keep", action="store_true", help="keep the scratch database")
         parser.add_argument("--profile", metavar="PAGE", help="cProfile one page instead")
 
-    def handle(self, *args, **opts):
-        if connection.vendor != "postgresql":
-            raise CommandError("bench_pages measures PostgreSQL: set DATABASE_URL=postgres://...")
-        if settings.DEBUG:
-            raise CommandError("run with DEBUG=0: DEBUG keeps every query in memory")
-        if opts["rounds"] < 2:
-            raise CommandError("--rounds must be at least 2 (a p95 needs two samples)")
-        self.opts = opts
-        started = time.perf_counter()
-        with (
-            scratch_database(keep=opts["keep"], say=self.say),
-            override_settings(**BENCH_SETTINGS),
-        ):
-            self.run_bench()
-        self.say(f"total {time.perf_counter() - started:.0f} s")
+    def refusal(self, opts):
+        return "--rounds must be at least 2 (a p95 needs two samples)" if opts["rounds"] < 2 else ""
 
-    def say(self, text=""):
-        self.stdout.write(text)
-        self.stdout.flush()
+    def around(self):
+        return override_settings(**BENCH_SETTINGS)
 
     def pages(self, user, projects, detail, wide):
         """The pages, floor first; ``expect`` is text only the right page shows."""

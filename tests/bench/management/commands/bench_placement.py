@@ -18,6 +18,7 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from tests.bench.scratch import scratch_database
+from tests.bench.worlds import libvirt_catalog
 
 HOSTS, BLOCKS, LEAVES, CLUSTERS, MEMBERS = 64, 4, 4, 32, 8
 
@@ -46,14 +47,10 @@ class Command(BaseCommand):
         from portal.compute.backends.libvirt.inventory import sync_host
         from portal.compute.backends.libvirt.testhost import write_hosts
         from portal.models import Project
-        from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine, Zone
+        from vms.models import FabricType, VirtualMachine
 
-        zone = Zone.objects.create(code="bench-1a", name="bench")
-        itype = InstanceType.objects.create(
-            code="gpu.h100x2", gpu_model="H100", gpu_count=2, vcpu=48, memory_gib=512
-        )
+        zone, itype = libvirt_catalog(2, 48, 512)
         ib = FabricType.INFINIBAND
-        FabricOffering.objects.create(zone=zone, instance_type=itype, fabric=ib)
         uris = write_hosts(tmp, HOSTS)
         per_leaf = HOSTS // (BLOCKS * LEAVES)
         for i, uri in enumerate(uris):

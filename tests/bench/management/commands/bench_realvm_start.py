@@ -24,6 +24,8 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from tests.bench.scratch import scratch_database
+from tests.bench.worlds import libvirt_catalog
+from vms.models import FabricType, VirtualMachine, VmStatus
 
 MEMBERS = 4
 
@@ -71,21 +73,9 @@ class Command(BaseCommand):
         from portal.compute.backends.libvirt.inventory import sync_host
         from portal.models import Project, Role, RoleBinding
         from portal.permissions import BUILTIN_ROLES
-        from vms.models import (
-            FabricOffering,
-            FabricType,
-            InstanceType,
-            VirtualMachine,
-            VmStatus,
-            Zone,
-        )
 
-        zone = Zone.objects.create(code="bench-1a", name="bench")
-        itype = InstanceType.objects.create(
-            code="gpu.h100x8", gpu_model="H100", gpu_count=8, vcpu=192, memory_gib=2048
-        )
+        zone, itype = libvirt_catalog(8, 192, 2048)
         ib = FabricType.INFINIBAND
-        FabricOffering.objects.create(zone=zone, instance_type=itype, fabric=ib)
         host = GpuHost.objects.create(
             name="local",
             zone=zone,
@@ -245,22 +235,23 @@ def _remove(conn, calls):
 
     pool = conn.storagePoolLookupByName("vc-pool")
     for member in calls["members"]:
-        try:
-            dom = conn.lookupByName(member["name"])
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
-        except libvirt.libvirtError:
-            pass
+        _gone(conn.lookupByName, member["name"])
         for name in (f"{member['name']}.qcow2", member["seed_name"]):
             try:
                 pool.storageVolLookupByName(name).delete(0)
             except libvirt.libvirtError:
                 pass
+    _gone(conn.networkLookupByName, calls["net_name"])
+
+
+def _gone(lookup, name):
+    """Destroy (if it runs) and undefine the domain or network ``lookup(name)`` finds, if any."""
+    import libvirt
+
     try:
-        net = conn.networkLookupByName(calls["net_name"])
-        if net.isActive():
-            net.destroy()
-        net.undefine()
+        found = lookup(name)
+        if found.isActive():
+            found.destroy()
+        found.undefine()
     except libvirt.libvirtError:
         pass
