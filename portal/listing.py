@@ -15,6 +15,8 @@ from django.db.models.expressions import BaseExpression
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
 
+from portal.models import light_instances
+
 # A form's ids would otherwise be ``id_zone``: the create panel opened on the same page has
 # one too, and a label then names the wrong control.
 FILTER_AUTO_ID = "filter_%s"
@@ -118,7 +120,12 @@ class _CountAll(Func):
 
 
 def list_page(
-    rows: QuerySet, ordering: list, asked, shown: Callable[[QuerySet], QuerySet], per_page: int
+    rows: QuerySet,
+    ordering: list,
+    asked,
+    shown: Callable[[QuerySet], QuerySet],
+    per_page: int,
+    fields: tuple[str, ...] = (),
 ) -> Page:
     """Page ``asked`` of ``rows`` in ``ordering``, in one query where the page exists.
 
@@ -127,12 +134,17 @@ def list_page(
     joins and subqueries run for the rows shown alone, not for every row OFFSET skips. The
     total rides along as an uncorrelated scalar subquery (computed once). As Django's
     ``get_page``: a number that is not one is page 1; a page outside the list is the last
-    one (which costs a count and a second read)."""
+    one (which costs a count and a second read). With ``fields``, the rows are read as
+    ``light_instances`` holding those fields (and the annotations ``shown`` adds by name)."""
     try:
         number = int(asked)
     except (TypeError, ValueError):
         number = 1
-    shown_rows = _read_page(rows, ordering, shown, number, per_page) if number >= 1 else []
+
+    def read(number: int) -> list:
+        return _read_page(rows, ordering, shown, number, per_page, fields)
+
+    shown_rows = read(number) if number >= 1 else []
     if shown_rows:
         total = shown_rows[0]._list_total
     else:
@@ -140,21 +152,22 @@ def list_page(
         last = max(1, -(-total // per_page))
         if number != last:
             number = last
-            shown_rows = _read_page(rows, ordering, shown, number, per_page) if total else []
+            shown_rows = read(number) if total else []
     paginator = Paginator((), per_page)
     paginator.count = total
     return Page(shown_rows, number, paginator)
 
 
-def _read_page(rows, ordering, shown, number, per_page) -> list:
+def _read_page(rows, ordering, shown, number, per_page, fields) -> list:
     start = (number - 1) * per_page
     ids = rows.order_by(*ordering).values("pk")[start : start + per_page]
     total = Subquery(rows.order_by().values(n=_CountAll()))
-    return list(
+    page = (
         shown(rows.model._default_manager.filter(pk__in=ids))
         .annotate(_list_total=total)
         .order_by(*ordering)
     )
+    return light_instances(page, (*fields, "_list_total")) if fields else list(page)
 
 
 def render_list(request, template: str, table: str, context: dict) -> HttpResponse:

@@ -47,6 +47,18 @@ from portal.rendering import render_form
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
+# What a row of the cluster list shows (and the annotations it is read with).
+LIST_FIELDS = (
+    "id",
+    "project_id",
+    "name",
+    "status",
+    "fabric_type",
+    "created_at",
+    "member_count",
+    "zone_code",
+    "type_code",
+)
 # What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
 MEMBER_FIELDS = (
     "id",
@@ -99,14 +111,13 @@ def cluster_list(request):
         filters.ordering(),
         request.GET.get("page"),
         # The row shows two codes, not the catalog objects: fetch the codes, not models.
-        lambda shown: shown.only(
-            "id", "name", "status", "fabric_type", "created_at", "project_id"
-        ).annotate(
+        lambda shown: shown.annotate(
             member_count=MEMBER_COUNT,
             zone_code=F("zone__code"),
             type_code=F("instance_type__code"),
         ),
         PAGE_SIZE,
+        fields=LIST_FIELDS,
     )
     context = list_context(
         page,
