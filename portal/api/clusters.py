@@ -74,8 +74,7 @@ def list_clusters(request, filters: Query[ClusterFilters]):
     """Filters as on the console (삭제됨 is hidden unless ``status`` asks for it); keyset
     pages, ``order_by`` one of created_at, -created_at, name, -name."""
     clusters = filtered(cluster_rows(actor(request)), filters, ClusterStatus.values)
-    rows, next_token = pagination.page(clusters, ORDERS, filters)
-    return read(ClusterPage, {"items": rows, "next_page_token": next_token})
+    return read(ClusterPage, pagination.page(clusters, ORDERS, filters))
 
 
 @router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
@@ -159,25 +158,7 @@ def get_launch(request, cluster_id: int):
     tab (members in node_rank order, so a 교체 spare keeps the replaced member's place;
     rank 0's address is the master)."""
     cluster = readable_cluster(request, cluster_id)
-    members = _members(request, cluster)
-    plan = launch_plan(cluster, members)
-    return {
-        "master_addr": plan.master_addr,
-        "master_port": plan.master_port,
-        "nproc_per_node": plan.nproc_per_node,
-        "nnodes": len(members),
-        "nccl_env": dict(plan.nccl_env),
-        "ranks": [
-            {
-                "node_rank": rank.node_rank,
-                "vm_id": rank.vm.pk,
-                "vm_name": rank.vm.name,
-                "private_ip": rank.vm.private_ip,
-                "command": rank.command,
-            }
-            for rank in plan.ranks
-        ],
-    }
+    return read(LaunchOut, launch_plan(cluster, _members(request, cluster)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,10 +6,9 @@ from ninja import Query, Router
 
 from clusters import operations as ops
 from portal.api import pagination
-from portal.api.common import ListFilters, actor, filtered, path_id, project
+from portal.api.common import ListFilters, actor, filtered, path_id, project, visible
 from portal.api.operations import accepted
 from portal.api.schemas import (
-    CLUSTERS_VISIBLE,
     OperationOut,
     QueryInt,
     RenameIn,
@@ -58,17 +57,10 @@ def readable_vm(request, vm_id: int) -> VirtualMachine:
     return with_codes(readable(actor(request), Perm.VM_READ, VirtualMachine)).get_or_404(vm_id)
 
 
-def shown(request) -> dict:
-    """What ``VmOut`` tells this reader: a token sees one project, one answer for every row."""
-    return {CLUSTERS_VISIBLE: actor(request).has_perm(Perm.CLUSTER_READ, project(request))}
-
-
 def vm_page(request, vms, filters) -> VmPage:
     """One page of ``vms`` after the console's filters (삭제됨 only when asked for)."""
     vms = filtered(vms, filters, VmStatus.values)
-    rows, next_token = pagination.page(vms, ORDERS, filters)
-    page = {"items": rows, "next_page_token": next_token}
-    return read(VmPage, page, **shown(request))
+    return read(VmPage, pagination.page(vms, ORDERS, filters), **visible(request))
 
 
 @router.get("/virtual-machines", response=VmPage, summary="가상머신 목록")
@@ -84,7 +76,7 @@ def list_vms(request, filters: Query[VmListFilters]):
 
 @router.get("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신")
 def get_vm(request, vm_id: int):
-    return read(VmOut, readable_vm(request, vm_id), **shown(request))
+    return read(VmOut, readable_vm(request, vm_id), **visible(request))
 
 
 # ---------------------------------------------------------------------------------------------
