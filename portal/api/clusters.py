@@ -20,17 +20,14 @@ from portal.api.common import (
     path_id,
     project,
 )
+from portal.api.inputs import AttachIn, ClusterCreateIn, RenameIn, StopIn
 from portal.api.operations import accepted
 from portal.api.schemas import (
-    AttachIn,
-    ClusterCreateIn,
     ClusterOut,
     ClusterPage,
     LaunchOut,
     OperationOut,
     Problem,
-    RenameIn,
-    StopIn,
     VmPage,
     read,
 )

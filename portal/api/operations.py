@@ -21,7 +21,8 @@ from clusters.models import Operation
 from clusters.operations import visible_operations
 from portal.api import pagination
 from portal.api.common import actor, visible
-from portal.api.schemas import OperationOut, OperationPage, QueryInt, read
+from portal.api.inputs import QueryInt
+from portal.api.schemas import OperationOut, OperationPage, read
 from portal.errors.api import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
 from portal.kernel import parse_id
 from portal.permissions import Perm

@@ -15,7 +15,7 @@ from django.core import signing
 from django.db.models import Q, QuerySet
 from ninja import Schema
 
-from portal.api.schemas import QueryInt
+from portal.api.inputs import QueryInt
 from portal.errors.api import PageTokenInvalid, RequestInvalid
 from portal.kernel import parse_id
 

@@ -1,4 +1,5 @@
-"""The JSON shapes of the API (snake_case, integer ids, ISO 8601 UTC times).
+"""The JSON shapes the API answers with (snake_case, integer ids, ISO 8601 UTC times); what
+it takes (query values, request bodies) is in ``portal.api.inputs``.
 
 Labels (``status_label``, ``kind_label``) and error messages are rendered in the caller's
 language when the response is built; codes never change with the language.
@@ -36,26 +37,6 @@ from vms.models import VmStatus
 LANGUAGE = "language"
 CLUSTERS_VISIBLE = "clusters_visible"
 VMS_VISIBLE = "vms_visible"
-
-
-def _query_int(value):
-    """A query string's integer is decimal digits only (not ``1.0``, ``+1``, ``1_000``)."""
-    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
-        raise ValueError("decimal digits")
-    return value
-
-
-def _query_bool(value):
-    """A query string's flag is ``true`` or ``false`` (not ``yes``, ``on``, ``1``)."""
-    if isinstance(value, str):
-        if value not in ("true", "false"):
-            raise ValueError("true or false")
-        return value == "true"
-    return value
-
-
-QueryInt = Annotated[int, BeforeValidator(_query_int)]
-QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
 
 
 class Out(BaseModel):
@@ -247,50 +228,6 @@ class LaunchOut(Out):
     nnodes: Annotated[int, BeforeValidator(len), Field(validation_alias="ranks")]
     nccl_env: Annotated[dict[str, str], BeforeValidator(dict)]
     ranks: list[LaunchRank]
-
-
-class StrictIn(Schema):
-    """A request body, typed strictly: an id or a count is a JSON integer (``true`` or
-    ``"1"`` is refused, never read as 1), a flag is ``true``/``false`` (never ``"yes"``)."""
-
-    model_config = ConfigDict(strict=True)
-
-
-class ClusterCreateIn(StrictIn):
-    name: str = Field(max_length=200)
-    zone_id: int
-    instance_type_id: int
-    fabric_type: str
-
-
-class RenameIn(StrictIn):
-    name: str = Field(max_length=200)
-
-
-class StopIn(StrictIn):
-    stop_members: bool = False
-
-
-class AttachIn(StrictIn):
-    vm_ids: list[int] = Field(min_length=1, max_length=500)
-
-
-class VmCreateIn(StrictIn):
-    name: str = Field(max_length=200)
-    zone_id: int
-    instance_type_id: int
-    billing_type: str
-    disaster_recovery: bool = False
-    count: int = 1
-    cluster_id: int | None = None
-
-
-class ValidateIn(StrictIn):
-    level: int = 1  # dcgmi diag -r 1 (quick) or 2 (about 2 minutes); the service decides
-
-
-class ReplaceIn(StrictIn):
-    spare_vm_id: int
 
 
 class ReasonOut(Out):

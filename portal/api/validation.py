@@ -12,8 +12,9 @@ from clusters.models.validation import ValidationJob, ValidationVerdict
 from portal.api import pagination
 from portal.api.clusters import ACCEPTED, readable_cluster
 from portal.api.common import actor, path_id
+from portal.api.inputs import QueryBool, ReplaceIn, ValidateIn
 from portal.api.operations import accepted
-from portal.api.schemas import Problem, QueryBool, ReplaceIn, ValidateIn, ValidationPage, read
+from portal.api.schemas import Problem, ValidationPage, read
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
 from portal.permissions import Perm

@@ -7,16 +7,9 @@ from ninja import Query, Router
 from clusters import operations as ops
 from portal.api import pagination
 from portal.api.common import ListFilters, actor, filtered, path_id, project, visible
+from portal.api.inputs import QueryInt, RenameIn, VmCreateIn
 from portal.api.operations import accepted
-from portal.api.schemas import (
-    OperationOut,
-    QueryInt,
-    RenameIn,
-    VmCreateIn,
-    VmOut,
-    VmPage,
-    read,
-)
+from portal.api.schemas import OperationOut, VmOut, VmPage, read
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
 from portal.models import readable
