@@ -1,7 +1,7 @@
 """What every resource module shares: who is calling, ids from paths, stored errors."""
 
 import orjson
-from django.db.models import IntegerField, QuerySet
+from django.db.models import CharField, Func, IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import HttpResponse
 from django.utils import translation
@@ -80,6 +80,16 @@ def api_headers(response: HttpResponse) -> HttpResponse:
     response["Content-Language"] = translation.get_language()
     response["Vary"] = "Accept-Language, Authorization"
     return response
+
+
+class IsoUtc(Func):
+    """A timestamp column as ISO 8601 UTC text (``2026-12-02T04:39:05.123456Z``), for a
+    schema's ``datetime`` field to parse in pydantic's core: the loader Django installs in
+    psycopg for timestamps is Python, ~4 µs a value (1 ms of 256 rows). The same instant,
+    serialized the same way."""
+
+    template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    output_field = CharField()
 
 
 def member_count(status: str | None = None) -> RawSQL:
