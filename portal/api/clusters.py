@@ -21,7 +21,7 @@ from portal.api.common import (
     project,
 )
 from portal.api.inputs import AttachIn, ClusterCreateIn, RenameIn, StopIn
-from portal.api.operations import accepted
+from portal.api.operations import change
 from portal.api.schemas import (
     ClusterOut,
     ClusterPage,
@@ -167,18 +167,7 @@ ACCEPTED = {202: OperationOut}
 @router.post("/virtual-clusters", response=ACCEPTED, summary="가상 클러스터 생성")
 def create_cluster(request, payload: ClusterCreateIn):
     """An empty cluster (준비중, then 미할당); the Operation is done when it is 미할당."""
-    return accepted(
-        request,
-        lambda claim: ops.create_cluster_op(
-            actor=actor(request),
-            project=project(request),
-            idempotency=claim,
-            name=payload.name,
-            zone_id=payload.zone_id,
-            instance_type_id=payload.instance_type_id,
-            fabric_type=payload.fabric_type,
-        ),
-    )
+    return change(request, ops.create_cluster_op, project=project(request), **payload.dict())
 
 
 @router.patch(
@@ -195,32 +184,21 @@ def rename_cluster(request, cluster_id: int, payload: RenameIn):
     "/virtual-clusters/{int:cluster_id}", response=ACCEPTED, summary="가상 클러스터 삭제"
 )
 def delete_cluster(request, cluster_id: int):
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request, lambda claim: ops.delete_cluster_op(cid, actor=actor(request), idempotency=claim)
-    )
+    return change(request, ops.delete_cluster_op, path_id(cluster_id, ClusterNotFound))
 
 
 @router.post("/virtual-clusters/{int:cluster_id}:start", response=ACCEPTED, summary="클러스터 시작")
 def start_cluster(request, cluster_id: int):
     """Done when the cluster is 실행중, or back where it was with the reason as its error."""
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request, lambda claim: ops.start_cluster_op(cid, actor=actor(request), idempotency=claim)
-    )
+    return change(request, ops.start_cluster_op, path_id(cluster_id, ClusterNotFound))
 
 
 @router.post("/virtual-clusters/{int:cluster_id}:stop", response=ACCEPTED, summary="클러스터 중지")
 def stop_cluster(request, cluster_id: int, payload: StopIn | None = None):
     """``{"stop_members": true}`` stops the running members first (멤버 가상머신도 함께 중지)."""
-    cid = path_id(cluster_id, ClusterNotFound)
     stop_members = payload is not None and payload.stop_members
-    return accepted(
-        request,
-        lambda claim: ops.stop_cluster_op(
-            cid, actor=actor(request), stop_members=stop_members, idempotency=claim
-        ),
-    )
+    cid = path_id(cluster_id, ClusterNotFound)
+    return change(request, ops.stop_cluster_op, cid, stop_members=stop_members)
 
 
 @router.post(
@@ -228,11 +206,7 @@ def stop_cluster(request, cluster_id: int, payload: StopIn | None = None):
 )
 def attach_members(request, cluster_id: int, payload: AttachIn):
     """One Operation, an item per VM, each by the attach rule (one refusal blocks no other)."""
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request,
-        lambda claim: ops.attach_many(cid, payload.vm_ids, actor=actor(request), idempotency=claim),
-    )
+    return change(request, ops.attach_many, path_id(cluster_id, ClusterNotFound), payload.vm_ids)
 
 
 @router.delete(
@@ -241,8 +215,4 @@ def attach_members(request, cluster_id: int, payload: AttachIn):
     summary="가상머신 분리",
 )
 def detach_member(request, cluster_id: int, vm_id: int):
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request,
-        lambda claim: ops.detach_many(cid, [vm_id], actor=actor(request), idempotency=claim),
-    )
+    return change(request, ops.detach_many, path_id(cluster_id, ClusterNotFound), [vm_id])

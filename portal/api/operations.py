@@ -88,6 +88,16 @@ def accepted(request, run: Callable[[tuple[str, str, str] | None], Any]) -> Oper
     return read(OperationOut, _with_items().get(pk=operation.pk), **visible(request))
 
 
+def change(request, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> OperationOut:
+    """A change answered by ``accepted``: ``operation(*args, **kwargs)``, one
+    ``clusters.operations`` function, called by the token's user with the request's
+    idempotency claim."""
+    return accepted(
+        request,
+        lambda claim: operation(*args, actor=actor(request), idempotency=claim, **kwargs),
+    )
+
+
 @router.get("/operations/{int:operation_id}", response=OperationOut, summary="작업")
 def get_operation(request, operation_id: int):
     row = visible_operations(actor(request)).prefetch_related("items").get_or_404(operation_id)

@@ -13,7 +13,7 @@ from portal.api import pagination
 from portal.api.clusters import ACCEPTED, readable_cluster
 from portal.api.common import actor, path_id
 from portal.api.inputs import QueryBool, ReplaceIn, ValidateIn
-from portal.api.operations import accepted
+from portal.api.operations import change
 from portal.api.schemas import Problem, ValidationPage, read
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
@@ -36,14 +36,8 @@ def validate_cluster(request, cluster_id: int, payload: ValidateIn | None = None
     about 2 minutes; 1 by default). Done when every member has a verdict: read them with
     ``GET /virtual-clusters/{id}/validations`` (an item that failed is a member judged 불량
     or 응답 없음)."""
-    cid = path_id(cluster_id, ClusterNotFound)
     level = 1 if payload is None else payload.level
-    return accepted(
-        request,
-        lambda claim: ops.start_validation(
-            cid, actor=actor(request), level=level, idempotency=claim
-        ),
-    )
+    return change(request, ops.start_validation, path_id(cluster_id, ClusterNotFound), level=level)
 
 
 @router.post(
@@ -57,12 +51,7 @@ def replace_member(request, cluster_id: int, vm_id: int, payload: ReplaceIn):
     member's node_rank and started if the cluster runs. One Operation: item 0 the member,
     item 1 the spare."""
     cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request,
-        lambda claim: ops.replace_member(
-            cid, vm_id, payload.spare_vm_id, actor=actor(request), idempotency=claim
-        ),
-    )
+    return change(request, ops.replace_member, cid, vm_id, payload.spare_vm_id)
 
 
 @router.get(

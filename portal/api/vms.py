@@ -8,7 +8,7 @@ from clusters import operations as ops
 from portal.api import pagination
 from portal.api.common import IsoUtc, ListFilters, actor, filtered, path_id, project, visible
 from portal.api.inputs import QueryInt, RenameIn, VmCreateIn
-from portal.api.operations import accepted
+from portal.api.operations import change
 from portal.api.schemas import OperationOut, VmOut, VmPage, read
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
@@ -93,15 +93,7 @@ def create_vms(request, payload: VmCreateIn):
     to ``cluster_id`` if given: an Operation with an item per VM. With ``cluster_id`` the
     attach rule is asked first: VMs it would refuse (spot/DR, another zone or instance type)
     are refused whole with its code, and none is created."""
-    return accepted(
-        request,
-        lambda claim: ops.create_vms(
-            actor=actor(request),
-            project=project(request),
-            idempotency=claim,
-            **payload.dict(),
-        ),
-    )
+    return change(request, ops.create_vms, project=project(request), **payload.dict())
 
 
 @router.patch("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신 이름 변경")
@@ -110,22 +102,17 @@ def rename_vm(request, vm_id: int, payload: RenameIn):
     return get_vm(request, vm_id)
 
 
-def _vm_change(request, vm_id: int, operation):
-    vid = path_id(vm_id, VmNotFound)
-    return accepted(request, lambda claim: operation(vid, actor=actor(request), idempotency=claim))
-
-
 @router.delete("/virtual-machines/{int:vm_id}", response=ACCEPTED, summary="가상머신 삭제")
 def delete_vm(request, vm_id: int):
-    return _vm_change(request, vm_id, ops.delete_vm_op)
+    return change(request, ops.delete_vm_op, path_id(vm_id, VmNotFound))
 
 
 @router.post("/virtual-machines/{int:vm_id}:start", response=ACCEPTED, summary="가상머신 시작")
 def start_vm(request, vm_id: int):
     """Done when the VM is 실행중 (a member starts only while its cluster is 실행중)."""
-    return _vm_change(request, vm_id, ops.start_vm_op)
+    return change(request, ops.start_vm_op, path_id(vm_id, VmNotFound))
 
 
 @router.post("/virtual-machines/{int:vm_id}:stop", response=ACCEPTED, summary="가상머신 중지")
 def stop_vm(request, vm_id: int):
-    return _vm_change(request, vm_id, ops.stop_vm_op)
+    return change(request, ops.stop_vm_op, path_id(vm_id, VmNotFound))
