@@ -20,17 +20,14 @@ from portal.api.common import (
     path_id,
     project,
 )
-from portal.api.operations import accepted
+from portal.api.inputs import AttachIn, ClusterCreateIn, RenameIn, StopIn
+from portal.api.operations import change
 from portal.api.schemas import (
-    AttachIn,
-    ClusterCreateIn,
     ClusterOut,
     ClusterPage,
     LaunchOut,
     OperationOut,
     Problem,
-    RenameIn,
-    StopIn,
     VmPage,
     read,
 )
@@ -74,8 +71,7 @@ def list_clusters(request, filters: Query[ClusterFilters]):
     """Filters as on the console (삭제됨 is hidden unless ``status`` asks for it); keyset
     pages, ``order_by`` one of created_at, -created_at, name, -name."""
     clusters = filtered(cluster_rows(actor(request)), filters, ClusterStatus.values)
-    rows, next_token = pagination.page(clusters, ORDERS, filters)
-    return read(ClusterPage, {"items": rows, "next_page_token": next_token})
+    return read(ClusterPage, pagination.page(clusters, ORDERS, filters))
 
 
 @router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
@@ -159,25 +155,7 @@ def get_launch(request, cluster_id: int):
     tab (members in node_rank order, so a 교체 spare keeps the replaced member's place;
     rank 0's address is the master)."""
     cluster = readable_cluster(request, cluster_id)
-    members = _members(request, cluster)
-    plan = launch_plan(cluster, members)
-    return {
-        "master_addr": plan.master_addr,
-        "master_port": plan.master_port,
-        "nproc_per_node": plan.nproc_per_node,
-        "nnodes": len(members),
-        "nccl_env": dict(plan.nccl_env),
-        "ranks": [
-            {
-                "node_rank": rank.node_rank,
-                "vm_id": rank.vm.pk,
-                "vm_name": rank.vm.name,
-                "private_ip": rank.vm.private_ip,
-                "command": rank.command,
-            }
-            for rank in plan.ranks
-        ],
-    }
+    return read(LaunchOut, launch_plan(cluster, _members(request, cluster)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,18 +167,7 @@ ACCEPTED = {202: OperationOut}
 @router.post("/virtual-clusters", response=ACCEPTED, summary="가상 클러스터 생성")
 def create_cluster(request, payload: ClusterCreateIn):
     """An empty cluster (준비중, then 미할당); the Operation is done when it is 미할당."""
-    return accepted(
-        request,
-        lambda claim: ops.create_cluster_op(
-            actor=actor(request),
-            project=project(request),
-            idempotency=claim,
-            name=payload.name,
-            zone_id=payload.zone_id,
-            instance_type_id=payload.instance_type_id,
-            fabric_type=payload.fabric_type,
-        ),
-    )
+    return change(request, ops.create_cluster_op, project=project(request), **payload.dict())
 
 
 @router.patch(
@@ -217,32 +184,21 @@ def rename_cluster(request, cluster_id: int, payload: RenameIn):
     "/virtual-clusters/{int:cluster_id}", response=ACCEPTED, summary="가상 클러스터 삭제"
 )
 def delete_cluster(request, cluster_id: int):
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request, lambda claim: ops.delete_cluster_op(cid, actor=actor(request), idempotency=claim)
-    )
+    return change(request, ops.delete_cluster_op, path_id(cluster_id, ClusterNotFound))
 
 
 @router.post("/virtual-clusters/{int:cluster_id}:start", response=ACCEPTED, summary="클러스터 시작")
 def start_cluster(request, cluster_id: int):
     """Done when the cluster is 실행중, or back where it was with the reason as its error."""
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request, lambda claim: ops.start_cluster_op(cid, actor=actor(request), idempotency=claim)
-    )
+    return change(request, ops.start_cluster_op, path_id(cluster_id, ClusterNotFound))
 
 
 @router.post("/virtual-clusters/{int:cluster_id}:stop", response=ACCEPTED, summary="클러스터 중지")
 def stop_cluster(request, cluster_id: int, payload: StopIn | None = None):
     """``{"stop_members": true}`` stops the running members first (멤버 가상머신도 함께 중지)."""
-    cid = path_id(cluster_id, ClusterNotFound)
     stop_members = payload is not None and payload.stop_members
-    return accepted(
-        request,
-        lambda claim: ops.stop_cluster_op(
-            cid, actor=actor(request), stop_members=stop_members, idempotency=claim
-        ),
-    )
+    cid = path_id(cluster_id, ClusterNotFound)
+    return change(request, ops.stop_cluster_op, cid, stop_members=stop_members)
 
 
 @router.post(
@@ -250,11 +206,7 @@ def stop_cluster(request, cluster_id: int, payload: StopIn | None = None):
 )
 def attach_members(request, cluster_id: int, payload: AttachIn):
     """One Operation, an item per VM, each by the attach rule (one refusal blocks no other)."""
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request,
-        lambda claim: ops.attach_many(cid, payload.vm_ids, actor=actor(request), idempotency=claim),
-    )
+    return change(request, ops.attach_many, path_id(cluster_id, ClusterNotFound), payload.vm_ids)
 
 
 @router.delete(
@@ -263,8 +215,4 @@ def attach_members(request, cluster_id: int, payload: AttachIn):
     summary="가상머신 분리",
 )
 def detach_member(request, cluster_id: int, vm_id: int):
-    cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request,
-        lambda claim: ops.detach_many(cid, [vm_id], actor=actor(request), idempotency=claim),
-    )
+    return change(request, ops.detach_many, path_id(cluster_id, ClusterNotFound), [vm_id])

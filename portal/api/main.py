@@ -11,7 +11,6 @@ from http import HTTPStatus
 from pathlib import Path
 
 import ninja
-import orjson
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import translation
@@ -28,7 +27,7 @@ from ninja.security import HttpBearer
 
 from portal import tokens
 from portal.api import catalog, clusters, guard, operations, validation, vms
-from portal.api.common import api_headers
+from portal.api.common import api_headers, json_bytes
 from portal.api.problems import (
     PROBLEM_TYPE,
     activate_api_language,
@@ -109,7 +108,7 @@ class OrjsonRenderer(BaseRenderer):
     media_type = "application/json"
 
     def render(self, request, data, *, response_status):
-        return orjson.dumps(data, default=str)
+        return json_bytes(data)
 
 
 class PortalApi(NinjaAPI):

@@ -20,8 +20,9 @@ from ninja import Query, Router
 from clusters.models import Operation
 from clusters.operations import visible_operations
 from portal.api import pagination
-from portal.api.common import actor, json_response, labels, stored_error_json
-from portal.api.schemas import OperationOut, OperationPage, QueryInt
+from portal.api.common import actor, visible
+from portal.api.inputs import QueryInt
+from portal.api.schemas import OperationOut, OperationPage, read
 from portal.errors.api import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
 from portal.kernel import parse_id
 from portal.permissions import Perm
@@ -35,36 +36,6 @@ KEY_MAX = 100  # Operation.idempotency_key
 class OperationFilters(pagination.PageRequest):
     order_by: str = "-created_at"
     cluster: QueryInt | None = None
-
-
-def operation_json(operation: Operation, kind_labels: dict[str, str], user) -> dict:
-    """An Operation as its caller may see it: its cluster only to a cluster reader (a VM
-    role follows its VM's start without learning the VM's cluster), its items, which name
-    VMs, only to a VM reader (for a 검증 an item's status is the member's verdict)."""
-    items = []
-    if user.has_perm(Perm.VM_READ, operation):
-        items = [
-            {
-                "vm_id": item.vm_id,
-                "target_name": item.target_name,
-                "status": item.status,
-                "error": stored_error_json(item.error_code, item.error_params),
-                "finished_at": item.finished_at,
-            }
-            for item in operation.items.all()
-        ]
-    sees_cluster = user.has_perm(Perm.CLUSTER_READ, operation)
-    return {
-        "id": operation.pk,
-        "kind": operation.kind,
-        "kind_label": kind_labels[operation.kind],
-        "cluster_id": operation.cluster_id if sees_cluster else None,
-        "done": operation.done,
-        "created_at": operation.created_at,
-        "finished_at": operation.finished_at,
-        "items": items,
-        "error": stored_error_json(operation.error_code, operation.error_params),
-    }
 
 
 def _with_items():
@@ -90,9 +61,10 @@ def idempotency(request) -> tuple[str, str, str] | None:
     return key, digest, f"{request.method} {route}"[:200]
 
 
-def accepted(request, run: Callable[[tuple[str, str, str] | None], Any]):
+def accepted(request, run: Callable[[tuple[str, str, str] | None], Any]) -> OperationOut:
     """Run a change (``run(idempotency)`` calls one ``clusters.operations`` function) and
-    answer 202 with its Operation — or, for a key already used, the first Operation."""
+    answer with its Operation (the route's one status, 202) — or, for a key already used,
+    the first Operation."""
     claim = idempotency(request)
     if claim is not None:
         earlier = (
@@ -110,21 +82,26 @@ def accepted(request, run: Callable[[tuple[str, str, str] | None], Any]):
                 raise IdempotencyKeyReused()
             if timezone.now() - earlier.created_at > IDEMPOTENCY_WINDOW:
                 raise IdempotencyKeyExpired()  # spent: a retry this late is not a retry
-            return json_response(
-                operation_json(earlier, labels(Operation.Kind), actor(request)), status=202
-            )
+            return read(OperationOut, earlier, **visible(request))
     result = run(claim)
     operation = result[0] if isinstance(result, tuple) else result
-    operation = _with_items().get(pk=operation.pk)
-    return json_response(
-        operation_json(operation, labels(Operation.Kind), actor(request)), status=202
+    return read(OperationOut, _with_items().get(pk=operation.pk), **visible(request))
+
+
+def change(request, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> OperationOut:
+    """A change answered by ``accepted``: ``operation(*args, **kwargs)``, one
+    ``clusters.operations`` function, called by the token's user with the request's
+    idempotency claim."""
+    return accepted(
+        request,
+        lambda claim: operation(*args, actor=actor(request), idempotency=claim, **kwargs),
     )
 
 
 @router.get("/operations/{int:operation_id}", response=OperationOut, summary="작업")
 def get_operation(request, operation_id: int):
     row = visible_operations(actor(request)).prefetch_related("items").get_or_404(operation_id)
-    return json_response(operation_json(row, labels(Operation.Kind), actor(request)))
+    return read(OperationOut, row, **visible(request))
 
 
 @router.get("/operations", response=OperationPage, summary="작업 목록")
@@ -141,7 +118,4 @@ def list_operations(request, filters: Query[OperationFilters]):
             if cluster_id
             else operations.none()
         )
-    rows, next_token = pagination.page(operations, ORDERS, filters)
-    kind_labels = labels(Operation.Kind)
-    items = [operation_json(row, kind_labels, user) for row in rows]
-    return json_response({"items": items, "next_page_token": next_token})
+    return read(OperationPage, pagination.page(operations, ORDERS, filters), **visible(request))

@@ -9,12 +9,13 @@ with another list or order; a bad one is a 400, never a 500.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.core import signing
 from django.db.models import Q, QuerySet
 from ninja import Schema
 
-from portal.api.schemas import QueryInt
+from portal.api.inputs import QueryInt
 from portal.errors.api import PageTokenInvalid, RequestInvalid
 from portal.kernel import parse_id
 
@@ -28,6 +29,13 @@ class PageRequest(Schema):
 
     page_size: QueryInt = DEFAULT_PAGE_SIZE
     page_token: str | None = None
+
+
+class Page(NamedTuple):
+    """One page of rows, as a list's ``*Page`` schema reads it."""
+
+    items: list
+    next_page_token: str | None
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,7 @@ def order_of(table: dict[str, Order], value: str) -> Order:
     return table[value]
 
 
-def page(queryset: QuerySet, table: dict[str, Order], request) -> tuple[list, str | None]:
+def page(queryset: QuerySet, table: dict[str, Order], request) -> Page:
     """One page of ``queryset`` as ``request`` asks (its ``page_size``, ``page_token`` and
     ``order_by`` among ``table``) in one query (LIMIT size + 1), and the token of the next
     page (None on the last)."""
@@ -89,9 +97,9 @@ def page(queryset: QuerySet, table: dict[str, Order], request) -> tuple[list, st
         queryset = queryset.filter(order.after(value, pk))
     rows = list(queryset[: size + 1])
     if len(rows) <= size:
-        return rows, None
+        return Page(rows, None)
     last = rows[size - 1]
-    return rows[:size], signer.sign(str(last["id"] if isinstance(last, dict) else last.pk))
+    return Page(rows[:size], signer.sign(str(last["id"] if isinstance(last, dict) else last.pk)))
 
 
 def _signer(queryset: QuerySet, order: Order) -> signing.Signer:

@@ -1,4 +1,5 @@
-"""The JSON shapes of the API (snake_case, integer ids, ISO 8601 UTC times).
+"""The JSON shapes the API answers with (snake_case, integer ids, ISO 8601 UTC times); what
+it takes (query values, request bodies) is in ``portal.api.inputs``.
 
 Labels (``status_label``, ``kind_label``) and error messages are rendered in the caller's
 language when the response is built; codes never change with the language.
@@ -11,39 +12,33 @@ every attribute in Python: 7 ms for 256 rows).
 
 from datetime import datetime
 from functools import lru_cache
+from operator import attrgetter
+from types import SimpleNamespace
 from typing import Annotated, Any, TypeVar
 
 from django.utils import translation
 from ninja import Field, Schema
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
+from pydantic import (
+    AliasPath,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from clusters.models import ClusterStatus
-from vms.models import VmStatus
+from clusters.models import ClusterStatus, Operation
+from clusters.models.validation import ValidationJob, Verdict
+from clusters.validation.display import job_summary
+from clusters.validation.verdict import reason_text
+from vms.models import VirtualMachine, VmStatus
 
 # Validation context keys: the language labels are shown in (read once per response, not
-# per row), and whether the reader may read the clusters a VM names.
+# per row), and whether the reader may read clusters, and VMs (what a row names of them).
 LANGUAGE = "language"
 CLUSTERS_VISIBLE = "clusters_visible"
-
-
-def _query_int(value):
-    """A query string's integer is decimal digits only (not ``1.0``, ``+1``, ``1_000``)."""
-    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
-        raise ValueError("decimal digits")
-    return value
-
-
-def _query_bool(value):
-    """A query string's flag is ``true`` or ``false`` (not ``yes``, ``on``, ``1``)."""
-    if isinstance(value, str):
-        if value not in ("true", "false"):
-            raise ValueError("true or false")
-        return value == "true"
-    return value
-
-
-QueryInt = Annotated[int, BeforeValidator(_query_int)]
-QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
+VMS_VISIBLE = "vms_visible"
 
 
 class Out(BaseModel):
@@ -80,6 +75,24 @@ def labels_of(choices: Any) -> BeforeValidator:
     return BeforeValidator(to_label)
 
 
+def listed(value: Any) -> Any:
+    """A related manager's rows (prefetched by the handler) as the list a field reads."""
+    return list(value.all()) if hasattr(value, "all") else value
+
+
+LISTED = BeforeValidator(listed)
+
+
+def visible_to(key: str, hidden: Any = None) -> BeforeValidator:
+    """What makes a field the reader's only where the context says they may read what it
+    names (``key``): else it reads as ``hidden``, and nobody saying so is a no."""
+
+    def shown(value: Any, info: ValidationInfo) -> Any:
+        return value if (info.context or {}).get(key) else hidden
+
+    return BeforeValidator(shown)
+
+
 class ErrorOut(Out):
     """A stored error (a cluster's or an item's ``last_error``) as its code and message."""
 
@@ -99,19 +112,21 @@ class Problem(Schema):
     permission: str | None = None
 
 
-class ZoneOut(Schema):
+class ZoneOut(Out):
     id: int
     code: str
     name: str
 
 
-class OfferingOut(Schema):
+class OfferingOut(Out):
+    # A row grouped by type and zone, with the zone's code annotated.
     zone_id: int
-    zone: str
+    zone: str = Field(validation_alias="zone_code")
     fabrics: list[str]
 
 
-class InstanceTypeOut(Schema):
+class InstanceTypeOut(Out):
+    # ``offered``: set by the handler, the type's rows of OfferingOut.
     id: int
     code: str
     gpu_model: str
@@ -119,7 +134,7 @@ class InstanceTypeOut(Schema):
     gpu_memory_gib: int
     vcpu: int
     memory_gib: int
-    offerings: list[OfferingOut]
+    offerings: list[OfferingOut] = Field(validation_alias="offered")
 
 
 class Placed(Out):
@@ -149,40 +164,56 @@ class ClusterOut(Placed):
     status_changed_at: datetime
 
 
+class VmRow(SimpleNamespace):
+    """A VM's ``values()`` row (``vms.with_codes``), read as its model reads it:
+    ``fabric_address`` and ``last_error`` are the model's own properties, over the row's
+    columns (``error_params`` is fetched only with an error code)."""
+
+    fabric_address = VirtualMachine.fabric_address
+    last_error = VirtualMachine.last_error
+    error_params = property(attrgetter("stored_params"))
+
+
 class VmOut(Placed):
+    # Read from a VM or from its values() row (the lists fetch no model instances: 256 of
+    # them cost more to build than the whole answer takes to validate and serialize).
     status_label: Annotated[str, labels_of(VmStatus), Field(validation_alias="status")]
     billing_type: str
     disaster_recovery: bool
-    cluster_id: int | None
+    # Which cluster a VM is in is the cluster's to tell (as on the console's VM list).
+    cluster_id: Annotated[int | None, visible_to(CLUSTERS_VISIBLE)]
     private_ip: str | None
     fabric_address: str
+    created_at: datetime = Field(validation_alias="created_iso")  # text: common.IsoUtc
 
-    @field_validator("cluster_id")
+    @model_validator(mode="before")
     @classmethod
-    def _cluster_told(cls, value: int | None, info: ValidationInfo) -> int | None:
-        """Which cluster a VM is in is the cluster's to tell (as on the console's VM list):
-        null unless the context says the reader may read clusters."""
-        return value if (info.context or {}).get(CLUSTERS_VISIBLE) else None
+    def _row(cls, row: Any) -> Any:
+        return VmRow(**row) if isinstance(row, dict) else row
 
 
-class OperationItemOut(Schema):
+class OperationItemOut(Out):
     vm_id: int | None
     target_name: str
     status: str
-    error: ErrorOut | None
+    error: ErrorOut | None = Field(validation_alias="last_error")
     finished_at: datetime | None
 
 
-class OperationOut(Schema):
+class OperationOut(Out):
+    # An Operation as its reader may see it: its cluster only to a cluster reader (a VM
+    # role follows its VM's start without learning the VM's cluster), its items, which name
+    # VMs, only to a VM reader (for a 검증 an item's status is the member's verdict). The
+    # handler prefetches ``items``.
     id: int
     kind: str
-    kind_label: str
-    cluster_id: int | None
+    kind_label: Annotated[str, labels_of(Operation.Kind), Field(validation_alias="kind")]
+    cluster_id: Annotated[int | None, visible_to(CLUSTERS_VISIBLE)]
     done: bool
     created_at: datetime
     finished_at: datetime | None
-    items: list[OperationItemOut]
-    error: ErrorOut | None
+    items: Annotated[list[OperationItemOut], LISTED, visible_to(VMS_VISIBLE, hidden=())]
+    error: ErrorOut | None = Field(validation_alias="last_error")
 
 
 class ClusterPage(Out):
@@ -195,73 +226,31 @@ class VmPage(Out):
     next_page_token: str | None
 
 
-class OperationPage(Schema):
+class OperationPage(Out):
     items: list[OperationOut]
     next_page_token: str | None
 
 
-class LaunchRank(Schema):
+class LaunchRank(Out):
+    # A ``clusters.launch.Rank``: its member and its torchrun line.
     node_rank: int
-    vm_id: int
-    vm_name: str
-    private_ip: str | None
+    vm_id: int = Field(validation_alias=AliasPath("vm", "pk"))
+    vm_name: str = Field(validation_alias=AliasPath("vm", "name"))
+    private_ip: str | None = Field(validation_alias=AliasPath("vm", "private_ip"))
     command: str
 
 
-class LaunchOut(Schema):
+class LaunchOut(Out):
+    # A ``clusters.launch.LaunchPlan`` (one rank a member).
     master_addr: str
     master_port: int
     nproc_per_node: int
-    nnodes: int
-    nccl_env: dict[str, str]
+    nnodes: Annotated[int, BeforeValidator(len), Field(validation_alias="ranks")]
+    nccl_env: Annotated[dict[str, str], BeforeValidator(dict)]
     ranks: list[LaunchRank]
 
 
-class StrictIn(Schema):
-    """A request body, typed strictly: an id or a count is a JSON integer (``true`` or
-    ``"1"`` is refused, never read as 1), a flag is ``true``/``false`` (never ``"yes"``)."""
-
-    model_config = ConfigDict(strict=True)
-
-
-class ClusterCreateIn(StrictIn):
-    name: str = Field(max_length=200)
-    zone_id: int
-    instance_type_id: int
-    fabric_type: str
-
-
-class RenameIn(StrictIn):
-    name: str = Field(max_length=200)
-
-
-class StopIn(StrictIn):
-    stop_members: bool = False
-
-
-class AttachIn(StrictIn):
-    vm_ids: list[int] = Field(min_length=1, max_length=500)
-
-
-class VmCreateIn(StrictIn):
-    name: str = Field(max_length=200)
-    zone_id: int
-    instance_type_id: int
-    billing_type: str
-    disaster_recovery: bool = False
-    count: int = 1
-    cluster_id: int | None = None
-
-
-class ValidateIn(StrictIn):
-    level: int = 1  # dcgmi diag -r 1 (quick) or 2 (about 2 minutes); the service decides
-
-
-class ReplaceIn(StrictIn):
-    spare_vm_id: int
-
-
-class ReasonOut(Schema):
+class ReasonOut(Out):
     """Why a member got its verdict: a code and its figures, and the words for them."""
 
     code: str
@@ -269,47 +258,90 @@ class ReasonOut(Schema):
     params: dict
     message: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _worded(cls, reason: Any) -> Any:
+        return {**reason, "message": reason_text(reason)}
 
-class VerdictOut(Schema):
+
+class VerdictOut(Out):
     vm_id: int | None
     vm_name: str
     verdict: str
-    verdict_label: str
+    verdict_label: Annotated[str, labels_of(Verdict), Field(validation_alias="verdict")]
     reasons: list[ReasonOut]
 
 
-class CheckOut(Schema):
+class Summarized:
+    """A validation job seen with its figures in a few words (``summary``); every other
+    attribute is the job's."""
+
+    def __init__(self, job: ValidationJob) -> None:
+        self.job = job
+        self.summary = job_summary(job)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.job, name)
+
+
+class CheckOut(Out):
     """One tool run on one member (``peers``: the other members its figure is about)."""
+
+    # The tools' raw output is read from ``raw_output``, annotated only when it is asked
+    # for; the field is left out of the answer otherwise (the route excludes unset fields).
 
     id: int
     kind: str
-    kind_label: str
+    kind_label: Annotated[str, labels_of(ValidationJob.Kind), Field(validation_alias="kind")]
     phase: int
     vm_id: int | None
     vm_name: str
     peers: list[int]
     status: str
-    status_label: str
+    status_label: Annotated[str, labels_of(ValidationJob.Status), Field(validation_alias="status")]
     seconds: float | None
     summary: str
     figures: dict
-    raw: list[dict] | None = None
+    raw: list[dict] | None = Field(None, validation_alias="raw_output")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _summarized(cls, job: Any) -> Any:
+        return Summarized(job) if isinstance(job, ValidationJob) else job
 
 
-class ValidationOut(Schema):
-    operation_id: int
+# A run's own facts are on its Operation's ``validation`` (``ValidationRun``).
+RUN_FINISHED = AliasPath("validation", "finished_at")
+
+
+class ValidationOut(Out):
+    # A 검증 run, read from its Operation: the handler fetches ``actor`` and ``validation``
+    # with it, and prefetches the run's ``verdicts`` and ``jobs``.
+    operation_id: int = Field(validation_alias="id")
     cluster_id: int | None
-    actor: str | None
-    level: int
-    done: bool
+    actor: Annotated[str | None, BeforeValidator(lambda user: user and user.get_username())]
+    level: int = Field(validation_alias=AliasPath("validation", "level"))
+    done: Annotated[
+        bool, BeforeValidator(lambda at: at is not None), Field(validation_alias=RUN_FINISHED)
+    ]
     created_at: datetime
-    finished_at: datetime | None
-    seconds: float | None
-    thresholds: dict
-    verdicts: list[VerdictOut]
-    checks: list[CheckOut]
+    finished_at: datetime | None = Field(validation_alias=RUN_FINISHED)
+    seconds: float | None = Field(validation_alias=RUN_FINISHED)
+    thresholds: dict = Field(validation_alias=AliasPath("validation", "thresholds"))
+    verdicts: Annotated[list[VerdictOut], LISTED] = Field(
+        validation_alias=AliasPath("validation", "verdicts")
+    )
+    checks: Annotated[list[CheckOut], LISTED] = Field(
+        validation_alias=AliasPath("validation", "jobs")
+    )
+
+    @field_validator("seconds", mode="before")
+    @classmethod
+    def _took(cls, finished: datetime | None, info: ValidationInfo) -> float | None:
+        """From the Operation's start to the run's end."""
+        return (finished - info.data["created_at"]).total_seconds() if finished else None
 
 
-class ValidationPage(Schema):
+class ValidationPage(Out):
     items: list[ValidationOut]
     next_page_token: str | None

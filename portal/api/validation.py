@@ -3,18 +3,18 @@ verdicts and figures, swap a member for a spare. Each change is one ``clusters.o
 call answered 202 with its Operation, like every other change; a run's verdicts are read
 here once its Operation is done."""
 
+from django.db.models import F, Prefetch, prefetch_related_objects
 from ninja import Query, Router
 
 from clusters import operations as ops
 from clusters.models import Operation
-from clusters.models.validation import ValidationJob, ValidationVerdict, Verdict
-from clusters.validation import display
-from clusters.validation.verdict import reason_text
+from clusters.models.validation import ValidationJob, ValidationVerdict
 from portal.api import pagination
 from portal.api.clusters import ACCEPTED, readable_cluster
-from portal.api.common import actor, json_response, labels, path_id
-from portal.api.operations import accepted
-from portal.api.schemas import Problem, QueryBool, ReplaceIn, ValidateIn, ValidationPage
+from portal.api.common import actor, path_id
+from portal.api.inputs import QueryBool, ReplaceIn, ValidateIn
+from portal.api.operations import change
+from portal.api.schemas import Problem, ValidationPage, read
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
 from portal.permissions import Perm
@@ -36,14 +36,8 @@ def validate_cluster(request, cluster_id: int, payload: ValidateIn | None = None
     about 2 minutes; 1 by default). Done when every member has a verdict: read them with
     ``GET /virtual-clusters/{id}/validations`` (an item that failed is a member judged 불량
     or 응답 없음)."""
-    cid = path_id(cluster_id, ClusterNotFound)
     level = 1 if payload is None else payload.level
-    return accepted(
-        request,
-        lambda claim: ops.start_validation(
-            cid, actor=actor(request), level=level, idempotency=claim
-        ),
-    )
+    return change(request, ops.start_validation, path_id(cluster_id, ClusterNotFound), level=level)
 
 
 @router.post(
@@ -57,18 +51,14 @@ def replace_member(request, cluster_id: int, vm_id: int, payload: ReplaceIn):
     member's node_rank and started if the cluster runs. One Operation: item 0 the member,
     item 1 the spare."""
     cid = path_id(cluster_id, ClusterNotFound)
-    return accepted(
-        request,
-        lambda claim: ops.replace_member(
-            cid, vm_id, payload.spare_vm_id, actor=actor(request), idempotency=claim
-        ),
-    )
+    return change(request, ops.replace_member, cid, vm_id, payload.spare_vm_id)
 
 
 @router.get(
     "/virtual-clusters/{int:cluster_id}/validations",
     response={200: ValidationPage, 403: Problem},
     summary="검증 기록",
+    exclude_unset=True,  # a check's raw output only when asked for
 )
 def list_validations(request, cluster_id: int, filters: Query[ValidationFilters]):
     """The cluster's runs, newest first: who started them, when, how long they took, the
@@ -80,77 +70,21 @@ def list_validations(request, cluster_id: int, filters: Query[ValidationFilters]
     runs = Operation.objects.filter(cluster=cluster, kind=Operation.Kind.VALIDATE).select_related(
         "actor", "validation"
     )
-    rows, next_token = pagination.page(runs, ORDERS, filters)
-    shown = [row for row in rows if hasattr(row, "validation")]
-    jobs, verdicts = _details([row.pk for row in shown], filters.include_raw)
-    names = {
-        "verdict": labels(Verdict),
-        "kind": labels(ValidationJob.Kind),
-        "status": labels(ValidationJob.Status),
-    }
-    items = [
-        run_json(row, verdicts.get(row.pk, []), jobs.get(row.pk, []), names, filters.include_raw)
-        for row in shown
-    ]
-    return json_response({"items": items, "next_page_token": next_token})
+    page = pagination.page(runs, ORDERS, filters)
+    shown = [row for row in page.items if hasattr(row, "validation")]
+    prefetch_related_objects(shown, *_details(filters.include_raw))
+    return read(ValidationPage, page._replace(items=shown))
 
 
-def _details(run_ids: list[int], include_raw: bool) -> tuple[dict, dict]:
-    """The runs' jobs and verdicts in two queries, by run id (the tools' raw output, the
-    bulk of a job's row, only when asked for)."""
-    jobs: dict = {}
-    verdicts: dict = {}
-    rows = ValidationJob.objects.filter(run_id__in=run_ids).order_by("phase", "pk")
-    for job in rows if include_raw else rows.defer("raw"):
-        if job.kind != ValidationJob.Kind.IB_SERVER:  # the other end of an ib_write_bw
-            jobs.setdefault(job.run_id, []).append(job)
-    for verdict in ValidationVerdict.objects.filter(run_id__in=run_ids).order_by("vm_name"):
-        verdicts.setdefault(verdict.run_id, []).append(verdict)
-    return jobs, verdicts
-
-
-def run_json(operation, verdicts, jobs, names: dict, include_raw: bool) -> dict:
-    run = operation.validation
-    finished = run.finished_at
-    return {
-        "operation_id": operation.pk,
-        "cluster_id": operation.cluster_id,
-        "actor": operation.actor.get_username() if operation.actor else None,
-        "level": run.level,
-        "done": finished is not None,
-        "created_at": operation.created_at,
-        "finished_at": finished,
-        "seconds": (finished - operation.created_at).total_seconds() if finished else None,
-        "thresholds": run.thresholds,
-        "verdicts": [
-            {
-                "vm_id": v.vm_id,
-                "vm_name": v.vm_name,
-                "verdict": v.verdict,
-                "verdict_label": names["verdict"][v.verdict],
-                "reasons": [dict(reason, message=reason_text(reason)) for reason in v.reasons],
-            }
-            for v in verdicts
-        ],
-        "checks": [job_json(job, names, include_raw) for job in jobs],
-    }
-
-
-def job_json(job: ValidationJob, names: dict, include_raw: bool) -> dict:
-    data = {
-        "id": job.pk,
-        "kind": job.kind,
-        "kind_label": names["kind"][job.kind],
-        "phase": job.phase,
-        "vm_id": job.vm_id,
-        "vm_name": job.vm_name,
-        "peers": job.peers,
-        "status": job.status,
-        "status_label": names["status"][job.status],
-        "seconds": job.seconds,
-        "summary": display.job_summary(job),
-        "figures": job.figures,
-    }
+def _details(include_raw: bool) -> tuple[Prefetch, Prefetch]:
+    """The runs' checks and verdicts, in a query each for the page: the tools' raw output,
+    the bulk of a job's row, only when asked for (as ``raw_output``, what ``CheckOut``
+    reads); not the other end of an ib_write_bw."""
+    jobs = ValidationJob.objects.exclude(kind=ValidationJob.Kind.IB_SERVER).defer("raw")
     if include_raw:
-        data["raw"] = job.raw
-    return data
+        jobs = jobs.annotate(raw_output=F("raw"))
+    verdicts = ValidationVerdict.objects.order_by("vm_name")
+    return (
+        Prefetch("validation__jobs", jobs.order_by("phase", "pk")),
+        Prefetch("validation__verdicts", verdicts),
+    )

@@ -1,23 +1,15 @@
 """virtual-machines: list, read, create (one or many), rename, delete, start, stop.
 Reads go through ``restrict()``; every change is a ``clusters.operations`` call."""
 
-from django.db.models import F
+from django.db.models import Case, F, When
 from ninja import Query, Router
 
 from clusters import operations as ops
 from portal.api import pagination
-from portal.api.common import ListFilters, actor, filtered, path_id, project
-from portal.api.operations import accepted
-from portal.api.schemas import (
-    CLUSTERS_VISIBLE,
-    OperationOut,
-    QueryInt,
-    RenameIn,
-    VmCreateIn,
-    VmOut,
-    VmPage,
-    read,
-)
+from portal.api.common import IsoUtc, ListFilters, actor, filtered, path_id, project, visible
+from portal.api.inputs import QueryInt, RenameIn, VmCreateIn
+from portal.api.operations import change
+from portal.api.schemas import OperationOut, VmOut, VmPage, read
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
 from portal.models import readable
@@ -36,17 +28,26 @@ class VmListFilters(VmFilters):
     cluster: QueryInt | None = None
 
 
-# Columns of a VM that VmOut does not show; status_changed_at alone cost ~1 µs a row to load
-# (psycopg's Python timestamp loader, which Django's time zone handling uses).
-UNSHOWN = ("status_changed_at", "node_rank", "created_by_id")
+# The columns of a VM that VmOut shows or its properties read (``schemas.VmRow``), no more.
+COLUMNS = (
+    *("id", "project_id", "name", "zone_id", "instance_type_id", "status", "error_code"),
+    *("billing_type", "disaster_recovery", "cluster_id", "private_ip"),
+    *("fabric_guid", "fabric_lid", "fabric_ip", "fabric_gid_index"),
+)
+ROW = {
+    "zone_code": F("zone__code"),
+    "type_code": F("instance_type__code"),
+    # Parsed in pydantic's core, not in Python (``IsoUtc``).
+    "created_iso": IsoUtc("created_at"),
+    # An error's params only with an error: most rows have none, and JSON to decode less.
+    "stored_params": Case(When(error_code="", then=None), default=F("error_params")),
+}
 
 
 def with_codes(vms):
-    """``vms`` as ``VmOut`` reads them: with their zone's and type's codes (one join each,
-    no catalog objects), without the columns it does not show."""
-    return vms.defer(*UNSHOWN).annotate(
-        zone_code=F("zone__code"), type_code=F("instance_type__code")
-    )
+    """``vms`` as ``VmOut`` reads them: ``values()`` rows (no model instances to build) of
+    the columns it reads, with their zone's and type's codes (one join each)."""
+    return vms.values(*COLUMNS, **ROW)
 
 
 def readable_vms(user):
@@ -54,21 +55,14 @@ def readable_vms(user):
     return with_codes(VirtualMachine.objects.restrict(user, Perm.VM_READ))
 
 
-def readable_vm(request, vm_id: int) -> VirtualMachine:
+def readable_vm(request, vm_id: int) -> dict:
     return with_codes(readable(actor(request), Perm.VM_READ, VirtualMachine)).get_or_404(vm_id)
-
-
-def shown(request) -> dict:
-    """What ``VmOut`` tells this reader: a token sees one project, one answer for every row."""
-    return {CLUSTERS_VISIBLE: actor(request).has_perm(Perm.CLUSTER_READ, project(request))}
 
 
 def vm_page(request, vms, filters) -> VmPage:
     """One page of ``vms`` after the console's filters (삭제됨 only when asked for)."""
     vms = filtered(vms, filters, VmStatus.values)
-    rows, next_token = pagination.page(vms, ORDERS, filters)
-    page = {"items": rows, "next_page_token": next_token}
-    return read(VmPage, page, **shown(request))
+    return read(VmPage, pagination.page(vms, ORDERS, filters), **visible(request))
 
 
 @router.get("/virtual-machines", response=VmPage, summary="가상머신 목록")
@@ -84,7 +78,7 @@ def list_vms(request, filters: Query[VmListFilters]):
 
 @router.get("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신")
 def get_vm(request, vm_id: int):
-    return read(VmOut, readable_vm(request, vm_id), **shown(request))
+    return read(VmOut, readable_vm(request, vm_id), **visible(request))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,15 +93,7 @@ def create_vms(request, payload: VmCreateIn):
     to ``cluster_id`` if given: an Operation with an item per VM. With ``cluster_id`` the
     attach rule is asked first: VMs it would refuse (spot/DR, another zone or instance type)
     are refused whole with its code, and none is created."""
-    return accepted(
-        request,
-        lambda claim: ops.create_vms(
-            actor=actor(request),
-            project=project(request),
-            idempotency=claim,
-            **payload.dict(),
-        ),
-    )
+    return change(request, ops.create_vms, project=project(request), **payload.dict())
 
 
 @router.patch("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신 이름 변경")
@@ -116,22 +102,17 @@ def rename_vm(request, vm_id: int, payload: RenameIn):
     return get_vm(request, vm_id)
 
 
-def _vm_change(request, vm_id: int, operation):
-    vid = path_id(vm_id, VmNotFound)
-    return accepted(request, lambda claim: operation(vid, actor=actor(request), idempotency=claim))
-
-
 @router.delete("/virtual-machines/{int:vm_id}", response=ACCEPTED, summary="가상머신 삭제")
 def delete_vm(request, vm_id: int):
-    return _vm_change(request, vm_id, ops.delete_vm_op)
+    return change(request, ops.delete_vm_op, path_id(vm_id, VmNotFound))
 
 
 @router.post("/virtual-machines/{int:vm_id}:start", response=ACCEPTED, summary="가상머신 시작")
 def start_vm(request, vm_id: int):
     """Done when the VM is 실행중 (a member starts only while its cluster is 실행중)."""
-    return _vm_change(request, vm_id, ops.start_vm_op)
+    return change(request, ops.start_vm_op, path_id(vm_id, VmNotFound))
 
 
 @router.post("/virtual-machines/{int:vm_id}:stop", response=ACCEPTED, summary="가상머신 중지")
 def stop_vm(request, vm_id: int):
-    return _vm_change(request, vm_id, ops.stop_vm_op)
+    return change(request, ops.stop_vm_op, path_id(vm_id, VmNotFound))

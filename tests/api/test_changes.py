@@ -8,19 +8,10 @@ from django.utils import timezone
 
 from clusters.models import ClusterStatus, Operation, VirtualCluster
 from portal.errors import MembersStillRunning, NotEnoughMembers, SpotOrDrVm
+from tests.api.bodies import cluster_body, vm_body
 from vms.models import BillingType, VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db
-
-
-def cluster_body(world, **kw):
-    return {
-        "name": "api-c",
-        "zone_id": world.zone_a.pk,
-        "instance_type_id": world.h100.pk,
-        "fabric_type": "INFINIBAND",
-        **kw,
-    }
 
 
 def test_a_change_answers_202_and_the_resource_already_shows_it(api, world, secrets):
@@ -213,18 +204,8 @@ def test_a_session_cookie_cannot_write(api, world):
 
 def test_vms_create_many_rename_and_name_taken(api, world, secrets):
     cluster = world.cluster("c")
-    response = api.post(
-        "/virtual-machines",
-        {
-            "name": "n",
-            "count": 2,
-            "zone_id": world.zone_a.pk,
-            "instance_type_id": world.h100.pk,
-            "billing_type": "ON_DEMAND",
-            "cluster_id": cluster.pk,
-        },
-        token=secrets["admin"],
-    )
+    body = vm_body(world, name="n", count=2, cluster_id=cluster.pk)
+    response = api.post("/virtual-machines", body, token=secrets["admin"])
     assert response.status_code == 202
     assert [i["target_name"] for i in response.json()["items"]] == ["n-01", "n-02"]
     assert sorted(cluster.members.values_list("name", flat=True)) == ["n-01", "n-02"]

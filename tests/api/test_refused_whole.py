@@ -6,6 +6,7 @@ import pytest
 from clusters.models import Operation
 from portal.models import AuditEvent
 from portal.permissions import Perm
+from tests.api.bodies import vm_body
 
 pytestmark = pytest.mark.django_db
 
@@ -41,18 +42,8 @@ def test_creating_spot_vms_into_a_cluster_is_refused_whole_and_creates_nothing(a
     from vms.models import VirtualMachine
 
     cluster = world.cluster("c")
-    response = api.post(
-        "/virtual-machines",
-        {
-            "name": "spot",
-            "count": 2,
-            "zone_id": world.zone_a.pk,
-            "instance_type_id": world.h100.pk,
-            "billing_type": "SPOT",
-            "cluster_id": cluster.pk,
-        },
-        token=secrets["admin"],
-    )
+    body = vm_body(world, name="spot", count=2, billing_type="SPOT", cluster_id=cluster.pk)
+    response = api.post("/virtual-machines", body, token=secrets["admin"])
     assert response.status_code == 409 and response.json()["code"] == "spot_or_dr_vm"
     assert not VirtualMachine.objects.filter(name__startswith="spot").exists()
     assert not Operation.objects.exists()

@@ -3,6 +3,8 @@ from the rows a handler found: one shape, written once. What a field asks of the
 answered by the handler or refused by default; the members of a cluster cost two queries
 whatever their number."""
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -10,8 +12,10 @@ from django.test.utils import CaptureQueriesContext
 from portal import tokens
 from portal.api.schemas import VmOut, read
 from portal.api.vms import readable_vms
+from portal.errors import PermissionRequired
 from portal.models import Role, RoleBinding
 from portal.permissions import Perm
+from vms.models import VirtualMachine
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +75,32 @@ def test_a_vm_names_its_cluster_only_when_told_the_reader_may_read_it(world):
     assert shown.cluster_id == cluster.pk
     assert (shown.zone, shown.instance_type) == (world.zone_a.code, world.h100.code)
     assert shown.status_label == "중지됨"
+
+
+def test_a_vm_read_from_its_row_reads_as_its_model(api, secrets, world):
+    """VMs are read as ``values()`` rows, not model instances: a row's creation time (to the
+    microsecond, in the same form), stored error and fabric address read as the model's."""
+    cluster = world.cluster("c")
+    guid, ip = world.members(cluster, 2)
+    VirtualMachine.objects.filter(pk=guid.pk).update(
+        created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), fabric_guid="0xabc", fabric_lid=7
+    )
+    VirtualMachine.objects.filter(pk=ip.pk).update(
+        created_at=datetime(1999, 12, 31, 23, 59, 59, 10, tzinfo=UTC),
+        fabric_ip="10.2.0.5",
+        fabric_gid_index=3,
+    )
+    ip.refresh_from_db()
+    ip.set_error(PermissionRequired(Perm.VM_UPDATE))
+    ip.save()
+    items = api.get(f"/virtual-machines?cluster={cluster.pk}", token=secrets["viewer"]).json()
+    read_back = {item["id"]: item for item in items["items"]}
+    assert read_back[guid.pk]["created_at"] == "2026-01-02T03:04:05+00:00"
+    assert read_back[ip.pk]["created_at"] == "1999-12-31T23:59:59.000010+00:00"
+    for vm in VirtualMachine.objects.filter(cluster=cluster):
+        item = read_back[vm.pk]
+        assert datetime.fromisoformat(item["created_at"]) == vm.created_at
+        assert item["fabric_address"] == vm.fabric_address
+        error = vm.last_error
+        assert item["last_error"] == (error and {"code": error.code, "message": error.message})
+    assert read_back[ip.pk]["last_error"]["code"] == "permission_required"

@@ -427,3 +427,49 @@ def test_readable_or_not_found_is_written_once():
         if path != home and (found := hand_written_lookups(path))
     }
     assert offenders == {}
+
+
+def hand_built_bodies(source: str) -> list[str]:
+    """Where the functions of an API route module build an answer by hand: a dict written
+    with string keys (a resource's fields again, beside its schema) or a JSON response made
+    without the route's schema. Decorators (``openapi_extra``) are not the answer."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in (n for statement in fn.body for n in ast.walk(statement)):
+            keys = getattr(node, "keys", None)
+            if (
+                isinstance(node, ast.Dict)
+                and keys
+                and all(
+                    isinstance(key, ast.Constant) and isinstance(key.value, str) for key in keys
+                )
+            ):
+                found.append(f"{fn.name} (line {node.lineno}): a dict of fields")
+            elif isinstance(node, ast.Call) and "json_response" in _names(node.func):
+                found.append(f"{fn.name} (line {node.lineno}): json_response")
+    return sorted(set(found))
+
+
+def test_api_answers_are_serialized_by_their_route_schemas():
+    """Every API resource has one shape, its ``response=`` schema (``portal.api.schemas``),
+    which reads the rows a handler found: no route module builds the answer by hand."""
+    routes = [
+        path
+        for path in sorted((ROOT / "portal" / "api").glob("*.py"))
+        if "Router(" in path.read_text()
+    ]
+    assert {path.stem for path in routes} >= {
+        "catalog",
+        "clusters",
+        "operations",
+        "validation",
+        "vms",
+    }
+    offenders = {
+        path.stem: found for path in routes if (found := hand_built_bodies(path.read_text()))
+    }
+    assert offenders == {}
+    caught = hand_built_bodies("def get(request):\n    row = find()\n    return {'id': row.pk}\n")
+    assert caught == ["get (line 3): a dict of fields"]

@@ -7,7 +7,7 @@ here as a failing case. Each case states what every role must get: a login redir
 a refused request must leave the database as it was, with the refusal audited.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from django.conf import settings
@@ -150,26 +150,22 @@ class Case:
     headers: dict = field(default_factory=dict)
 
 
-def cluster_form(scene):
-    w = scene.world
-    return {
-        "name": "made-by-matrix",
-        "zone": w.zone_a.pk,
-        "instance_type": w.h100.pk,
-        "fabric_type": "INFINIBAND",
-        "project": w.other.pk,
-    }
+def create_data(name, **fields):
+    """A create form's POST of ``name`` in the first zone and type, naming another project
+    (which must be ignored)."""
+
+    def data(scene):
+        w = scene.world
+        zone, instance_type = w.zone_a.pk, w.h100.pk
+        return {"name": name, "zone": zone, "instance_type": instance_type, **fields} | {
+            "project": w.other.pk
+        }
+
+    return data
 
 
-def vm_form(scene):
-    w = scene.world
-    return {
-        "name": "vm-by-matrix",
-        "zone": w.zone_a.pk,
-        "instance_type": w.h100.pk,
-        "billing_type": "ON_DEMAND",
-        "project": w.other.pk,
-    }
+cluster_form = create_data("made-by-matrix", fabric_type="INFINIBAND")
+vm_form = create_data("vm-by-matrix", billing_type="ON_DEMAND")
 
 
 def created_in_own_project(model, name):
@@ -257,6 +253,37 @@ def spare_attached(scene, user):
 
 SAFE = {"HTTP_HX_REQUEST": "true"}
 
+
+def creates(perm, form, audit, model, name):
+    """A create page: its form, and its POST making ``name`` in the poster's own project."""
+    return [
+        Case("get", create_form(perm)),
+        Case(
+            "post",
+            create_post(perm),
+            data=form,
+            audit=audit,
+            effect=created_in_own_project(model, name),
+        ),
+    ]
+
+
+def both(case):
+    """``case`` as a plain request and as htmx's (``SAFE``): both answers must hold."""
+    return [case, replace(case, headers=SAFE)]
+
+
+def moves(target, perm, audit, status, operator_may=True):
+    """A POST that moves ``target`` to ``status``, for those holding ``perm``."""
+    return Case(
+        "post",
+        object_action(perm, operator_may),
+        target=target,
+        audit=audit,
+        effect=status_is(target, status),
+    )
+
+
 MATRIX = {
     "home": [Case("get", everyone(Expect(302)))],
     "login": [Case("get", everyone(Expect(302), anonymous=Expect(200)))],
@@ -274,16 +301,9 @@ MATRIX = {
         Case("get", project_list("cluster", "other_cluster")),
         Case("get", project_list("cluster", "other_cluster"), query="q=cluster&status=UNALLOCATED"),
     ],
-    "clusters:cluster_create": [
-        Case("get", create_form(Perm.CLUSTER_CREATE)),
-        Case(
-            "post",
-            create_post(Perm.CLUSTER_CREATE),
-            data=cluster_form,
-            audit="cluster.create",
-            effect=created_in_own_project(VirtualCluster, "made-by-matrix"),
-        ),
-    ],
+    "clusters:cluster_create": creates(
+        Perm.CLUSTER_CREATE, cluster_form, "cluster.create", VirtualCluster, "made-by-matrix"
+    ),
     "clusters:cluster_form_options": [
         Case("get", create_form(Perm.CLUSTER_CREATE), query="zone=1&instance_type=1&name=x")
     ],
@@ -297,40 +317,12 @@ MATRIX = {
     "clusters:help": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
     "clusters:infiniband_help": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
     "clusters:cluster_infiniband": [Case("get", object_read(), target="running")],
-    "clusters:cluster_start": [
-        Case(
-            "post",
-            object_action(Perm.CLUSTER_UPDATE),
-            target="cluster",
-            audit="cluster.start",
-            effect=status_is("cluster", ClusterStatus.PROVISIONING),
-        ),
-        Case(
-            "post",
-            object_action(Perm.CLUSTER_UPDATE),
-            target="cluster",
-            audit="cluster.start",
-            effect=status_is("cluster", ClusterStatus.PROVISIONING),
-            headers=SAFE,
-        ),
-    ],
-    "clusters:cluster_stop": [
-        Case(
-            "post",
-            object_action(Perm.CLUSTER_UPDATE),
-            target="running",
-            audit="cluster.stop",
-            effect=status_is("running", ClusterStatus.TERMINATED),
-        ),
-        Case(
-            "post",
-            object_action(Perm.CLUSTER_UPDATE),
-            target="running",
-            audit="cluster.stop",
-            effect=status_is("running", ClusterStatus.TERMINATED),
-            headers=SAFE,
-        ),
-    ],
+    "clusters:cluster_start": both(
+        moves("cluster", Perm.CLUSTER_UPDATE, "cluster.start", ClusterStatus.PROVISIONING)
+    ),
+    "clusters:cluster_stop": both(
+        moves("running", Perm.CLUSTER_UPDATE, "cluster.stop", ClusterStatus.TERMINATED)
+    ),
     "clusters:cluster_stop#with_members": [
         # 클러스터 중지 with 멤버 가상머신도 함께 중지: the running members are stopped first.
         Case(
@@ -343,25 +335,11 @@ MATRIX = {
             headers=SAFE,
         ),
     ],
-    "clusters:cluster_delete": [
-        Case(
-            "post",
-            object_action(Perm.CLUSTER_DELETE, operator_may=False),
-            target="cluster",
-            audit="cluster.delete",
-            effect=status_is("cluster", ClusterStatus.DELETED),
-        ),
-        Case(
-            "post",
-            object_action(Perm.CLUSTER_DELETE, operator_may=False),
-            target="cluster",
-            audit="cluster.delete",
-            effect=status_is("cluster", ClusterStatus.DELETED),
-            headers=SAFE,
-        ),
-    ],
+    "clusters:cluster_delete": both(
+        moves("cluster", Perm.CLUSTER_DELETE, "cluster.delete", ClusterStatus.DELETED, False)
+    ),
     # 이름 변경 on the 정보 tab: the API's rename, CLUSTER UPDATE.
-    "clusters:cluster_rename": [
+    "clusters:cluster_rename": both(
         Case(
             "post",
             object_action(Perm.CLUSTER_UPDATE),
@@ -369,30 +347,20 @@ MATRIX = {
             data={"name": "renamed-by-matrix"},
             audit="cluster.update",
             effect=cluster_renamed,
-            headers=headers,
         )
-        for headers in ({}, SAFE)
-    ],
-    # Issue 11: the cluster page's bulk actions and the Operation's progress.
+    ),
+    # The cluster page's bulk actions and the Operation's progress.
     "clusters:cluster_attach": [
-        Case("get", object_action(Perm.VM_UPDATE), target="cluster"),
-        Case("get", object_action(Perm.VM_UPDATE), target="cluster", headers=SAFE),
-        Case(
-            "post",
-            object_action(Perm.VM_UPDATE),
-            target="cluster",
-            audit="operation.attach",
-            data=lambda s: {"vm": [s.vm.pk]},
-            effect=vm_attached,
-        ),
-        Case(
-            "post",
-            object_action(Perm.VM_UPDATE),
-            target="cluster",
-            audit="operation.attach",
-            headers=SAFE,
-            data=lambda s: {"vm": [s.vm.pk]},
-            effect=vm_attached,
+        *both(Case("get", object_action(Perm.VM_UPDATE), target="cluster")),
+        *both(
+            Case(
+                "post",
+                object_action(Perm.VM_UPDATE),
+                target="cluster",
+                audit="operation.attach",
+                data=lambda s: {"vm": [s.vm.pk]},
+                effect=vm_attached,
+            )
         ),
     ],
     "clusters:cluster_detach": [
@@ -434,10 +402,7 @@ MATRIX = {
             headers=SAFE,
         ),
     ],
-    "clusters:operation_detail": [
-        Case("get", object_read(), target=lambda s: an_operation(s)),
-        Case("get", object_read(), target=lambda s: an_operation(s), headers=SAFE),
-    ],
+    "clusters:operation_detail": both(Case("get", object_read(), target=an_operation)),
     # 클러스터 검증 and 교체 (issue 14). The scene's running cluster has no running member,
     # so a start is refused by the rule (409) once the permission allows it.
     "clusters:validation_section": [Case("get", object_read(), target="cluster")],
@@ -469,16 +434,7 @@ MATRIX = {
         ),
     ],
     "vms:vm_list": [Case("get", project_list("vm", "other_vm"))],
-    "vms:vm_create": [
-        Case("get", create_form(Perm.VM_CREATE)),
-        Case(
-            "post",
-            create_post(Perm.VM_CREATE),
-            data=vm_form,
-            audit="vm.create",
-            effect=created_in_own_project(VirtualMachine, "vm-by-matrix"),
-        ),
-    ],
+    "vms:vm_create": creates(Perm.VM_CREATE, vm_form, "vm.create", VirtualMachine, "vm-by-matrix"),
     "vms:vm_create#many": [
         Case(
             "post",
@@ -499,7 +455,7 @@ MATRIX = {
             effect=vm_renamed,
         ),
     ],
-    "vms:vm_cluster": [
+    "vms:vm_cluster": both(
         Case(
             "post",
             object_action(Perm.VM_UPDATE),
@@ -507,53 +463,12 @@ MATRIX = {
             audit="vm.attach",
             data=lambda s: {"action": "attach", "cluster": s.cluster.pk},
             effect=vm_attached,
-        ),
-        Case(
-            "post",
-            object_action(Perm.VM_UPDATE),
-            target="vm",
-            audit="vm.attach",
-            headers=SAFE,
-            data=lambda s: {"action": "attach", "cluster": s.cluster.pk},
-            effect=vm_attached,
-        ),
-    ],
+        )
+    ),
     "vms:vm_status": [Case("get", object_read(), target="vm")],
-    "vms:vm_start": [
-        Case(
-            "post",
-            object_action(Perm.VM_UPDATE),
-            target="vm",
-            audit="vm.start",
-            effect=status_is("vm", VmStatus.STARTING),
-        ),
-        Case(
-            "post",
-            object_action(Perm.VM_UPDATE),
-            target="vm",
-            audit="vm.start",
-            effect=status_is("vm", VmStatus.STARTING),
-            headers=SAFE,
-        ),
-    ],
-    "vms:vm_stop": [
-        Case(
-            "post",
-            object_action(Perm.VM_UPDATE),
-            target="running_vm",
-            audit="vm.stop",
-            effect=status_is("running_vm", VmStatus.STOPPING),
-        ),
-    ],
-    "vms:vm_delete": [
-        Case(
-            "post",
-            object_action(Perm.VM_DELETE, operator_may=False),
-            target="vm",
-            audit="vm.delete",
-            effect=status_is("vm", VmStatus.DELETED),
-        ),
-    ],
+    "vms:vm_start": both(moves("vm", Perm.VM_UPDATE, "vm.start", VmStatus.STARTING)),
+    "vms:vm_stop": [moves("running_vm", Perm.VM_UPDATE, "vm.stop", VmStatus.STOPPING)],
+    "vms:vm_delete": [moves("vm", Perm.VM_DELETE, "vm.delete", VmStatus.DELETED, False)],
     # The agents' API authenticates with a bearer token only: a session is worth nothing.
     "metrics:ingest": [Case("post", everyone(Expect(401)), data={})],
     "metrics:ingest_check": [Case("post", everyone(Expect(401)), data={})],

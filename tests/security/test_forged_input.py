@@ -84,46 +84,29 @@ def test_detach_or_act_on_a_vm_of_another_project(scene, client):
         assert _snapshot_vm(scene.other_vm) == before
 
 
-@pytest.mark.parametrize("username", ["admin", "both"])
-def test_project_field_in_the_cluster_create_form_is_ignored(scene, client, both, username):
-    user = both if username == "both" else scene.world.admin
-    client.force_login(user)
+CREATE_FORMS = {
+    "cluster": ("clusters:cluster_create", VirtualCluster, {"fabric_type": "INFINIBAND"}),
+    "vm": ("vms:vm_create", VirtualMachine, {"billing_type": "ON_DEMAND"}),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "username"), [("cluster", "admin"), ("cluster", "both"), ("vm", "admin")]
+)
+def test_project_field_in_a_create_form_is_ignored(scene, client, both, kind, username):
+    """A create form naming another project (``project``, ``project_id``) creates in the
+    user's current project."""
+    client.force_login(both if username == "both" else scene.world.admin)
     session = client.session
     session[SESSION_KEY] = scene.world.demo.pk
     session.save()
     w = scene.world
-    response = client.post(
-        reverse("clusters:cluster_create"),
-        {
-            "name": "forged-project",
-            "zone": w.zone_a.pk,
-            "instance_type": w.h100.pk,
-            "fabric_type": "INFINIBAND",
-            "project": w.other.pk,
-            "project_id": w.other.pk,
-        },
-    )
+    url, model, fields = CREATE_FORMS[kind]
+    forged = {"project": w.other.pk, "project_id": w.other.pk}
+    form = {"name": "forged-project", "zone": w.zone_a.pk, "instance_type": w.h100.pk}
+    response = client.post(reverse(url), {**form, **fields, **forged})
     assert response.status_code == 302
-    cluster = VirtualCluster.objects.get(name="forged-project")
-    assert cluster.project_id == w.demo.pk
-
-
-def test_project_field_in_the_vm_create_form_is_ignored(scene, client):
-    client.force_login(scene.world.admin)
-    w = scene.world
-    response = client.post(
-        reverse("vms:vm_create"),
-        {
-            "name": "forged-vm",
-            "zone": w.zone_a.pk,
-            "instance_type": w.h100.pk,
-            "billing_type": "ON_DEMAND",
-            "project": w.other.pk,
-            "project_id": w.other.pk,
-        },
-    )
-    assert response.status_code == 302
-    assert VirtualMachine.objects.get(name="forged-vm").project_id == w.demo.pk
+    assert model.objects.get(name="forged-project").project_id == w.demo.pk
 
 
 def test_switching_to_a_project_without_a_role_is_refused(scene, client):

@@ -75,6 +75,12 @@ def hostile(draw, valid=(), huge=huge):
     return draw(st.one_of(*choices))
 
 
+def drawn(data, fields, huge=huge):
+    """One hostile value per field (``fields``: name -> the values it really accepts),
+    drawn in the fields' order."""
+    return {name: data.draw(hostile(valid=valid, huge=huge)) for name, valid in fields.items()}
+
+
 def sent_markup(values):
     return [m for m in MARKUP if any(m in str(v) for v in values)]
 
@@ -113,18 +119,32 @@ htmx = st.sampled_from([{}, {"HTTP_HX_REQUEST": "true"}])
 # Console forms
 
 
-@FUZZ
-@given(data=st.data())
-def test_cluster_create_form(scene, admin_client, data):
-    w = scene.world
-    values = {
-        "name": data.draw(hostile(valid=["fuzz-ok", "클러스터-1"])),
-        "zone": data.draw(hostile(valid=[w.zone_a.pk, w.zone_b.pk])),
-        "instance_type": data.draw(hostile(valid=[w.h100.pk, w.l40s.pk])),
-        "fabric_type": data.draw(hostile(valid=["INFINIBAND", "ROCE_V2"])),
-        data.draw(st.sampled_from(["project", "status", "x"])): data.draw(hostile()),
+def create_form_fields(url_name, w):
+    """The fields of a create form, each with the values it really accepts."""
+    if url_name == "clusters:cluster_create":
+        return {
+            "name": ["fuzz-ok", "클러스터-1"],
+            "zone": [w.zone_a.pk, w.zone_b.pk],
+            "instance_type": [w.h100.pk, w.l40s.pk],
+            "fabric_type": ["INFINIBAND", "ROCE_V2"],
+        }
+    return {
+        "name": ["vm-fuzz"],
+        "zone": [w.zone_a.pk],
+        "instance_type": [w.h100.pk, w.l40s.pk],
+        "billing_type": ["ON_DEMAND", "SPOT", "RESERVED"],
+        "disaster_recovery": ["on", "true", ""],
     }
-    response = admin_client.post(reverse("clusters:cluster_create"), values, **data.draw(htmx))
+
+
+@FUZZ
+@pytest.mark.parametrize("url_name", ["clusters:cluster_create", "vms:vm_create"])
+@given(data=st.data())
+def test_create_forms(scene, admin_client, data, url_name):
+    """Hostile values in every field of a create form, and a field it does not have."""
+    values = drawn(data, create_form_fields(url_name, scene.world))
+    values[data.draw(st.sampled_from(["project", "status", "x"]))] = data.draw(hostile())
+    response = admin_client.post(reverse(url_name), values, **data.draw(htmx))
     assert_safe(response, values.values())
 
 
@@ -132,12 +152,16 @@ def test_cluster_create_form(scene, admin_client, data):
 @given(data=st.data())
 def test_cluster_form_options_and_create_page(scene, admin_client, data):
     w = scene.world
-    params = {
-        "zone": data.draw(hostile(valid=[w.zone_a.pk], huge=huge_in_url)),
-        "instance_type": data.draw(hostile(valid=[w.h100.pk], huge=huge_in_url)),
-        "name": data.draw(hostile(huge=huge_in_url)),
-        "fabric_type": data.draw(hostile(huge=huge_in_url)),
-    }
+    params = drawn(
+        data,
+        {
+            "zone": [w.zone_a.pk],
+            "instance_type": [w.h100.pk],
+            "name": (),
+            "fabric_type": (),
+        },
+        huge=huge_in_url,
+    )
     url = data.draw(
         st.sampled_from(
             [
@@ -155,12 +179,16 @@ def test_cluster_form_options_and_create_page(scene, admin_client, data):
 @given(data=st.data())
 def test_cluster_list_filters_and_headers(scene, admin_client, data):
     w = scene.world
-    params = {
-        "q": data.draw(hostile(valid=["alpha"], huge=huge_in_url)),
-        "status": data.draw(hostile(valid=["RUNNING", "DELETED"], huge=huge_in_url)),
-        "zone": data.draw(hostile(valid=[w.zone_a.pk], huge=huge_in_url)),
-        "page": data.draw(hostile(valid=[1, 2, 999], huge=huge_in_url)),
-    }
+    params = drawn(
+        data,
+        {
+            "q": ["alpha"],
+            "status": ["RUNNING", "DELETED"],
+            "zone": [w.zone_a.pk],
+            "page": [1, 2, 999],
+        },
+        huge=huge_in_url,
+    )
     latin1 = st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=60)
     headers = {
         "HTTP_HX_REQUEST": "true",
@@ -186,23 +214,8 @@ def test_cluster_list_filters_and_headers(scene, admin_client, data):
 
 @FUZZ
 @given(data=st.data())
-def test_vm_create_form(scene, admin_client, data):
-    w = scene.world
-    values = {
-        "name": data.draw(hostile(valid=["vm-fuzz"])),
-        "zone": data.draw(hostile(valid=[w.zone_a.pk])),
-        "instance_type": data.draw(hostile(valid=[w.h100.pk, w.l40s.pk])),
-        "billing_type": data.draw(hostile(valid=["ON_DEMAND", "SPOT", "RESERVED"])),
-        "disaster_recovery": data.draw(hostile(valid=["on", "true", ""])),
-    }
-    response = admin_client.post(reverse("vms:vm_create"), values, **data.draw(htmx))
-    assert_safe(response, values.values())
-
-
-@FUZZ
-@given(data=st.data())
 def test_vm_rename_form(scene, admin_client, data):
-    values = {"name": data.draw(hostile(valid=["renamed-ok", scene.vm.name]))}
+    values = drawn(data, {"name": ["renamed-ok", scene.vm.name]})
     response = admin_client.post(
         reverse("vms:vm_edit", args=[scene.vm.pk]), values, **data.draw(htmx)
     )
@@ -212,10 +225,13 @@ def test_vm_rename_form(scene, admin_client, data):
 @FUZZ
 @given(data=st.data())
 def test_vm_attach_form(scene, admin_client, data):
-    values = {
-        "action": data.draw(hostile(valid=["attach", "detach", ""])),
-        "cluster": data.draw(hostile(valid=[scene.cluster.pk, scene.other_cluster.pk])),
-    }
+    values = drawn(
+        data,
+        {
+            "action": ["attach", "detach", ""],
+            "cluster": [scene.cluster.pk, scene.other_cluster.pk],
+        },
+    )
     vm = data.draw(st.sampled_from([scene.vm, scene.running_vm]))
     response = admin_client.post(reverse("vms:vm_cluster", args=[vm.pk]), values, **data.draw(htmx))
     assert_safe(response, values.values())
@@ -226,15 +242,14 @@ def test_vm_attach_form(scene, admin_client, data):
 @FUZZ
 @given(data=st.data())
 def test_project_switcher_and_language(scene, admin_client, data):
-    values = {
-        "project": data.draw(hostile(valid=[scene.world.demo.pk, scene.world.other.pk])),
-        "language": data.draw(hostile(valid=["ko", "en"])),
-        "next": data.draw(
-            st.one_of(
-                hostile(), st.sampled_from(["//evil.example", "https://evil.example", "/clusters/"])
-            )
-        ),
-    }
+    values = drawn(
+        data, {"project": [scene.world.demo.pk, scene.world.other.pk], "language": ["ko", "en"]}
+    )
+    values["next"] = data.draw(
+        st.one_of(
+            hostile(), st.sampled_from(["//evil.example", "https://evil.example", "/clusters/"])
+        )
+    )
     url = data.draw(st.sampled_from([reverse("switch_project"), reverse("set_language")]))
     response = admin_client.post(url, values)
     assert_safe(response, values.values())
@@ -257,11 +272,14 @@ def test_switch_project_with_a_bare_word_next(scene, admin_client, next_url):
 @given(data=st.data())
 def test_login_form(scene, client, data):
     fresh_limits()
-    values = {
-        "username": data.draw(hostile(valid=["viewer", "admin"])),
-        "password": data.draw(hostile(valid=[PASSWORD])),
-        "next": data.draw(hostile(valid=["/vms/", "//evil.example"])),
-    }
+    values = drawn(
+        data,
+        {
+            "username": ["viewer", "admin"],
+            "password": [PASSWORD],
+            "next": ["/vms/", "//evil.example"],
+        },
+    )
     response = client.post(reverse("login"), values, **data.draw(htmx))
     assert_safe(response, values.values())
     if response.status_code == 302:

@@ -1,0 +1,71 @@
+"""What the API takes: query values and request bodies, typed strictly (what a lenient
+reading would accept, such as ``"1"`` for 1 or ``yes`` for true, is refused)."""
+
+from typing import Annotated
+
+from ninja import Field, Schema
+from pydantic import BeforeValidator, ConfigDict
+
+
+def _query_int(value):
+    """A query string's integer is decimal digits only (not ``1.0``, ``+1``, ``1_000``)."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("decimal digits")
+    return value
+
+
+def _query_bool(value):
+    """A query string's flag is ``true`` or ``false`` (not ``yes``, ``on``, ``1``)."""
+    if isinstance(value, str):
+        if value not in ("true", "false"):
+            raise ValueError("true or false")
+        return value == "true"
+    return value
+
+
+QueryInt = Annotated[int, BeforeValidator(_query_int)]
+QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
+
+
+class StrictIn(Schema):
+    """A request body, typed strictly: an id or a count is a JSON integer (``true`` or
+    ``"1"`` is refused, never read as 1), a flag is ``true``/``false`` (never ``"yes"``)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class ClusterCreateIn(StrictIn):
+    name: str = Field(max_length=200)
+    zone_id: int
+    instance_type_id: int
+    fabric_type: str
+
+
+class RenameIn(StrictIn):
+    name: str = Field(max_length=200)
+
+
+class StopIn(StrictIn):
+    stop_members: bool = False
+
+
+class AttachIn(StrictIn):
+    vm_ids: list[int] = Field(min_length=1, max_length=500)
+
+
+class VmCreateIn(StrictIn):
+    name: str = Field(max_length=200)
+    zone_id: int
+    instance_type_id: int
+    billing_type: str
+    disaster_recovery: bool = False
+    count: int = 1
+    cluster_id: int | None = None
+
+
+class ValidateIn(StrictIn):
+    level: int = 1  # dcgmi diag -r 1 (quick) or 2 (about 2 minutes); the service decides
+
+
+class ReplaceIn(StrictIn):
+    spare_vm_id: int
