@@ -170,20 +170,15 @@ def _read_page(rows, ordering, shown, number, per_page, fields) -> list:
     return light_instances(page, (*fields, "_list_total")) if fields else list(page)
 
 
-def render_list(request, template: str, table: str, context: dict) -> HttpResponse:
+def render_list(
+    request, template: str, table: str, page: Page, filters: ListFilterForm, **extra
+) -> HttpResponse:
     """The list page, or only its table (the partial named ``table``) when HTMX asks for
     that element: a filter, sort or page change, and the poll while rows are in transition.
-    A history restore (back button with an evicted cache) needs the whole page."""
-    htmx = getattr(request, "htmx", None)
-    if htmx and htmx.target == table and not htmx.history_restore_request:
-        return render(request, f"{template}#{table}", context)
-    return render(request, template, context)
-
-
-def list_context(page: Page, filters: ListFilterForm, **extra) -> dict:
-    """What every list template reads: the page, the filters, the sort and its columns,
-    and the query string the pager and the poll keep."""
-    return {
+    A history restore (back button with an evicted cache) needs the whole page. Every list
+    template reads the page, the filters, the sort and its columns, and the query string the
+    pager and the poll keep; ``extra`` adds the page's own."""
+    context = {
         "page": page,
         "filters": filters,
         "sort": filters.sort,
@@ -191,3 +186,7 @@ def list_context(page: Page, filters: ListFilterForm, **extra) -> dict:
         "query": filters.page_query(),
         **extra,
     }
+    htmx = getattr(request, "htmx", None)
+    if htmx and htmx.target == table and not htmx.history_restore_request:
+        return render(request, f"{template}#{table}", context)
+    return render(request, template, context)

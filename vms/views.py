@@ -19,7 +19,7 @@ from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
 from portal.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
 from portal.kernel import check_perm
-from portal.listing import list_context, list_page, render_list
+from portal.listing import list_page, render_list
 from portal.models import readable
 from portal.permissions import Perm
 from portal.rendering import render_form
@@ -85,14 +85,16 @@ def vm_list(request):
     for vm in page.object_list:
         # The cluster's name is the cluster's: shown only to who may read clusters.
         vm.cluster_visible = request.user.has_perm(Perm.CLUSTER_READ, vm)
-    context = list_context(
+    return render_list(
+        request,
+        "vms/list.html",
+        "vm-table",
         page,
         filters,
         can_create=project is not None and request.user.has_perm(Perm.VM_CREATE, project),
         can_update=project is not None and request.user.has_perm(Perm.VM_UPDATE, project),
         any_transitional=any(vm.status in VM_TRANSITIONAL for vm in page.object_list),
     )
-    return render_list(request, "vms/list.html", "vm-table", context)
 
 
 @login_required

@@ -40,7 +40,7 @@ from portal.errors import (
     NameTaken,
 )
 from portal.kernel import check_perm
-from portal.listing import list_context, list_page, render_list
+from portal.listing import list_page, render_list
 from portal.models import AuditEvent, light_instances, readable
 from portal.permissions import Perm
 from portal.rendering import render_form
@@ -119,13 +119,15 @@ def cluster_list(request):
         PAGE_SIZE,
         fields=LIST_FIELDS,
     )
-    context = list_context(
+    return render_list(
+        request,
+        "clusters/list.html",
+        "cluster-table",
         page,
         filters,
         can_create=project is not None and request.user.has_perm(Perm.CLUSTER_CREATE, project),
         any_transitional=any(c.is_transitional for c in page.object_list),
     )
-    return render_list(request, "clusters/list.html", "cluster-table", context)
 
 
 @login_required
