@@ -111,6 +111,9 @@ def _direction(term, descending: bool):
     return term.desc() if descending else term.asc()
 
 
+MAX_OFFSET = 2**63 - 1
+
+
 class _CountAll(Func):
     """``COUNT(*)`` as a plain expression: in ``.values()`` it adds no GROUP BY, so over a
     filtered queryset it is the scalar subquery "how many rows match"."""
@@ -144,7 +147,8 @@ def list_page(
     def read(number: int) -> list:
         return _read_page(rows, ordering, shown, number, per_page, fields)
 
-    shown_rows = read(number) if number >= 1 else []
+    # A number whose OFFSET would not fit a bigint is past the end too (never a DataError).
+    shown_rows = read(number) if 1 <= number <= MAX_OFFSET // per_page else []
     if shown_rows:
         total = shown_rows[0]._list_total
     else:
