@@ -5,6 +5,7 @@ field's choices) and which statuses spin (its ``lifecycle``). Rows live in the a
 them (``clusters/templatetags``, ``vms/templatetags``).
 """
 
+import itertools
 from functools import cache, lru_cache
 from html import escape
 
@@ -78,11 +79,6 @@ def short_time(moment) -> str:
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else "-"
 
 
-def join_rows(rows) -> str:
-    """Rows each made by format_html (so escaped), joined into one safe string."""
-    return mark_safe("\n".join(rows))  # noqa: S308 - every row is a SafeString of format_html
-
-
 SORT_MARKS = {"ascending": "▲", "descending": "▼"}
 
 
@@ -151,14 +147,17 @@ def _control(bound) -> str:
 # Rendered ``{% memo %}`` blocks by (block, language, keys): bounded, emptied when full.
 _MEMO: dict[tuple, str] = {}
 MEMO_MAX = 512
+# Each compiled block's own number: an id() could be reused by a block compiled after a
+# template reload and read another block's output.
+_BLOCKS = itertools.count()
 
 
 class MemoNode(template.Node):
     def __init__(self, nodelist, keys):
-        self.nodelist, self.keys = nodelist, keys
+        self.nodelist, self.keys, self.block = nodelist, keys, next(_BLOCKS)
 
     def render(self, context):
-        key = (id(self), translation.get_language(), *(k.resolve(context) for k in self.keys))
+        key = (self.block, translation.get_language(), *(k.resolve(context) for k in self.keys))
         rendered = _MEMO.get(key)
         if rendered is None:
             rendered = self.nodelist.render(context)

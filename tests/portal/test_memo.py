@@ -43,3 +43,14 @@ def test_memo_blocks_in_templates_hold_nothing_of_one_request(path):
         # name the values it is keyed by, nothing else of the request.
         leaks = [word for word in PER_REQUEST if word in body and word not in keys]
         assert not leaks, f"{path.name}: a memo block uses {leaks} without keying on it"
+
+
+def test_each_block_keeps_its_own_output_across_templates_compiled_anew():
+    """A block is told apart by a number it gets when compiled, not by where it lives in
+    memory (a block compiled after a reload may take a freed block's address)."""
+    for _ in range(50):
+        first = engines["django"].from_string("{% load console %}{% memo %}first{% endmemo %}")
+        assert first.render({}) == "first"
+        del first
+        second = engines["django"].from_string("{% load console %}{% memo %}second{% endmemo %}")
+        assert second.render({}) == "second"

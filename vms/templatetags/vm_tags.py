@@ -24,11 +24,6 @@ BUTTONS = (
 )
 
 
-@register.simple_tag
-def billing_label(vm):
-    return BILLING_LABELS.get(vm.billing_type, vm.billing_type)
-
-
 class VmButtons:
     """Start/stop buttons for many VMs of one page: URLs, labels and the form's fixed parts
     are made once, each row is one f-string (format_html per button, with its nested
