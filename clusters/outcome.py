@@ -9,7 +9,7 @@ the whole operation failed. A 클러스터 검증 is judged by its verdicts (정
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.utils.translation import gettext as _
 
 from clusters.models import Operation, OperationItem, VirtualCluster
@@ -89,9 +89,23 @@ def of(operation: Operation) -> Outcome:
     )
 
 
+_NOT_READ = object()
+
+
+def with_open_operation(clusters: QuerySet) -> QuerySet:
+    """``clusters`` annotated with ``open_operation_id``, the newest operation still running
+    on each (or None): ``open_operation`` of a cluster read so asks nothing when it is idle,
+    as most clusters most of the time are (every cluster page and header poll asks)."""
+    running = Operation.objects.filter(cluster=OuterRef("pk"), finished_at__isnull=True)
+    newest = running.order_by("-created_at", "-id").values("pk")[:1]
+    return clusters.annotate(open_operation_id=Subquery(newest))
+
+
 def open_operation(cluster: VirtualCluster) -> Operation | None:
     """The newest operation still running on ``cluster`` (with its item counts), or None:
     what the header names while it runs, offering nothing that contradicts it."""
+    if getattr(cluster, "open_operation_id", _NOT_READ) is None:
+        return None  # read with the cluster (``with_open_operation``): none was running
     return (
         Operation.objects.filter(cluster=cluster, finished_at__isnull=True)
         .annotate(**item_counts("items__"))

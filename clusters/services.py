@@ -136,6 +136,8 @@ def rename_refusal(cluster, name) -> RuleViolation | None:
     """Not a deleted cluster; a name no other live cluster of its project has."""
     if cluster.status == S.DELETED:
         return InvalidTransition()
+    if cluster.pk is not None and name == cluster.name:
+        return None  # its own name: no other live cluster has it (the unique constraint)
     taken = VirtualCluster.objects.alive().filter(project_id=cluster.project_id, name=name)
     return NameTaken() if taken.exclude(pk=cluster.pk).exists() else None
 

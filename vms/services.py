@@ -106,6 +106,8 @@ def create_refusal(
 
 def rename_refusal(vm: VirtualMachine, name: str) -> RuleViolation | None:
     """A name no other live VM of its project has."""
+    if vm.pk is not None and name == vm.name:
+        return None  # its own name: no other live VM has it (the unique constraint)
     taken = VirtualMachine.objects.alive().filter(project_id=vm.project_id, name=name)
     return VmNameTaken() if taken.exclude(pk=vm.pk).exists() else None
 

@@ -42,9 +42,8 @@ def readable_cluster(request, pk):
     """Cluster ``pk`` if the user may read it, else the 404 page (every cluster page starts
     here)."""
     clusters = readable(request.user, Perm.CLUSTER_READ, VirtualCluster)
-    return get_object_or_404(
-        clusters.select_related("zone", "instance_type", "project", "created_by"), pk=pk
-    )
+    clusters = clusters.select_related("zone", "instance_type", "project", "created_by")
+    return get_object_or_404(outcome.with_open_operation(clusters), pk=pk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import ClusterStatus as S
+from clusters.models import Operation
 from vms.models import VmStatus
 
 FLOOR = ['"django_session"', '"auth_user"']
@@ -43,14 +44,11 @@ def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(wo
     assert "2 / 2" in page and "s000" in page and "s059" not in page
 
 
-# The detail tabs: the cluster, its members once (the rows, and the statuses the header's
-# rules count), whether an operation runs on it (the header then offers nothing that
-# contradicts it), and the tab's own read: on 정보, whether the rename rule offers 이름 변경
-# (one indexed read); on 연결된 가상머신, the members' last 검증 verdicts.
-TAB_QUERIES = {
-    "": '"clusters_virtualcluster"',
-    "vms/": '"clusters_validationrun"',
-}
+# The detail tabs: the cluster (with the id of an operation still running on it, if one
+# is), its members once (the rows, and the statuses the header's rules count), and the tab's
+# own read: none on 정보 (이름 변경 is offered for the cluster's own name, which no other
+# live cluster can hold), the members' last 검증 verdicts on 연결된 가상머신.
+TAB_QUERIES = {"": [], "vms/": ['"clusters_validationrun"']}
 
 
 @pytest.mark.parametrize("tab", TAB_QUERIES)
@@ -61,13 +59,23 @@ def test_a_detail_tab_reads_the_same_at_2_and_at_64_members(world, login, tab):
     client = login("operator")
     few = tables(client, f"/clusters/{small.pk}/{tab}")
     assert few == tables(client, f"/clusters/{big.pk}/{tab}")
-    assert few == [
-        *FLOOR,
-        '"clusters_virtualcluster"',
-        '"vms_virtualmachine"',
-        '"clusters_operation"',
-        TAB_QUERIES[tab],
-    ]
+    assert few == [*FLOOR, '"clusters_virtualcluster"', '"vms_virtualmachine"', *TAB_QUERIES[tab]]
+
+
+@pytest.mark.parametrize("tab", TAB_QUERIES)
+def test_a_detail_tab_reads_the_running_operation_only_while_one_runs(world, login, tab):
+    """The header names a running operation with its counts: read then, and only then (and
+    on 연결된 가상머신, which rows it has not reached yet)."""
+    cluster = world.cluster("c", status=S.RUNNING)
+    world.members(cluster, 2, status=VmStatus.STOPPED)
+    client = login("operator")
+    idle = tables(client, f"/clusters/{cluster.pk}/{tab}")
+    Operation.objects.create(project=cluster.project, cluster=cluster, kind=Operation.Kind.START_VM)
+    busy = tables(client, f"/clusters/{cluster.pk}/{tab}")
+    assert '"clusters_operation"' not in idle
+    queued = ['"clusters_operationitem"'] if tab == "vms/" else []
+    assert busy == [*idle[:4], '"clusters_operation"', *queued, *idle[4:]]
+    assert "header-operation" in client.get(f"/clusters/{cluster.pk}/{tab}").content.decode()
 
 
 def test_a_member_the_user_may_not_read_is_counted_in_the_header_but_not_listed(world, login):
