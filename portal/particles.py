@@ -6,6 +6,7 @@ A message is written with the pair in parentheses after its placeholder
 before it. A translation without the marker (English) is left as it is.
 """
 
+import functools
 import re
 
 # Digits as read in Korean (영 일 이 삼 사 오 육 칠 팔 구): which end in a final consonant,
@@ -71,6 +72,13 @@ def josa(word: str, pair: str) -> str:
 def with_particles(text: str) -> str:
     """``text`` with each marker after a word ("을(를)", "이(가)", "(으)로" …) replaced by the
     particle that word takes: ``"gpu-node-01을(를)"`` → ``"gpu-node-01을"``."""
+    return _with_particles(str(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _with_particles(text: str) -> str:
+    """Kept for the texts last asked (the answer depends on nothing but the text): a page of
+    256 members asks two a row, the same again each time the tab refreshes."""
 
     def pick(match: re.Match) -> str:
         before = text[: match.start()]

@@ -90,7 +90,7 @@ def member_table_rows(context, members, cluster, controls):
         for index, reason in enumerate(controls.get("detach_reasons", ()), start=1)
     }
     detach = DetachButtons(cluster, csrf, reason_ids)
-    select_label = gettext("%(name)s 선택")
+    select_label = escape(gettext("%(name)s 선택"))  # filled with the name escaped
     billing = {code: escape(str(text)) for code, text in BILLING_LABELS.items()}
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     label = cell_labels()
@@ -118,9 +118,9 @@ def member_table_rows(context, members, cluster, controls):
                 f'<td role="cell" class="select"><input type="checkbox" name="vm" value="{pk}"'
                 f' form="members-selected" id="select-{pk}"'
                 f' data-name="{name}"'
-                f' aria-label="{escape(select_label % {"name": vm.name})}"{flags}></td>'
+                f' aria-label="{select_label % {"name": name}}"{flags}></td>'
             )
-            actions = buttons(vm, cluster, reason_id="member-start-reason")
+            actions = buttons(vm, cluster, reason_id="member-start-reason", name=name)
             if pk in detachable:
                 actions += detach(vm, name, detachable[pk])
         rows.append(

@@ -4,7 +4,7 @@ from html import escape
 
 from django import template
 from django.urls import reverse
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, gettext_noop
 
 from portal.particles import with_particles
@@ -52,11 +52,12 @@ class VmButtons:
             for action, label, confirm, header_css, danger in BUTTONS
         )
 
-    def __call__(self, vm, cluster=None, reason_id=""):
+    def __call__(self, vm, cluster=None, reason_id="", name=None):
         """The button ``vm`` offers now (or ""): start while stopped, stop while running,
         each confirmed in the console's dialog. A start the rules would refuse (a member of
         a cluster not 실행중) is shown disabled with the rule's message, described by the
-        page's visible note ``reason_id`` where there is one; the server refuses it anyway."""
+        page's visible note ``reason_id`` where there is one; the server refuses it anyway.
+        ``name`` is the VM's name escaped, where the row has escaped it already."""
         if vm.status in VM_STARTABLE:
             refusal, (url, label, confirm, css, danger) = start_refusal(vm, cluster), self.start
         elif vm.status in VM_STOPPABLE:
@@ -70,11 +71,13 @@ class VmButtons:
             if reason_id:
                 disabled += f' aria-describedby="{escape(reason_id)}"'
         ask = escape(with_particles(confirm % {"name": vm.name}))
-        return mark_safe(  # noqa: S308 - every value is escaped above or here
+        name = escape(str(vm.name)) if name is None else name
+        # SafeString itself, not mark_safe: its lazy-string check was a tenth of the button.
+        return SafeString(
             f'<form method="post" action="{url}" hx-post="{url}" {self.swap} hx-confirm="{ask}"'
             f' data-confirm-ok="{label}"{danger}>'
             f'{self.hidden}<button type="submit" class="{css}"'
-            f' aria-label="{escape(str(vm.name))} {label}"{disabled}>{label}</button></form>'
+            f' aria-label="{name} {label}"{disabled}>{label}</button></form>'
         )
 
 
