@@ -51,8 +51,12 @@ def database_from_url(url):
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parts.path) or ":memory:"}
     if parts.scheme not in {"postgres", "postgresql", "pgsql"}:
         raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported")
-    options = dict(parse_qsl(parts.query))
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
     pool_max = int(options.pop("pool_max", os.environ.get("DB_POOL_MAX", "8")))
+    # ?prepare_threshold= (empty or "none") prepares nothing: behind pgbouncer in
+    # transaction mode, where a prepared statement may land on another server connection.
+    threshold = options.pop("prepare_threshold", "5").strip().lower()
+    binding = options.pop("server_side_binding", "true").strip().lower()
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",
@@ -65,9 +69,12 @@ def database_from_url(url):
         "OPTIONS": {
             # Django's built-in psycopg pool keeps connections warm (FIELD-NOTES: ~3x req/s).
             "pool": {"min_size": 1, "max_size": pool_max, "timeout": 10},
-            # Prepare repeated statements (the metrics INSERT above all). Safe with Django's
-            # own pool; set prepare_threshold= in DATABASE_URL to override behind pgbouncer.
-            "prepare_threshold": 5,
+            # Values bound by the server: a statement's text is the same whatever its values,
+            # so psycopg prepares it after prepare_threshold runs and PostgreSQL stops
+            # planning it anew (the cluster list's query took longer to plan than to run).
+            # With Django's default, client-side binding, nothing was ever prepared.
+            "server_side_binding": binding not in {"0", "false", "no", "off"},
+            "prepare_threshold": None if threshold in {"", "none"} else int(threshold),
             **options,
         },
     }
