@@ -174,7 +174,7 @@ def test_chart_lines_equal_the_reference_before_and_after_the_rollups(history, r
     step = after.step
     assert step == charts.RANGES[range_key].cluster[1] == before.step
     want = ref.chart(history.records, history.cluster.pk, step, history.ports)
-    compared = 0
+    compared = set()
     for data in (before, after):
         for index in range(data.points):
             bucket = data.first_bucket + index
@@ -187,8 +187,10 @@ def test_chart_lines_equal_the_reference_before_and_after_the_rollups(history, r
                     assert got is None, (bucket, name, got)
                 else:
                     assert got == pytest.approx(expected, rel=1e-9, abs=1e-6), (bucket, name)
-                    compared += 1
-    assert compared > 100
+                    compared.add(bucket)
+    # Not a vacuous pass: the window holds buckets of the history, at 7d its three whole hours
+    # (a count of compared values depended on the minute of the hour the test ran in).
+    assert len(compared) >= 3
 
 
 def test_a_membership_change_after_the_fact_rewrites_nothing(history):
