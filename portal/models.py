@@ -55,8 +55,7 @@ class Project(models.Model):
 
     class Meta:
         ordering = ["name"]
-        verbose_name = _("프로젝트")
-        verbose_name_plural = _("프로젝트")
+        verbose_name = verbose_name_plural = _("프로젝트")
 
     def __str__(self):
         return self.name
@@ -69,8 +68,7 @@ class Role(models.Model):
 
     class Meta:
         ordering = ["name"]
-        verbose_name = _("역할")
-        verbose_name_plural = _("역할")
+        verbose_name = verbose_name_plural = _("역할")
 
     def __str__(self):
         return self.name
@@ -91,8 +89,7 @@ class RoleBinding(models.Model):
     )
 
     class Meta:
-        verbose_name = _("역할 바인딩")
-        verbose_name_plural = _("역할 바인딩")
+        verbose_name = verbose_name_plural = _("역할 바인딩")
         constraints = [
             models.UniqueConstraint(fields=["user", "project"], name="one_role_per_user_project")
         ]
@@ -281,8 +278,7 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        verbose_name = _("감사 이벤트")
-        verbose_name_plural = _("감사 이벤트")
+        verbose_name = verbose_name_plural = _("감사 이벤트")
         indexes = [models.Index(fields=["target_type", "target_id", "-at"])]
 
     def __str__(self):
@@ -335,8 +331,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        verbose_name = _("API 토큰")
-        verbose_name_plural = _("API 토큰")
+        verbose_name = verbose_name_plural = _("API 토큰")
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"

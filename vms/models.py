@@ -20,8 +20,7 @@ class Zone(models.Model):
 
     class Meta:
         ordering = ["code"]
-        verbose_name = _("가용 영역")
-        verbose_name_plural = _("가용 영역")
+        verbose_name = verbose_name_plural = _("가용 영역")
 
     def __str__(self):
         return self.code
@@ -40,8 +39,7 @@ class InstanceType(models.Model):
 
     class Meta:
         ordering = ["code"]
-        verbose_name = _("인스턴스 유형")
-        verbose_name_plural = _("인스턴스 유형")
+        verbose_name = verbose_name_plural = _("인스턴스 유형")
 
     def __str__(self):
         return self.code
@@ -66,8 +64,7 @@ class FabricOffering(models.Model):
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
 
     class Meta:
-        verbose_name = _("패브릭 제공")
-        verbose_name_plural = _("패브릭 제공")
+        verbose_name = verbose_name_plural = _("패브릭 제공")
         constraints = [
             models.UniqueConstraint(
                 fields=["zone", "instance_type", "fabric"], name="one_offering_per_triple"
@@ -196,8 +193,7 @@ class VirtualMachine(CatalogResource):
 
     class Meta:
         ordering = ["name", "id"]
-        verbose_name = _("가상머신")
-        verbose_name_plural = _("가상머신")
+        verbose_name = verbose_name_plural = _("가상머신")
         constraints = [name_unique_per_project("vm_name_unique_per_project")]
         indexes = [models.Index(fields=["status", "status_changed_at"])]
 

@@ -149,8 +149,7 @@ class VirtualCluster(CatalogResource):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        verbose_name = _("가상 클러스터")
-        verbose_name_plural = _("가상 클러스터")
+        verbose_name = verbose_name_plural = _("가상 클러스터")
         constraints = [name_unique_per_project("cluster_name_unique_per_project")]
         indexes = [
             models.Index(fields=["project", "-created_at"]),
@@ -169,8 +168,7 @@ class SimulatorCapacity(models.Model):
     total_nodes = models.PositiveIntegerField(_("전체 노드 수"), default=64)
 
     class Meta:
-        verbose_name = _("시뮬레이터 용량")
-        verbose_name_plural = _("시뮬레이터 용량")
+        verbose_name = verbose_name_plural = _("시뮬레이터 용량")
         constraints = [
             models.UniqueConstraint(
                 fields=["zone", "instance_type", "fabric"], name="one_capacity_per_triple"
@@ -197,8 +195,7 @@ class SimulatorAllocation(models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     class Meta:
-        verbose_name = _("시뮬레이터 할당")
-        verbose_name_plural = _("시뮬레이터 할당")
+        verbose_name = verbose_name_plural = _("시뮬레이터 할당")
 
     def __str__(self):
         return _("클러스터 %(cluster)s: 노드 %(nodes)d개") % {
@@ -262,8 +259,7 @@ class Operation(LastErrorMixin, models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        verbose_name = _("작업")
-        verbose_name_plural = _("작업")
+        verbose_name = verbose_name_plural = _("작업")
         indexes = [
             models.Index(fields=["cluster", "-created_at"]),
             models.Index(fields=["project", "-created_at"]),
@@ -339,8 +335,7 @@ class OperationItem(LastErrorMixin, models.Model):
 
     class Meta:
         ordering = ["operation", "position"]
-        verbose_name = _("작업 항목")
-        verbose_name_plural = _("작업 항목")
+        verbose_name = verbose_name_plural = _("작업 항목")
         constraints = [
             models.UniqueConstraint(fields=["operation", "position"], name="one_item_per_position")
         ]

@@ -62,8 +62,7 @@ class GpuHost(models.Model):
 
     class Meta:
         ordering = ["zone", "block", "leaf", "name"]
-        verbose_name = _("GPU 호스트")
-        verbose_name_plural = _("GPU 호스트")
+        verbose_name = verbose_name_plural = _("GPU 호스트")
 
     def __str__(self):
         return self.name
@@ -117,8 +116,7 @@ class HostDevice(models.Model):
 
     class Meta:
         ordering = ["host", "kind", "address"]
-        verbose_name = _("호스트 장치")
-        verbose_name_plural = _("호스트 장치")
+        verbose_name = verbose_name_plural = _("호스트 장치")
         constraints = [
             models.UniqueConstraint(fields=["host", "address"], name="one_device_per_address")
         ]
@@ -166,8 +164,7 @@ class Placement(models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     class Meta:
-        verbose_name = _("배치")
-        verbose_name_plural = _("배치")
+        verbose_name = verbose_name_plural = _("배치")
 
     def __str__(self):
         return f"{self.vm or '-'} @ {self.host}"
@@ -191,8 +188,7 @@ class FabricPartition(models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     class Meta:
-        verbose_name = _("패브릭 파티션")
-        verbose_name_plural = _("패브릭 파티션")
+        verbose_name = verbose_name_plural = _("패브릭 파티션")
 
     def __str__(self):
         return f"{self.cluster_id}: {self.pkey_hex or self.vlan}"

@@ -74,8 +74,7 @@ class ValidationThreshold(models.Model):
     source = models.TextField(_("출처"), blank=True, help_text=_("이 행의 수치가 나온 곳."))
 
     class Meta:
-        verbose_name = _("검증 기준")
-        verbose_name_plural = _("검증 기준")
+        verbose_name = verbose_name_plural = _("검증 기준")
         constraints = [
             models.UniqueConstraint(
                 fields=["instance_type", "fabric"], name="one_threshold_per_type_fabric"
@@ -118,8 +117,7 @@ class ValidationRun(models.Model):
     finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)
 
     class Meta:
-        verbose_name = _("검증 실행")
-        verbose_name_plural = _("검증 실행")
+        verbose_name = verbose_name_plural = _("검증 실행")
 
     def __str__(self):
         return str(self.operation)
@@ -167,8 +165,7 @@ class ValidationJob(models.Model):
 
     class Meta:
         ordering = ["run", "phase", "pk"]
-        verbose_name = _("검증 작업")
-        verbose_name_plural = _("검증 작업")
+        verbose_name = verbose_name_plural = _("검증 작업")
         indexes = [models.Index(fields=["vm", "status"])]
 
     def __str__(self):
@@ -192,8 +189,7 @@ class ValidationVerdict(models.Model):
 
     class Meta:
         ordering = ["run", "vm_name"]
-        verbose_name = _("검증 판정")
-        verbose_name_plural = _("검증 판정")
+        verbose_name = verbose_name_plural = _("검증 판정")
         indexes = [models.Index(fields=["vm", "-run"])]
 
     def __str__(self):

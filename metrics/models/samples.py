@@ -158,8 +158,7 @@ class MetricsToken(models.Model):
     created_at = models.DateTimeField(_("발급일"))
 
     class Meta:
-        verbose_name = _("메트릭 토큰")
-        verbose_name_plural = _("메트릭 토큰")
+        verbose_name = verbose_name_plural = _("메트릭 토큰")
 
     def __str__(self):
         return f"{self.vm_id}: {self.prefix}…"
