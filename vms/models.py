@@ -6,7 +6,13 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import VmNotFound
 from portal.kernel import Lifecycle, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet, user_reference
+from portal.models import (
+    LastErrorMixin,
+    ProjectScopedQuerySet,
+    project_reference,
+    reference_to,
+    user_reference,
+)
 
 
 class FabricType(models.TextChoices):
@@ -49,18 +55,19 @@ class InstanceType(models.Model):
         return f"{self.gpu_count}× {self.gpu_model} · {self.vcpu} vCPU · {self.memory_gib} GiB"
 
 
+# The links to the catalog and to what projects run from it, wherever they are made (the
+# models of the clusters app and of metrics link to VMs, a VM links to its cluster).
+zone_reference = reference_to(Zone, _("가용 영역"))
+instance_type_reference = reference_to(InstanceType, _("인스턴스 유형"))
+vm_reference = reference_to("vms.VirtualMachine", _("가상머신"))
+cluster_reference = reference_to("clusters.VirtualCluster", _("클러스터"))
+
+
 class FabricOffering(models.Model):
     """Instance type X offers fabric F in zone Z (SPEC §5.7)."""
 
-    zone = models.ForeignKey(
-        Zone, on_delete=models.CASCADE, related_name="offerings", verbose_name=_("가용 영역")
-    )
-    instance_type = models.ForeignKey(
-        InstanceType,
-        on_delete=models.CASCADE,
-        related_name="offerings",
-        verbose_name=_("인스턴스 유형"),
-    )
+    zone = zone_reference(models.CASCADE, "offerings")
+    instance_type = instance_type_reference(models.CASCADE, "offerings")
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
 
     class Meta:
@@ -88,10 +95,8 @@ class CatalogResource(LastErrorMixin, models.Model):
     """What a project runs from the catalog, a cluster or a VM: its zone and instance type,
     when its status last changed (moved by its ``lifecycle``), who made it and when."""
 
-    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
-    )
+    zone = zone_reference(models.PROTECT)
+    instance_type = instance_type_reference(models.PROTECT)
     status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     created_by = user_reference(_("생성자"))
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
@@ -159,9 +164,7 @@ class VirtualMachineQuerySet(ProjectScopedQuerySet):
 
 
 class VirtualMachine(CatalogResource):
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="vms", verbose_name=_("프로젝트")
-    )
+    project = project_reference(models.PROTECT, "vms")
     name = models.CharField(_("이름"), max_length=63)
     billing_type = models.CharField(
         _("과금 유형"), max_length=10, choices=BillingType.choices, default=BillingType.ON_DEMAND
@@ -170,14 +173,7 @@ class VirtualMachine(CatalogResource):
     status = models.CharField(
         _("상태"), max_length=10, choices=VmStatus.choices, default=VmStatus.STOPPED
     )
-    cluster = models.ForeignKey(
-        "clusters.VirtualCluster",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="members",
-        verbose_name=_("클러스터"),
-    )
+    cluster = cluster_reference(models.PROTECT, "members", null=True, blank=True)
     private_ip = models.GenericIPAddressField(_("사설 IP"), null=True, blank=True)
     # The member's place in its cluster (torchrun's --node_rank, the hostfile's order): the
     # lowest free rank at attach, cleared at detach; a 교체 spare inherits the replaced one's.

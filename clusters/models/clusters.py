@@ -8,17 +8,19 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet, user_reference
+from portal.models import LastErrorMixin, ProjectScopedQuerySet, project_reference, user_reference
 from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,
     CatalogResource,
     FabricType,
-    InstanceType,
     VirtualMachine,
     VmStatus,
-    Zone,
+    cluster_reference,
+    instance_type_reference,
     name_unique_per_project,
+    vm_reference,
+    zone_reference,
 )
 
 
@@ -128,9 +130,7 @@ class VirtualClusterQuerySet(ProjectScopedQuerySet):
 
 
 class VirtualCluster(CatalogResource):
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="clusters", verbose_name=_("프로젝트")
-    )
+    project = project_reference(models.PROTECT, "clusters")
     name = models.CharField(_("클러스터 이름"), max_length=63)
     fabric_type = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     status = models.CharField(
@@ -160,10 +160,8 @@ class VirtualCluster(CatalogResource):
 class SimulatorCapacity(models.Model):
     """How many nodes the simulated fabric of (zone, type, fabric) can hold."""
 
-    zone = models.ForeignKey(Zone, on_delete=models.CASCADE, verbose_name=_("가용 영역"))
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.CASCADE, verbose_name=_("인스턴스 유형")
-    )
+    zone = zone_reference(models.CASCADE)
+    instance_type = instance_type_reference(models.CASCADE)
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     total_nodes = models.PositiveIntegerField(_("전체 노드 수"), default=64)
 
@@ -184,9 +182,7 @@ class SimulatorCapacity(models.Model):
 class SimulatorAllocation(models.Model):
     """Nodes the simulator has reserved for one cluster's fabric."""
 
-    cluster = models.OneToOneField(
-        VirtualCluster, on_delete=models.CASCADE, related_name="+", verbose_name=_("클러스터")
-    )
+    cluster = cluster_reference(models.CASCADE, "+", one_to_one=True)
     capacity = models.ForeignKey(
         SimulatorCapacity, on_delete=models.CASCADE, verbose_name=_("시뮬레이터 용량")
     )
@@ -233,17 +229,8 @@ class Operation(LastErrorMixin, models.Model):
         REPLACE = "replace", _("교체")
         VALIDATE = "validate", _("클러스터 검증")
 
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="operations", verbose_name=_("프로젝트")
-    )
-    cluster = models.ForeignKey(
-        VirtualCluster,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="operations",
-        verbose_name=_("클러스터"),
-    )
+    project = project_reference(models.PROTECT, "operations")
+    cluster = cluster_reference(models.SET_NULL, "operations", null=True, blank=True)
     actor = user_reference(_("수행자"))
     kind = models.CharField(_("종류"), max_length=20, choices=Kind.choices)
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
@@ -317,14 +304,7 @@ class OperationItem(LastErrorMixin, models.Model):
         Operation, on_delete=models.CASCADE, related_name="items", verbose_name=_("작업")
     )
     position = models.PositiveIntegerField(_("순서"))
-    vm = models.ForeignKey(
-        "vms.VirtualMachine",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="operation_items",
-        verbose_name=_("가상머신"),
-    )
+    vm = vm_reference(models.SET_NULL, "operation_items", null=True, blank=True)
     target_name = models.CharField(_("대상 이름"), max_length=100, blank=True)
     status = models.CharField(
         _("상태"), max_length=10, choices=Status.choices, default=Status.PENDING

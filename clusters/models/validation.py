@@ -8,7 +8,7 @@ so that the two modules import one way only.
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from vms.models import FabricType, InstanceType
+from vms.models import FabricType, instance_type_reference, vm_reference
 
 
 class Verdict(models.TextChoices):
@@ -21,13 +21,7 @@ class Verdict(models.TextChoices):
 def member_vm(related_name):
     """The member a record of a run is about. The record outlives the VM (the reference
     becomes None once the row is gone); its ``vm_name`` keeps what the member was called."""
-    return models.ForeignKey(
-        "vms.VirtualMachine",
-        null=True,
-        on_delete=models.SET_NULL,
-        related_name=related_name,
-        verbose_name=_("가상머신"),
-    )
+    return vm_reference(models.SET_NULL, related_name, null=True)
 
 
 class ValidationThreshold(models.Model):
@@ -35,9 +29,7 @@ class ValidationThreshold(models.Model):
     ``clusters.validation.thresholds.DEFAULTS`` on first use, so the admin always shows the
     figures a run judged by."""
 
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.CASCADE, related_name="+", verbose_name=_("인스턴스 유형")
-    )
+    instance_type = instance_type_reference(models.CASCADE, "+")
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     ports = models.PositiveSmallIntegerField(
         _("패브릭 포트 수"), help_text=_("노드당 포트 수 (GPU마다 레일 하나: mlx5_0 … GPU 0 …).")

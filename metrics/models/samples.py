@@ -14,7 +14,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from portal.models import user_reference
-from vms.models import VirtualMachine
+from vms.models import VirtualMachine, vm_reference
 
 # (name, nullable, lowest, highest): the fields of a sample as the agent sends them and as
 # they are stored. One table for validation, storage and rollups, so they cannot drift.
@@ -145,12 +145,7 @@ class RollupBacklog(models.Model):
 class MetricsToken(models.Model):
     """The bearer token of one VM's agent. Only its SHA-256 is kept; the token is shown once."""
 
-    vm = models.OneToOneField(
-        VirtualMachine,
-        on_delete=models.CASCADE,
-        related_name="metrics_token",
-        verbose_name=_("가상머신"),
-    )
+    vm = vm_reference(models.CASCADE, "metrics_token", one_to_one=True)
     token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
     # The first characters, so a user can tell which token an agent has without the secret.
     prefix = models.CharField(_("토큰 앞부분"), max_length=12)
