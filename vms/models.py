@@ -82,13 +82,23 @@ class FabricOffering(models.Model):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
 
 
+# A deleted cluster's or VM's status: the row stays (its history, its audit), nothing else.
+DELETED = "DELETED"
+
+
 def name_unique_per_project(constraint_name):
     """A name is unique in its project among the rows not deleted (a deleted one frees it)."""
     return models.UniqueConstraint(
         fields=["project", "name"],
-        condition=~models.Q(status="DELETED"),
+        condition=~models.Q(status=DELETED),
         name=constraint_name,
     )
+
+
+class CatalogResourceQuerySet(ProjectScopedQuerySet):
+    def alive(self):
+        """The clusters or VMs not deleted."""
+        return self.exclude(status=DELETED)
 
 
 class CatalogResource(LastErrorMixin, models.Model):
@@ -148,13 +158,10 @@ class BillingType(models.TextChoices):
     SPOT = "SPOT", _("스팟")
 
 
-class VirtualMachineQuerySet(ProjectScopedQuerySet):
+class VirtualMachineQuerySet(CatalogResourceQuerySet):
     """A deleted VM is gone: no lookup finds it, whoever asks."""
 
     not_found = VmNotFound
-
-    def alive(self):
-        return self.exclude(status=VmStatus.DELETED)
 
     def findable(self):
         return self.alive()

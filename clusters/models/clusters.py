@@ -13,6 +13,7 @@ from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,
     CatalogResource,
+    CatalogResourceQuerySet,
     FabricType,
     VirtualMachine,
     VmStatus,
@@ -122,11 +123,8 @@ class ClusterOp(models.TextChoices):
     START = "START", _("시작")
 
 
-class VirtualClusterQuerySet(ProjectScopedQuerySet):
+class VirtualClusterQuerySet(CatalogResourceQuerySet):
     not_found = ClusterNotFound
-
-    def alive(self):
-        return self.exclude(status=S.DELETED)
 
 
 class VirtualCluster(CatalogResource):
