@@ -55,6 +55,12 @@ class InstanceType(models.Model):
         return f"{self.gpu_count}× {self.gpu_model} · {self.vcpu} vCPU · {self.memory_gib} GiB"
 
 
+def one_per_fabric_of_type_in_zone(constraint_name):
+    """One row per (zone, instance type, fabric): the catalog's offerings, and what the
+    simulator can hold of each, are per fabric of an instance type in a zone."""
+    return models.UniqueConstraint(fields=["zone", "instance_type", "fabric"], name=constraint_name)
+
+
 # The links to the catalog and to what projects run from it, wherever they are made (the
 # models of the clusters app and of metrics link to VMs, a VM links to its cluster).
 zone_reference = reference_to(Zone, _("가용 영역"))
@@ -72,11 +78,7 @@ class FabricOffering(models.Model):
 
     class Meta:
         verbose_name = verbose_name_plural = _("패브릭 제공")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["zone", "instance_type", "fabric"], name="one_offering_per_triple"
-            )
-        ]
+        constraints = [one_per_fabric_of_type_in_zone("one_offering_per_triple")]
 
     def __str__(self):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"

@@ -20,6 +20,7 @@ from vms.models import (
     cluster_reference,
     instance_type_reference,
     name_unique_per_project,
+    one_per_fabric_of_type_in_zone,
     vm_reference,
     zone_reference,
 )
@@ -165,11 +166,7 @@ class SimulatorCapacity(models.Model):
 
     class Meta:
         verbose_name = verbose_name_plural = _("시뮬레이터 용량")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["zone", "instance_type", "fabric"], name="one_capacity_per_triple"
-            )
-        ]
+        constraints = [one_per_fabric_of_type_in_zone("one_capacity_per_triple")]
 
     def __str__(self):
         return (
