@@ -37,9 +37,9 @@ def user_reference(verbose_name, **options):
 
 
 def reference_to(model, verbose_name):
-    """A factory of the links to ``model``: each one is labelled ``verbose_name`` (what the
-    admin, a form or an error calls the row it points at) and says itself what deleting that
-    row does (``on_delete``) and how the row names its links back (``related_name``);
+    """A factory of links to ``model``, all labelled ``verbose_name`` (what the admin, a form
+    or an error calls the row linked to). Each link says what deleting that row does
+    (``on_delete``) and what the row calls its links back (``related_name``);
     ``one_to_one``: at most one row links to each."""
 
     def reference(on_delete, related_name=None, *, one_to_one=False, **options):
