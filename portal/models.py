@@ -36,6 +36,29 @@ def user_reference(verbose_name, **options):
     return models.ForeignKey(settings.AUTH_USER_MODEL, **(field | options))
 
 
+def reference_to(model, verbose_name):
+    """A factory of links to ``model``, all labelled ``verbose_name`` (what the admin, a form
+    or an error calls the row linked to). Each link says what deleting that row does
+    (``on_delete``) and what the row calls its links back (``related_name``);
+    ``one_to_one``: at most one row links to each."""
+
+    def reference(on_delete, related_name=None, *, one_to_one=False, **options):
+        field = models.OneToOneField if one_to_one else models.ForeignKey
+        return field(
+            model,
+            on_delete=on_delete,
+            related_name=related_name,
+            verbose_name=verbose_name,
+            **options,
+        )
+
+    return reference
+
+
+# Whose a row is (a role binding, an API token), unlike ``user_reference``'s who did it.
+owner_reference = reference_to(settings.AUTH_USER_MODEL, _("사용자"))
+
+
 class ProjectQuerySet(models.QuerySet):
     def visible_to(self, user):
         """Projects where the user holds any role (superusers: all)."""
@@ -55,11 +78,14 @@ class Project(models.Model):
 
     class Meta:
         ordering = ["name"]
-        verbose_name = _("프로젝트")
-        verbose_name_plural = _("프로젝트")
+        verbose_name = verbose_name_plural = _("프로젝트")
 
     def __str__(self):
         return self.name
+
+
+# The project a row belongs to: what ``ProjectScopedQuerySet.restrict`` filters on.
+project_reference = reference_to(Project, _("프로젝트"))
 
 
 class Role(models.Model):
@@ -69,30 +95,21 @@ class Role(models.Model):
 
     class Meta:
         ordering = ["name"]
-        verbose_name = _("역할")
-        verbose_name_plural = _("역할")
+        verbose_name = verbose_name_plural = _("역할")
 
     def __str__(self):
         return self.name
 
 
 class RoleBinding(models.Model):
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        related_name="role_bindings",
-        verbose_name=_("사용자"),
-    )
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="bindings", verbose_name=_("프로젝트")
-    )
+    user = owner_reference(models.CASCADE, "role_bindings")
+    project = project_reference(models.CASCADE, "bindings")
     role = models.ForeignKey(
         Role, on_delete=models.PROTECT, related_name="bindings", verbose_name=_("역할")
     )
 
     class Meta:
-        verbose_name = _("역할 바인딩")
-        verbose_name_plural = _("역할 바인딩")
+        verbose_name = verbose_name_plural = _("역할 바인딩")
         constraints = [
             models.UniqueConstraint(fields=["user", "project"], name="one_role_per_user_project")
         ]
@@ -251,14 +268,7 @@ class AuditEvent(models.Model):
         REFUSED = "REFUSED", _("거부")
         FAILED = "FAILED", _("실패")
 
-    project = models.ForeignKey(
-        Project,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="audit_events",
-        verbose_name=_("프로젝트"),
-    )
+    project = project_reference(models.PROTECT, "audit_events", null=True, blank=True)
     actor = user_reference(_("수행자"), related_name=None)
     action = models.CharField(_("작업"), max_length=40, db_index=True)
     target_type = models.CharField(_("대상 유형"), max_length=40)
@@ -281,8 +291,7 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        verbose_name = _("감사 이벤트")
-        verbose_name_plural = _("감사 이벤트")
+        verbose_name = verbose_name_plural = _("감사 이벤트")
         indexes = [models.Index(fields=["target_type", "target_id", "-at"])]
 
     def __str__(self):
@@ -315,15 +324,8 @@ class ApiToken(models.Model):
     # API's rate limiter (portal.throttle), and keys nobody bounds can flush a cache.
     MAX_ACTIVE_PER_USER = 50
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        related_name="api_tokens",
-        verbose_name=_("사용자"),
-    )
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("프로젝트")
-    )
+    user = owner_reference(models.CASCADE, "api_tokens")
+    project = project_reference(models.CASCADE, "api_tokens")
     name = models.CharField(_("이름"), max_length=100)
     token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
     # The first characters, so a user can tell their tokens apart without the secret.
@@ -335,8 +337,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        verbose_name = _("API 토큰")
-        verbose_name_plural = _("API 토큰")
+        verbose_name = verbose_name_plural = _("API 토큰")
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"

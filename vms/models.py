@@ -6,7 +6,13 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import VmNotFound
 from portal.kernel import Lifecycle, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet, user_reference
+from portal.models import (
+    LastErrorMixin,
+    ProjectScopedQuerySet,
+    project_reference,
+    reference_to,
+    user_reference,
+)
 
 
 class FabricType(models.TextChoices):
@@ -20,8 +26,7 @@ class Zone(models.Model):
 
     class Meta:
         ordering = ["code"]
-        verbose_name = _("가용 영역")
-        verbose_name_plural = _("가용 영역")
+        verbose_name = verbose_name_plural = _("가용 영역")
 
     def __str__(self):
         return self.code
@@ -40,8 +45,7 @@ class InstanceType(models.Model):
 
     class Meta:
         ordering = ["code"]
-        verbose_name = _("인스턴스 유형")
-        verbose_name_plural = _("인스턴스 유형")
+        verbose_name = verbose_name_plural = _("인스턴스 유형")
 
     def __str__(self):
         return self.code
@@ -51,50 +55,60 @@ class InstanceType(models.Model):
         return f"{self.gpu_count}× {self.gpu_model} · {self.vcpu} vCPU · {self.memory_gib} GiB"
 
 
+def one_per_fabric_of_type_in_zone(constraint_name):
+    """One row per (zone, instance type, fabric): the catalog's offerings, and what the
+    simulator can hold of each, are per fabric of an instance type in a zone."""
+    return models.UniqueConstraint(fields=["zone", "instance_type", "fabric"], name=constraint_name)
+
+
+# The links to the catalog and to what projects run from it, wherever they are made (the
+# models of the clusters app and of metrics link to VMs, a VM links to its cluster).
+zone_reference = reference_to(Zone, _("가용 영역"))
+instance_type_reference = reference_to(InstanceType, _("인스턴스 유형"))
+vm_reference = reference_to("vms.VirtualMachine", _("가상머신"))
+cluster_reference = reference_to("clusters.VirtualCluster", _("클러스터"))
+
+
 class FabricOffering(models.Model):
     """Instance type X offers fabric F in zone Z (SPEC §5.7)."""
 
-    zone = models.ForeignKey(
-        Zone, on_delete=models.CASCADE, related_name="offerings", verbose_name=_("가용 영역")
-    )
-    instance_type = models.ForeignKey(
-        InstanceType,
-        on_delete=models.CASCADE,
-        related_name="offerings",
-        verbose_name=_("인스턴스 유형"),
-    )
+    zone = zone_reference(models.CASCADE, "offerings")
+    instance_type = instance_type_reference(models.CASCADE, "offerings")
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
 
     class Meta:
-        verbose_name = _("패브릭 제공")
-        verbose_name_plural = _("패브릭 제공")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["zone", "instance_type", "fabric"], name="one_offering_per_triple"
-            )
-        ]
+        verbose_name = verbose_name_plural = _("패브릭 제공")
+        constraints = [one_per_fabric_of_type_in_zone("one_offering_per_triple")]
 
     def __str__(self):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
+
+
+# A deleted cluster's or VM's status: the row stays (its history, its audit), nothing else.
+DELETED = "DELETED"
 
 
 def name_unique_per_project(constraint_name):
     """A name is unique in its project among the rows not deleted (a deleted one frees it)."""
     return models.UniqueConstraint(
         fields=["project", "name"],
-        condition=~models.Q(status="DELETED"),
+        condition=~models.Q(status=DELETED),
         name=constraint_name,
     )
+
+
+class CatalogResourceQuerySet(ProjectScopedQuerySet):
+    def alive(self):
+        """The clusters or VMs not deleted."""
+        return self.exclude(status=DELETED)
 
 
 class CatalogResource(LastErrorMixin, models.Model):
     """What a project runs from the catalog, a cluster or a VM: its zone and instance type,
     when its status last changed (moved by its ``lifecycle``), who made it and when."""
 
-    zone = models.ForeignKey(Zone, on_delete=models.PROTECT, verbose_name=_("가용 영역"))
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.PROTECT, verbose_name=_("인스턴스 유형")
-    )
+    zone = zone_reference(models.PROTECT)
+    instance_type = instance_type_reference(models.PROTECT)
     status_changed_at = models.DateTimeField(_("상태 변경 시각"), default=timezone.now)
     created_by = user_reference(_("생성자"))
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
@@ -146,13 +160,10 @@ class BillingType(models.TextChoices):
     SPOT = "SPOT", _("스팟")
 
 
-class VirtualMachineQuerySet(ProjectScopedQuerySet):
+class VirtualMachineQuerySet(CatalogResourceQuerySet):
     """A deleted VM is gone: no lookup finds it, whoever asks."""
 
     not_found = VmNotFound
-
-    def alive(self):
-        return self.exclude(status=VmStatus.DELETED)
 
     def findable(self):
         return self.alive()
@@ -162,9 +173,7 @@ class VirtualMachineQuerySet(ProjectScopedQuerySet):
 
 
 class VirtualMachine(CatalogResource):
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="vms", verbose_name=_("프로젝트")
-    )
+    project = project_reference(models.PROTECT, "vms")
     name = models.CharField(_("이름"), max_length=63)
     billing_type = models.CharField(
         _("과금 유형"), max_length=10, choices=BillingType.choices, default=BillingType.ON_DEMAND
@@ -173,14 +182,7 @@ class VirtualMachine(CatalogResource):
     status = models.CharField(
         _("상태"), max_length=10, choices=VmStatus.choices, default=VmStatus.STOPPED
     )
-    cluster = models.ForeignKey(
-        "clusters.VirtualCluster",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="members",
-        verbose_name=_("클러스터"),
-    )
+    cluster = cluster_reference(models.PROTECT, "members", null=True, blank=True)
     private_ip = models.GenericIPAddressField(_("사설 IP"), null=True, blank=True)
     # The member's place in its cluster (torchrun's --node_rank, the hostfile's order): the
     # lowest free rank at attach, cleared at detach; a 교체 spare inherits the replaced one's.
@@ -196,8 +198,7 @@ class VirtualMachine(CatalogResource):
 
     class Meta:
         ordering = ["name", "id"]
-        verbose_name = _("가상머신")
-        verbose_name_plural = _("가상머신")
+        verbose_name = verbose_name_plural = _("가상머신")
         constraints = [name_unique_per_project("vm_name_unique_per_project")]
         indexes = [models.Index(fields=["status", "status_changed_at"])]
 

@@ -8,17 +8,21 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
-from portal.models import LastErrorMixin, Project, ProjectScopedQuerySet, user_reference
+from portal.models import LastErrorMixin, ProjectScopedQuerySet, project_reference, user_reference
 from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,
     CatalogResource,
+    CatalogResourceQuerySet,
     FabricType,
-    InstanceType,
     VirtualMachine,
     VmStatus,
-    Zone,
+    cluster_reference,
+    instance_type_reference,
     name_unique_per_project,
+    one_per_fabric_of_type_in_zone,
+    vm_reference,
+    zone_reference,
 )
 
 
@@ -120,17 +124,12 @@ class ClusterOp(models.TextChoices):
     START = "START", _("시작")
 
 
-class VirtualClusterQuerySet(ProjectScopedQuerySet):
+class VirtualClusterQuerySet(CatalogResourceQuerySet):
     not_found = ClusterNotFound
-
-    def alive(self):
-        return self.exclude(status=S.DELETED)
 
 
 class VirtualCluster(CatalogResource):
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="clusters", verbose_name=_("프로젝트")
-    )
+    project = project_reference(models.PROTECT, "clusters")
     name = models.CharField(_("클러스터 이름"), max_length=63)
     fabric_type = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     status = models.CharField(
@@ -149,8 +148,7 @@ class VirtualCluster(CatalogResource):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        verbose_name = _("가상 클러스터")
-        verbose_name_plural = _("가상 클러스터")
+        verbose_name = verbose_name_plural = _("가상 클러스터")
         constraints = [name_unique_per_project("cluster_name_unique_per_project")]
         indexes = [
             models.Index(fields=["project", "-created_at"]),
@@ -161,21 +159,14 @@ class VirtualCluster(CatalogResource):
 class SimulatorCapacity(models.Model):
     """How many nodes the simulated fabric of (zone, type, fabric) can hold."""
 
-    zone = models.ForeignKey(Zone, on_delete=models.CASCADE, verbose_name=_("가용 영역"))
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.CASCADE, verbose_name=_("인스턴스 유형")
-    )
+    zone = zone_reference(models.CASCADE)
+    instance_type = instance_type_reference(models.CASCADE)
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     total_nodes = models.PositiveIntegerField(_("전체 노드 수"), default=64)
 
     class Meta:
-        verbose_name = _("시뮬레이터 용량")
-        verbose_name_plural = _("시뮬레이터 용량")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["zone", "instance_type", "fabric"], name="one_capacity_per_triple"
-            )
-        ]
+        verbose_name = verbose_name_plural = _("시뮬레이터 용량")
+        constraints = [one_per_fabric_of_type_in_zone("one_capacity_per_triple")]
 
     def __str__(self):
         return (
@@ -186,9 +177,7 @@ class SimulatorCapacity(models.Model):
 class SimulatorAllocation(models.Model):
     """Nodes the simulator has reserved for one cluster's fabric."""
 
-    cluster = models.OneToOneField(
-        VirtualCluster, on_delete=models.CASCADE, related_name="+", verbose_name=_("클러스터")
-    )
+    cluster = cluster_reference(models.CASCADE, "+", one_to_one=True)
     capacity = models.ForeignKey(
         SimulatorCapacity, on_delete=models.CASCADE, verbose_name=_("시뮬레이터 용량")
     )
@@ -197,8 +186,7 @@ class SimulatorAllocation(models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     class Meta:
-        verbose_name = _("시뮬레이터 할당")
-        verbose_name_plural = _("시뮬레이터 할당")
+        verbose_name = verbose_name_plural = _("시뮬레이터 할당")
 
     def __str__(self):
         return _("클러스터 %(cluster)s: 노드 %(nodes)d개") % {
@@ -236,17 +224,8 @@ class Operation(LastErrorMixin, models.Model):
         REPLACE = "replace", _("교체")
         VALIDATE = "validate", _("클러스터 검증")
 
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, related_name="operations", verbose_name=_("프로젝트")
-    )
-    cluster = models.ForeignKey(
-        VirtualCluster,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="operations",
-        verbose_name=_("클러스터"),
-    )
+    project = project_reference(models.PROTECT, "operations")
+    cluster = cluster_reference(models.SET_NULL, "operations", null=True, blank=True)
     actor = user_reference(_("수행자"))
     kind = models.CharField(_("종류"), max_length=20, choices=Kind.choices)
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
@@ -262,8 +241,7 @@ class Operation(LastErrorMixin, models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        verbose_name = _("작업")
-        verbose_name_plural = _("작업")
+        verbose_name = verbose_name_plural = _("작업")
         indexes = [
             models.Index(fields=["cluster", "-created_at"]),
             models.Index(fields=["project", "-created_at"]),
@@ -321,14 +299,7 @@ class OperationItem(LastErrorMixin, models.Model):
         Operation, on_delete=models.CASCADE, related_name="items", verbose_name=_("작업")
     )
     position = models.PositiveIntegerField(_("순서"))
-    vm = models.ForeignKey(
-        "vms.VirtualMachine",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="operation_items",
-        verbose_name=_("가상머신"),
-    )
+    vm = vm_reference(models.SET_NULL, "operation_items", null=True, blank=True)
     target_name = models.CharField(_("대상 이름"), max_length=100, blank=True)
     status = models.CharField(
         _("상태"), max_length=10, choices=Status.choices, default=Status.PENDING
@@ -339,8 +310,7 @@ class OperationItem(LastErrorMixin, models.Model):
 
     class Meta:
         ordering = ["operation", "position"]
-        verbose_name = _("작업 항목")
-        verbose_name_plural = _("작업 항목")
+        verbose_name = verbose_name_plural = _("작업 항목")
         constraints = [
             models.UniqueConstraint(fields=["operation", "position"], name="one_item_per_position")
         ]

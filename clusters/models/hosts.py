@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from vms.models import FabricType, VirtualMachine, Zone
+from vms.models import FabricType, cluster_reference, vm_reference, zone_reference
 
 # qemu: a local or remote libvirtd (ssh, tls); test: libvirt's test driver (tests, benches).
 URI_SCHEMES = ("qemu", "qemu+ssh", "qemu+tls", "test")
@@ -29,9 +29,7 @@ class GpuHost(models.Model):
         QEMU = "qemu", "qemu (TCG)"
 
     name = models.CharField(_("이름"), max_length=63, unique=True)
-    zone = models.ForeignKey(
-        Zone, on_delete=models.PROTECT, related_name="gpu_hosts", verbose_name=_("가용 영역")
-    )
+    zone = zone_reference(models.PROTECT, "gpu_hosts")
     uri = models.CharField(
         _("libvirt 접속 URI"),
         max_length=255,
@@ -62,8 +60,7 @@ class GpuHost(models.Model):
 
     class Meta:
         ordering = ["zone", "block", "leaf", "name"]
-        verbose_name = _("GPU 호스트")
-        verbose_name_plural = _("GPU 호스트")
+        verbose_name = verbose_name_plural = _("GPU 호스트")
 
     def __str__(self):
         return self.name
@@ -117,8 +114,7 @@ class HostDevice(models.Model):
 
     class Meta:
         ordering = ["host", "kind", "address"]
-        verbose_name = _("호스트 장치")
-        verbose_name_plural = _("호스트 장치")
+        verbose_name = verbose_name_plural = _("호스트 장치")
         constraints = [
             models.UniqueConstraint(fields=["host", "address"], name="one_device_per_address")
         ]
@@ -136,22 +132,8 @@ class Placement(models.Model):
     host = models.ForeignKey(
         GpuHost, on_delete=models.PROTECT, related_name="placements", verbose_name=_("GPU 호스트")
     )
-    vm = models.OneToOneField(
-        VirtualMachine,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="placement",
-        verbose_name=_("가상머신"),
-    )
-    cluster = models.ForeignKey(
-        "clusters.VirtualCluster",
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="+",
-        verbose_name=_("클러스터"),
-    )
+    vm = vm_reference(models.CASCADE, "placement", one_to_one=True, null=True, blank=True)
+    cluster = cluster_reference(models.CASCADE, "+", null=True, blank=True)
     numa_node = models.PositiveSmallIntegerField(_("NUMA 노드"), null=True, blank=True)
     # Where the VM's domain and disk are now (moved to ``host`` at its next start).
     domain_host = models.ForeignKey(
@@ -166,8 +148,7 @@ class Placement(models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     class Meta:
-        verbose_name = _("배치")
-        verbose_name_plural = _("배치")
+        verbose_name = verbose_name_plural = _("배치")
 
     def __str__(self):
         return f"{self.vm or '-'} @ {self.host}"
@@ -177,12 +158,7 @@ class FabricPartition(models.Model):
     """A cluster's fabric partition: its InfiniBand PKey or RoCE VLAN and its address block
     (a /21 of 172.16.0.0/12, ``block``; unique among allocated clusters)."""
 
-    cluster = models.OneToOneField(
-        "clusters.VirtualCluster",
-        on_delete=models.CASCADE,
-        related_name="fabric_partition",
-        verbose_name=_("클러스터"),
-    )
+    cluster = cluster_reference(models.CASCADE, "fabric_partition", one_to_one=True)
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     block = models.PositiveIntegerField(_("주소 블록"), unique=True)
     pkey = models.PositiveIntegerField(_("파티션 키(PKey)"), null=True, blank=True)
@@ -191,8 +167,7 @@ class FabricPartition(models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     class Meta:
-        verbose_name = _("패브릭 파티션")
-        verbose_name_plural = _("패브릭 파티션")
+        verbose_name = verbose_name_plural = _("패브릭 파티션")
 
     def __str__(self):
         return f"{self.cluster_id}: {self.pkey_hex or self.vlan}"

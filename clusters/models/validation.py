@@ -8,7 +8,7 @@ so that the two modules import one way only.
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from vms.models import FabricType, InstanceType
+from vms.models import FabricType, instance_type_reference, vm_reference
 
 
 class Verdict(models.TextChoices):
@@ -21,13 +21,7 @@ class Verdict(models.TextChoices):
 def member_vm(related_name):
     """The member a record of a run is about. The record outlives the VM (the reference
     becomes None once the row is gone); its ``vm_name`` keeps what the member was called."""
-    return models.ForeignKey(
-        "vms.VirtualMachine",
-        null=True,
-        on_delete=models.SET_NULL,
-        related_name=related_name,
-        verbose_name=_("가상머신"),
-    )
+    return vm_reference(models.SET_NULL, related_name, null=True)
 
 
 class ValidationThreshold(models.Model):
@@ -35,9 +29,7 @@ class ValidationThreshold(models.Model):
     ``clusters.validation.thresholds.DEFAULTS`` on first use, so the admin always shows the
     figures a run judged by."""
 
-    instance_type = models.ForeignKey(
-        InstanceType, on_delete=models.CASCADE, related_name="+", verbose_name=_("인스턴스 유형")
-    )
+    instance_type = instance_type_reference(models.CASCADE, "+")
     fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     ports = models.PositiveSmallIntegerField(
         _("패브릭 포트 수"), help_text=_("노드당 포트 수 (GPU마다 레일 하나: mlx5_0 … GPU 0 …).")
@@ -74,8 +66,7 @@ class ValidationThreshold(models.Model):
     source = models.TextField(_("출처"), blank=True, help_text=_("이 행의 수치가 나온 곳."))
 
     class Meta:
-        verbose_name = _("검증 기준")
-        verbose_name_plural = _("검증 기준")
+        verbose_name = verbose_name_plural = _("검증 기준")
         constraints = [
             models.UniqueConstraint(
                 fields=["instance_type", "fabric"], name="one_threshold_per_type_fabric"
@@ -118,8 +109,7 @@ class ValidationRun(models.Model):
     finished_at = models.DateTimeField(_("완료 시각"), null=True, blank=True)
 
     class Meta:
-        verbose_name = _("검증 실행")
-        verbose_name_plural = _("검증 실행")
+        verbose_name = verbose_name_plural = _("검증 실행")
 
     def __str__(self):
         return str(self.operation)
@@ -167,8 +157,7 @@ class ValidationJob(models.Model):
 
     class Meta:
         ordering = ["run", "phase", "pk"]
-        verbose_name = _("검증 작업")
-        verbose_name_plural = _("검증 작업")
+        verbose_name = verbose_name_plural = _("검증 작업")
         indexes = [models.Index(fields=["vm", "status"])]
 
     def __str__(self):
@@ -192,8 +181,7 @@ class ValidationVerdict(models.Model):
 
     class Meta:
         ordering = ["run", "vm_name"]
-        verbose_name = _("검증 판정")
-        verbose_name_plural = _("검증 판정")
+        verbose_name = verbose_name_plural = _("검증 판정")
         indexes = [models.Index(fields=["vm", "-run"])]
 
     def __str__(self):

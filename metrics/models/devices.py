@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import models
 
-from metrics.models.samples import PERCENT, RATE, unchecked_vm
+from metrics.models.samples import PERCENT, RATE, series_model
 
 COUNT = (0.0, 2.0**53)  # a cumulative counter
 MIB = (0.0, 2.0**40)  # GPU memory in MiB (dcgm-exporter's unit for FB_USED)
@@ -49,55 +49,19 @@ GPU_NAMES = tuple(name for name, *_rest in GPU_FIELDS)
 PORT_NAMES = tuple(name for name, *_rest in PORT_FIELDS)
 
 
-def _model(name, device, time_column, columns, table_index):
-    """A concrete model keyed by (vm_id, ``device``, ``time_column``) with ``columns``."""
-    attrs = {
-        "__module__": __name__,
-        "pk": models.CompositePrimaryKey("vm_id", time_column, device),
-        "vm": unchecked_vm(),
-        device: models.PositiveSmallIntegerField(),
-        time_column: models.DateTimeField(),
-        "Meta": type(
-            "Meta",
-            (),
-            {
-                "app_label": "metrics",
-                "indexes": [models.Index(fields=[time_column], name=table_index)],
-            },
-        ),
-        "__str__": lambda self: (
-            f"{self.vm_id}/{getattr(self, device)} @ {getattr(self, time_column):%Y-%m-%d %H:%M:%S}"
-        ),
-    }
-    attrs.update(columns)
-    return type(name, (models.Model,), attrs)
-
-
-def _raw_columns(fields):
-    return {name: models.FloatField(null=True) for name, *_rest in fields}
-
-
-def _rollup_columns(fields):
-    columns = {"n": models.PositiveIntegerField()}
-    for name, *_rest in fields:
-        for kind in ("avg", "max"):
-            columns[f"{name}_{kind}"] = models.FloatField(null=True)
-    return columns
-
-
-GpuSample = _model("GpuSample", "gpu", "ts", _raw_columns(GPU_FIELDS), "metrics_gpusample_ts")
-GpuMinuteRollup = _model(
-    "GpuMinuteRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS), "metrics_gpuminute_bucket"
+GpuSample = series_model("GpuSample", "ts", GPU_FIELDS, "metrics_gpusample_ts", device="gpu")
+GpuMinuteRollup = series_model(
+    "GpuMinuteRollup", "bucket", GPU_FIELDS, "metrics_gpuminute_bucket", device="gpu"
 )
-GpuHourRollup = _model(
-    "GpuHourRollup", "gpu", "bucket", _rollup_columns(GPU_FIELDS), "metrics_gpuhour_bucket"
+GpuHourRollup = series_model(
+    "GpuHourRollup", "bucket", GPU_FIELDS, "metrics_gpuhour_bucket", device="gpu"
 )
-PortSample = _model("PortSample", "port", "ts", _raw_columns(PORT_FIELDS), "metrics_portsample_ts")
-PortMinuteRollup = _model(
-    "PortMinuteRollup", "port", "bucket", _rollup_columns(PORT_FIELDS), "metrics_portminute_bucket"
+PortSample = series_model("PortSample", "ts", PORT_FIELDS, "metrics_portsample_ts", device="port")
+PortMinuteRollup = series_model(
+    "PortMinuteRollup", "bucket", PORT_FIELDS, "metrics_portminute_bucket", device="port"
 )
-PortHourRollup = _model(
-    "PortHourRollup", "port", "bucket", _rollup_columns(PORT_FIELDS), "metrics_porthour_bucket"
+PortHourRollup = series_model(
+    "PortHourRollup", "bucket", PORT_FIELDS, "metrics_porthour_bucket", device="port"
 )
 
 

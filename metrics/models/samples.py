@@ -14,7 +14,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from portal.models import user_reference
-from vms.models import VirtualMachine
+from vms.models import VirtualMachine, vm_reference
 
 # (name, nullable, lowest, highest): the fields of a sample as the agent sends them and as
 # they are stored. One table for validation, storage and rollups, so they cannot drift.
@@ -34,6 +34,11 @@ METRIC_FIELDS = (
 METRIC_NAMES = tuple(name for name, *_rest in METRIC_FIELDS)
 
 
+# How a row shows its instant.
+SECONDS = "%Y-%m-%d %H:%M:%S"
+MINUTES = "%Y-%m-%d %H:%M"
+
+
 def unchecked_vm():
     """The VM a row of a series belongs to, with no database FK: a foreign-key check per row
     would cost COPY more than the row itself, and VMs are only ever soft-deleted, so a row
@@ -47,77 +52,52 @@ def unchecked_vm():
     )
 
 
-class Sample(models.Model):
-    """What one VM measured at one instant. Written by COPY, never updated."""
-
-    pk = models.CompositePrimaryKey("vm_id", "ts")
-    vm = unchecked_vm()
-    ts = models.DateTimeField()
-    cpu_util = models.FloatField()
-    mem_util = models.FloatField()
-    gpu_util = models.FloatField(null=True)
-    gpu_mem_util = models.FloatField(null=True)
-    net_rx = models.FloatField()
-    net_tx = models.FloatField()
-    fabric_rx = models.FloatField(null=True)
-    fabric_tx = models.FloatField(null=True)
-    # The VM's cluster when the sample was written (None: in no cluster), taken from the VM
-    # row by the same statement. The cluster rollups count a sample for this cluster, so
-    # membership changes never move history (metrics.models.cluster).
-    cluster_id = models.BigIntegerField(null=True)
-
-    class Meta:
-        # On PostgreSQL this index is a BRIN (see migration 0001): samples arrive in time
-        # order, so a few pages of summary answer "rows of the last minutes" for the rollups.
-        indexes = [models.Index(fields=["ts"], name="metrics_sample_ts")]
-
-    def __str__(self):
-        return f"{self.vm_id} @ {self.ts:%Y-%m-%d %H:%M:%S}"
-
-
-class Rollup(models.Model):
-    """Avg and max per metric of one VM over one bucket, and how many samples it summarises."""
-
-    pk = models.CompositePrimaryKey("vm_id", "bucket")
-    vm = unchecked_vm()
-    bucket = models.DateTimeField()
-    n = models.PositiveIntegerField()
-    cpu_util_avg = models.FloatField()
-    cpu_util_max = models.FloatField()
-    mem_util_avg = models.FloatField()
-    mem_util_max = models.FloatField()
-    gpu_util_avg = models.FloatField(null=True)
-    gpu_util_max = models.FloatField(null=True)
-    gpu_mem_util_avg = models.FloatField(null=True)
-    gpu_mem_util_max = models.FloatField(null=True)
-    net_rx_avg = models.FloatField()
-    net_rx_max = models.FloatField()
-    net_tx_avg = models.FloatField()
-    net_tx_max = models.FloatField()
-    fabric_rx_avg = models.FloatField(null=True)
-    fabric_rx_max = models.FloatField(null=True)
-    fabric_tx_avg = models.FloatField(null=True)
-    fabric_tx_max = models.FloatField(null=True)
-
-    class Meta:
-        abstract = True
+def series_model(name, time_column, fields, index, *, device=None, stamped=False, shown=SECONDS):
+    """A stored series' model, built from its field table (``fields``) so that no model lists
+    the fields again. Keyed by (vm_id, ``time_column``[, ``device``]), its fields are the VM
+    (``unchecked_vm``), the device's number, the instant, then one float per field for a raw
+    row (instant "ts") or the sample count and each field's avg and max for a rollup
+    ("bucket"), NULL where the table lets a field be missing. ``stamped``: the row keeps the
+    cluster its samples were stamped with (``cluster_id``). One index, named ``index``, on the
+    instant; a row shows its instant as ``shown``."""
+    rollup = time_column == "bucket"  # a raw row's instant is "ts"
+    keys = ("vm_id", time_column, device) if device else ("vm_id", time_column)
+    attrs = {
+        "__module__": __name__,
+        "pk": models.CompositePrimaryKey(*keys),
+        "vm": unchecked_vm(),
+        **({device: models.PositiveSmallIntegerField()} if device else {}),
+        time_column: models.DateTimeField(),
+    }
+    if rollup:
+        attrs["n"] = models.PositiveIntegerField()
+    for field, nullable, *_range in fields:
+        for column in (f"{field}_avg", f"{field}_max") if rollup else (field,):
+            attrs[column] = models.FloatField(null=nullable)
+    if stamped:
+        attrs["cluster_id"] = models.BigIntegerField(null=True)
+    meta = {"app_label": "metrics", "indexes": [models.Index(fields=[time_column], name=index)]}
 
     def __str__(self):
-        return f"{self.vm_id} @ {self.bucket:%Y-%m-%d %H:%M}"
+        where = f"{self.vm_id}/{getattr(self, device)}" if device else f"{self.vm_id}"
+        return f"{where} @ {getattr(self, time_column):{shown}}"
+
+    return type(name, (models.Model,), attrs | {"Meta": type("Meta", (), meta), "__str__": __str__})
 
 
-class MinuteRollup(Rollup):
-    # The cluster its samples were stamped with (``Sample.cluster_id``): what the cluster
-    # rollups group members by.
-    cluster_id = models.BigIntegerField(null=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["bucket"], name="metrics_minute_bucket")]
-
-
-class HourRollup(Rollup):
-    class Meta:
-        indexes = [models.Index(fields=["bucket"], name="metrics_hour_bucket")]
+# What one VM measured at one instant, written by COPY and never updated. Its cluster is the
+# VM's when the sample was written (None: in no cluster), taken from the VM row by the same
+# statement: the cluster rollups count the sample for it, so membership changes never move
+# history (metrics.models.cluster). On PostgreSQL its index is a BRIN (migration 0001):
+# samples arrive in time order, so a few pages of summary answer "rows of the last minutes".
+Sample = series_model("Sample", "ts", METRIC_FIELDS, "metrics_sample_ts", stamped=True)
+# Per VM and minute or hour: how many samples, and each metric's avg and max.
+MinuteRollup = series_model(
+    "MinuteRollup", "bucket", METRIC_FIELDS, "metrics_minute_bucket", stamped=True, shown=MINUTES
+)
+HourRollup = series_model(
+    "HourRollup", "bucket", METRIC_FIELDS, "metrics_hour_bucket", shown=MINUTES
+)
 
 
 class RollupCursor(models.Model):
@@ -145,12 +125,7 @@ class RollupBacklog(models.Model):
 class MetricsToken(models.Model):
     """The bearer token of one VM's agent. Only its SHA-256 is kept; the token is shown once."""
 
-    vm = models.OneToOneField(
-        VirtualMachine,
-        on_delete=models.CASCADE,
-        related_name="metrics_token",
-        verbose_name=_("가상머신"),
-    )
+    vm = vm_reference(models.CASCADE, "metrics_token", one_to_one=True)
     token_hash = models.CharField(_("토큰 해시"), max_length=64, unique=True)
     # The first characters, so a user can tell which token an agent has without the secret.
     prefix = models.CharField(_("토큰 앞부분"), max_length=12)
@@ -158,8 +133,7 @@ class MetricsToken(models.Model):
     created_at = models.DateTimeField(_("발급일"))
 
     class Meta:
-        verbose_name = _("메트릭 토큰")
-        verbose_name_plural = _("메트릭 토큰")
+        verbose_name = verbose_name_plural = _("메트릭 토큰")
 
     def __str__(self):
         return f"{self.vm_id}: {self.prefix}…"
