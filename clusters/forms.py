@@ -1,12 +1,12 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from clusters.models import ClusterStatus
+from clusters.models import ClusterStatus, VirtualCluster
 from portal.compute.catalog import offered_fabrics
 from portal.kernel import NAME_MAX
-from portal.listing import ListFilterForm, catalog_sorts
-from vms.forms import CatalogChoiceForm
-from vms.models import FabricType, InstanceType, Zone
+from portal.listing import catalog_sorts, headers
+from vms.forms import CatalogChoiceForm, CatalogFilterForm
+from vms.models import FabricType, InstanceType
 
 
 class ClusterCreateForm(CatalogChoiceForm):
@@ -35,7 +35,7 @@ class ClusterCreateForm(CatalogChoiceForm):
         ]
 
 
-class ClusterFilterForm(ListFilterForm):
+class ClusterFilterForm(CatalogFilterForm):
     """The cluster list's filters and sort. Members are not a sort key: ordering by the
     member count would run its subquery for every cluster of the project, where the list
     runs it for the 50 rows shown."""
@@ -46,23 +46,15 @@ class ClusterFilterForm(ListFilterForm):
         "created": ("created_at",),
     }
     DEFAULT_SORT = "-created"
-    HEADERS = (
-        ("name", _("클러스터 이름"), ""),
-        ("status", _("상태"), ""),
-        ("fabric", _("패브릭 타입"), ""),
-        ("type", _("인스턴스 유형"), ""),
-        ("zone", _("가용 영역"), ""),
-        ("members", _("멤버"), "num"),
-        ("created", _("생성일"), ""),
+    STATUSES = ClusterStatus.choices
+    field_order = ["status", "zone", "q"]
+    HEADERS = headers(
+        VirtualCluster,
+        name="name",
+        status="status",
+        fabric="fabric_type",
+        type="instance_type",
+        zone="zone",
+        members=(_("멤버"), "num"),
+        created="created_at",
     )
-
-    status = forms.ChoiceField(
-        label=_("상태"), required=False, choices=[("", _("모든 상태"))] + ClusterStatus.choices
-    )
-    zone = forms.ModelChoiceField(
-        label=_("가용 영역"),
-        required=False,
-        queryset=Zone.objects.all(),
-        empty_label=_("모든 영역"),
-    )
-    q = forms.CharField(label=_("이름 검색"), required=False, max_length=63)

@@ -6,11 +6,21 @@ never a 500, and the other filters still apply.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Func, IntegerField, QuerySet, Subquery, Value, When
+from django.db.models import (
+    Case,
+    Field,
+    Func,
+    IntegerField,
+    Model,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.expressions import BaseExpression
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
@@ -38,6 +48,21 @@ def catalog_sorts(statuses: list[str]) -> dict[str, tuple[str | BaseExpression, 
     }
 
 
+Header = tuple[str, Any, str]
+
+
+def headers(model: type[Model], **columns: str | tuple[Any, str]) -> tuple[Header, ...]:
+    """A list's ``HEADERS``, in the order given: ``key="field"`` heads the column with the
+    verbose name of ``model``'s field (the words the forms and the admin use for it);
+    ``key=(label, css)`` is a column no field names, with its css class."""
+    return tuple(
+        (key, cast(Field, model._meta.get_field(spec)).verbose_name, "")
+        if isinstance(spec, str)
+        else (key, *spec)
+        for key, spec in columns.items()
+    )
+
+
 class ListFilterForm(forms.Form):
     """Filter fields, plus ``?sort=key`` or ``?sort=-key`` over the whitelist ``SORTS``.
 
@@ -47,8 +72,9 @@ class ListFilterForm(forms.Form):
 
     SORTS: dict[str, tuple[str | BaseExpression, ...]] = {}
     DEFAULT_SORT = ""
-    # The table's columns: (key, label, css class); a key in SORTS sorts by it.
-    HEADERS: tuple[tuple[str, Any, str], ...] = ()
+    # The table's columns: (key, label, css class), most made by ``headers``; a key in SORTS
+    # sorts by it.
+    HEADERS: tuple[Header, ...] = ()
 
     def __init__(self, data: QueryDict | None = None, **kwargs):
         kwargs.setdefault("auto_id", FILTER_AUTO_ID)

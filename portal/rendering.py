@@ -1,6 +1,12 @@
-"""Rendering shared by the apps' HTMX views."""
+"""Rendering and the frame shared by the apps' HTMX views."""
 
-from django.shortcuts import render
+from collections.abc import Callable
+from functools import wraps
+
+from django.shortcuts import redirect, render
+from django_htmx.http import HttpResponseClientRedirect
+
+from portal.kernel import check_perm
 
 
 def render_form(request, page, partial, context, status=200):
@@ -11,3 +17,30 @@ def render_form(request, page, partial, context, status=200):
         response["HX-Retarget"] = f"#{partial}"
         response["HX-Reswap"] = "outerHTML"
     return response
+
+
+def go_to(request, url):
+    """After a change, the page at ``url``: for HTMX the whole page (HX-Redirect), not a swap."""
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def create_view(perm, list_url: str, require: Callable[..., None]):
+    """A view that creates in the current project: with no project chosen, the list
+    (``list_url``); a GET (the form) needs ``perm`` there; a POST is refused, and audited, by
+    ``require(actor, project, name)`` before the form is read, whatever it says."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            project = request.project
+            if project is None:
+                return redirect(list_url)
+            if request.method == "GET":
+                check_perm(request.user, perm, project)
+            else:
+                require(request.user, project, request.POST.get("name", ""))
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -5,8 +7,8 @@ from clusters.models import VirtualCluster
 from clusters.operations.common import MAX_CREATE
 from portal.compute.catalog import types_offered_in
 from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, catalog_sorts
-from vms.models import BillingType, InstanceType, VmStatus, Zone
+from portal.listing import ListFilterForm, catalog_sorts, headers
+from vms.models import BillingType, InstanceType, VirtualMachine, VmStatus, Zone
 
 
 class CatalogChoiceForm(forms.Form):
@@ -31,6 +33,26 @@ class CatalogChoiceForm(forms.Form):
         self.type_id = parse_id(data.get("instance_type"))
         if self.zone_id:
             self.fields["instance_type"].queryset = types_offered_in(self.zone_id)
+
+
+class CatalogFilterForm(ListFilterForm):
+    """The filters of every list of catalog resources (clusters, VMs): a name, a status (of
+    ``STATUSES``, the subclass's choices) and a zone."""
+
+    STATUSES: list[tuple[str, Any]] = []
+
+    q = forms.CharField(label=_("이름 검색"), required=False, max_length=NAME_MAX)
+    status = forms.ChoiceField(label=_("상태"), required=False)
+    zone = forms.ModelChoiceField(
+        label=_("가용 영역"),
+        required=False,
+        queryset=Zone.objects.all(),
+        empty_label=_("모든 영역"),
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", _("모든 상태")), *self.STATUSES]
 
 
 class VmCreateForm(CatalogChoiceForm):
@@ -117,7 +139,7 @@ class VmClusterForm(forms.Form):
         return not self.member
 
 
-class VmFilterForm(ListFilterForm):
+class VmFilterForm(CatalogFilterForm):
     """The VM list's filters and sort.
 
     The cluster choices are "no cluster" and the readable clusters that have a VM in the
@@ -134,26 +156,20 @@ class VmFilterForm(ListFilterForm):
         "cluster": ("cluster__name",),
     }
     DEFAULT_SORT = "name"
-    HEADERS = (
-        ("name", _("이름"), ""),
-        ("status", _("상태"), ""),
-        ("zone", _("가용 영역"), ""),
-        ("type", _("인스턴스 유형"), ""),
-        ("billing", _("과금 유형"), ""),
-        ("dr", _("재해 복구"), ""),
-        ("cluster", _("클러스터"), ""),
-        ("ip", _("사설 IP"), ""),
-        ("actions", _("작업"), "visually-hidden"),
+    STATUSES = [(value, label) for value, label in VmStatus.choices if value != VmStatus.DELETED]
+    HEADERS = headers(
+        VirtualMachine,
+        name="name",
+        status="status",
+        zone="zone",
+        type="instance_type",
+        billing="billing_type",
+        dr="disaster_recovery",
+        cluster="cluster",
+        ip="private_ip",
+        actions=(_("작업"), "visually-hidden"),
     )
 
-    q = forms.CharField(label=_("이름 검색"), required=False, max_length=NAME_MAX)
-    status = forms.ChoiceField(label=_("상태"), required=False)
-    zone = forms.ModelChoiceField(
-        label=_("가용 영역"),
-        required=False,
-        queryset=Zone.objects.all(),
-        empty_label=_("모든 영역"),
-    )
     instance_type = forms.ModelChoiceField(
         label=_("인스턴스 유형"),
         required=False,
@@ -168,9 +184,6 @@ class VmFilterForm(ListFilterForm):
         if not can_read_clusters:
             # The list hides cluster names from this user; an order by them would tell them.
             self.SORTS = {k: v for k, v in self.SORTS.items() if k != "cluster"}
-        self.fields["status"].choices = [("", _("모든 상태"))] + [
-            (value, label) for value, label in VmStatus.choices if value != VmStatus.DELETED
-        ]
         shown = list(clusters[: self.CLUSTER_CHOICES]) if clusters is not None else []
         asked = parse_id(self.query.get("cluster"))
         if asked and clusters is not None and all(pk != asked for pk, _name in shown):

@@ -12,17 +12,16 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.http import trigger_client_event
 
 from clusters import operations
 from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
 from portal.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
-from portal.kernel import check_perm
 from portal.listing import list_page, render_list
 from portal.models import readable
 from portal.permissions import Perm
-from portal.rendering import render_form
+from portal.rendering import create_view, go_to, render_form
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.models import VM_TRANSITIONAL, VirtualMachine
 
@@ -99,20 +98,16 @@ def vm_list(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@create_view(Perm.VM_CREATE, "vms:vm_list", operations.require_create_vms)
 def vm_create(request):
     project = request.project
-    if project is None:
-        return redirect("vms:vm_list")
     clusters = attachable_clusters(request.user, project)
     if request.method == "GET":
-        check_perm(request.user, Perm.VM_CREATE, project)
         form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters)
         if request.htmx and request.htmx.target == "create-fields":
             # A zone or type picked: the fields again, the types and clusters narrowed.
             return render(request, "vms/create.html#create-fields", {"form": form})
         return _render_create(request, form)
-    # Who may not create is refused (and audited) whatever the form says.
-    operations.require_create_vms(request.user, project, request.POST.get("name", ""))
     form = VmCreateForm(request.POST, clusters=clusters)
     if form.is_valid():
         try:
@@ -126,7 +121,7 @@ def vm_create(request):
             # said for the whole request, with the rule's own words.
             form.add_error(None, exc.message)
         else:
-            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+            return go_to(request, url)
     return _render_create(request, form, status=422)
 
 
@@ -322,8 +317,7 @@ def vm_delete(request, pk):
     vm = _vm(request, pk)
     operations.delete_vm_op(vm.pk, actor=request.user)
     messages.success(request, _("%(name)s 가상머신을 삭제했습니다.") % {"name": vm.name})
-    url = reverse("vms:vm_list")
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return go_to(request, reverse("vms:vm_list"))
 
 
 @login_required

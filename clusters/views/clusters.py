@@ -17,7 +17,7 @@ from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.http import trigger_client_event
 
 from clusters import operations, outcome, services
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
@@ -39,11 +39,10 @@ from portal.errors import (
     InvalidInput,
     NameTaken,
 )
-from portal.kernel import check_perm
 from portal.listing import list_page, render_list
 from portal.models import AuditEvent, light_instances, readable
 from portal.permissions import Perm
-from portal.rendering import render_form
+from portal.rendering import create_view, go_to, render_form
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
@@ -130,26 +129,27 @@ def cluster_list(request):
     )
 
 
+# The create form and its fields' re-render: who may not create clusters there is refused.
+creates_clusters = create_view(
+    Perm.CLUSTER_CREATE, "clusters:cluster_list", operations.require_create_cluster
+)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@creates_clusters
 def cluster_create(request):
     """GET: the form (HTMX panel or a page). POST: create, then go to the new cluster."""
-    project = request.project
-    if project is None:
-        return redirect("clusters:cluster_list")
     if request.method == "GET":
-        check_perm(request.user, Perm.CLUSTER_CREATE, project)
         form = ClusterCreateForm(initial=request.GET.dict() if request.htmx else None)
         return _render_create(request, form)
-    # Who may not create is refused (and audited) whatever the form says.
-    operations.require_create_cluster(request.user, project, request.POST.get("name", ""))
     form = ClusterCreateForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
         try:
             _operation, cluster = operations.create_cluster_op(
                 actor=request.user,
-                project=project,
+                project=request.project,
                 name=data["name"],
                 zone_id=data["zone"].pk,
                 instance_type_id=data["instance_type"].pk,
@@ -162,13 +162,10 @@ def cluster_create(request):
         except FabricNotOffered as exc:
             form.add_error("fabric_type", exc.message)
         else:
-            url = reverse("clusters:cluster_detail", args=[cluster.pk])
             messages.success(
                 request, _("%(name)s 클러스터를 생성했습니다.") % {"name": cluster.name}
             )
-            if request.htmx:
-                return HttpResponseClientRedirect(url)
-            return redirect(url)
+            return go_to(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
     return _render_create(request, form, status=422)
 
 
@@ -178,11 +175,9 @@ def _render_create(request, form, status=200):
 
 @login_required
 @require_GET
+@creates_clusters
 def cluster_form_options(request):
     """Re-render the create form's fields as the user picks a zone, then a type."""
-    if request.project is None:
-        return redirect("clusters:cluster_list")
-    check_perm(request.user, Perm.CLUSTER_CREATE, request.project)
     form = ClusterCreateForm(initial=request.GET.dict())
     return render(request, "clusters/create.html#create-fields", {"form": form})
 
@@ -380,7 +375,4 @@ def cluster_delete(request, pk):
     cluster = readable_cluster(request, pk)
     operations.delete_cluster_op(cluster.pk, actor=request.user)
     messages.success(request, _("%(name)s 클러스터를 삭제했습니다.") % {"name": cluster.name})
-    url = reverse("clusters:cluster_list")
-    if request.htmx:
-        return HttpResponseClientRedirect(url)
-    return redirect(url)
+    return go_to(request, reverse("clusters:cluster_list"))

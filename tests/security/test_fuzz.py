@@ -148,51 +148,43 @@ def test_create_forms(scene, admin_client, data, url_name):
     assert_safe(response, values.values())
 
 
-@FUZZ
-@given(data=st.data())
-def test_cluster_form_options_and_create_page(scene, admin_client, data):
-    w = scene.world
-    params = drawn(
-        data,
-        {
+# The pages that read a query string, and the values each parameter really accepts.
+PAGE_QUERIES = [
+    pytest.param(
+        ["clusters:cluster_form_options", "clusters:cluster_create", "vms:vm_create"],
+        lambda w: {
             "zone": [w.zone_a.pk],
             "instance_type": [w.h100.pk],
             "name": (),
             "fabric_type": (),
         },
-        huge=huge_in_url,
-    )
-    url = data.draw(
-        st.sampled_from(
-            [
-                reverse("clusters:cluster_form_options"),
-                reverse("clusters:cluster_create"),
-                reverse("vms:vm_create"),
-            ]
-        )
-    )
-    response = admin_client.get(url, params, **data.draw(htmx))
-    assert_safe(response, params.values())
-
-
-@FUZZ
-@given(data=st.data())
-def test_cluster_list_filters_and_headers(scene, admin_client, data):
-    w = scene.world
-    params = drawn(
-        data,
-        {
+        id="create-pages",
+    ),
+    pytest.param(
+        ["clusters:cluster_list", "vms:vm_list"],
+        lambda w: {
             "q": ["alpha"],
             "status": ["RUNNING", "DELETED"],
             "zone": [w.zone_a.pk],
             "page": [1, 2, 999],
         },
-        huge=huge_in_url,
-    )
+        id="lists",
+    ),
+]
+
+
+@FUZZ
+@pytest.mark.parametrize("url_names, fields", PAGE_QUERIES)
+@given(data=st.data())
+def test_page_queries_and_headers(scene, admin_client, data, url_names, fields):
+    """Hostile values in every parameter a page reads, with hostile HTMX headers, request id
+    and language cookie."""
+    params = drawn(data, fields(scene.world), huge=huge_in_url)
     latin1 = st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=60)
+    targets = st.sampled_from(["cluster-table", "vm-table", "create-fields"])
     headers = {
-        "HTTP_HX_REQUEST": "true",
-        "HTTP_HX_TARGET": data.draw(st.one_of(st.just("cluster-table"), latin1)),
+        **data.draw(htmx),
+        "HTTP_HX_TARGET": data.draw(st.one_of(targets, latin1)),
         "HTTP_HX_CURRENT_URL": data.draw(latin1),
         "HTTP_X_REQUEST_ID": data.draw(latin1),
     }
@@ -207,7 +199,7 @@ def test_cluster_list_filters_and_headers(scene, admin_client, data):
             ),
         )
     )
-    url = data.draw(st.sampled_from([reverse("clusters:cluster_list"), reverse("vms:vm_list")]))
+    url = reverse(data.draw(st.sampled_from(url_names)))
     response = admin_client.get(url, params, **headers)
     assert_safe(response, params.values())
 
