@@ -49,19 +49,38 @@ GPU_NAMES = tuple(name for name, *_rest in GPU_FIELDS)
 PORT_NAMES = tuple(name for name, *_rest in PORT_FIELDS)
 
 
-GpuSample = series_model("GpuSample", "ts", GPU_FIELDS, "metrics_gpusample_ts", device="gpu")
+GpuSample = series_model(
+    "GpuSample", "ts", GPU_FIELDS, "metrics_gpusample_ts", module=__name__, device="gpu"
+)
 GpuMinuteRollup = series_model(
-    "GpuMinuteRollup", "bucket", GPU_FIELDS, "metrics_gpuminute_bucket", device="gpu"
+    "GpuMinuteRollup",
+    "bucket",
+    GPU_FIELDS,
+    "metrics_gpuminute_bucket",
+    module=__name__,
+    device="gpu",
 )
 GpuHourRollup = series_model(
-    "GpuHourRollup", "bucket", GPU_FIELDS, "metrics_gpuhour_bucket", device="gpu"
+    "GpuHourRollup", "bucket", GPU_FIELDS, "metrics_gpuhour_bucket", module=__name__, device="gpu"
 )
-PortSample = series_model("PortSample", "ts", PORT_FIELDS, "metrics_portsample_ts", device="port")
+PortSample = series_model(
+    "PortSample", "ts", PORT_FIELDS, "metrics_portsample_ts", module=__name__, device="port"
+)
 PortMinuteRollup = series_model(
-    "PortMinuteRollup", "bucket", PORT_FIELDS, "metrics_portminute_bucket", device="port"
+    "PortMinuteRollup",
+    "bucket",
+    PORT_FIELDS,
+    "metrics_portminute_bucket",
+    module=__name__,
+    device="port",
 )
 PortHourRollup = series_model(
-    "PortHourRollup", "bucket", PORT_FIELDS, "metrics_porthour_bucket", device="port"
+    "PortHourRollup",
+    "bucket",
+    PORT_FIELDS,
+    "metrics_porthour_bucket",
+    module=__name__,
+    device="port",
 )
 
 

@@ -52,18 +52,21 @@ def unchecked_vm():
     )
 
 
-def series_model(name, time_column, fields, index, *, device=None, stamped=False, shown=SECONDS):
+def series_model(
+    name, time_column, fields, index, *, module, device=None, stamped=False, shown=SECONDS
+):
     """A stored series' model, built from its field table (``fields``) so that no model lists
     the fields again. Keyed by (vm_id, ``time_column``[, ``device``]), its fields are the VM
     (``unchecked_vm``), the device's number, the instant, then one float per field for a raw
     row (instant "ts") or the sample count and each field's avg and max for a rollup
     ("bucket"), NULL where the table lets a field be missing. ``stamped``: the row keeps the
     cluster its samples were stamped with (``cluster_id``). One index, named ``index``, on the
-    instant; a row shows its instant as ``shown``."""
+    instant; a row shows its instant as ``shown``. ``module``: the module that binds the
+    model to ``name`` (where pickling, the shell and the admin look it up)."""
     rollup = time_column == "bucket"  # a raw row's instant is "ts"
     keys = ("vm_id", time_column, device) if device else ("vm_id", time_column)
     attrs = {
-        "__module__": __name__,
+        "__module__": module,
         "pk": models.CompositePrimaryKey(*keys),
         "vm": unchecked_vm(),
         **({device: models.PositiveSmallIntegerField()} if device else {}),
@@ -90,13 +93,21 @@ def series_model(name, time_column, fields, index, *, device=None, stamped=False
 # statement: the cluster rollups count the sample for it, so membership changes never move
 # history (metrics.models.cluster). On PostgreSQL its index is a BRIN (migration 0001):
 # samples arrive in time order, so a few pages of summary answer "rows of the last minutes".
-Sample = series_model("Sample", "ts", METRIC_FIELDS, "metrics_sample_ts", stamped=True)
+Sample = series_model(
+    "Sample", "ts", METRIC_FIELDS, "metrics_sample_ts", module=__name__, stamped=True
+)
 # Per VM and minute or hour: how many samples, and each metric's avg and max.
 MinuteRollup = series_model(
-    "MinuteRollup", "bucket", METRIC_FIELDS, "metrics_minute_bucket", stamped=True, shown=MINUTES
+    "MinuteRollup",
+    "bucket",
+    METRIC_FIELDS,
+    "metrics_minute_bucket",
+    module=__name__,
+    stamped=True,
+    shown=MINUTES,
 )
 HourRollup = series_model(
-    "HourRollup", "bucket", METRIC_FIELDS, "metrics_hour_bucket", shown=MINUTES
+    "HourRollup", "bucket", METRIC_FIELDS, "metrics_hour_bucket", module=__name__, shown=MINUTES
 )
 
 

@@ -4,12 +4,14 @@ dodge one) and go only down the layers (``LAYERS``), tasks live in tasks modules
 rule's message text lives only in its error class."""
 
 import ast
+import importlib
 import inspect
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 from django.conf import settings
 from django.utils import translation
 
@@ -473,3 +475,11 @@ def test_api_answers_are_serialized_by_their_route_schemas():
     assert offenders == {}
     caught = hand_built_bodies("def get(request):\n    row = find()\n    return {'id': row.pk}\n")
     assert caught == ["get (line 3): a dict of fields"]
+
+
+def test_every_model_is_found_where_its_module_says():
+    """A model built by a factory (the metrics series) names the module that binds it: the
+    shell, pickling and the admin look it up there."""
+    for model in apps.get_models():
+        module = importlib.import_module(model.__module__)
+        assert getattr(module, model.__name__, None) is model, model
