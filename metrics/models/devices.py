@@ -49,39 +49,29 @@ GPU_NAMES = tuple(name for name, *_rest in GPU_FIELDS)
 PORT_NAMES = tuple(name for name, *_rest in PORT_FIELDS)
 
 
-GpuSample = series_model(
-    "GpuSample", "ts", GPU_FIELDS, "metrics_gpusample_ts", module=__name__, device="gpu"
-)
-GpuMinuteRollup = series_model(
-    "GpuMinuteRollup",
-    "bucket",
-    GPU_FIELDS,
-    "metrics_gpuminute_bucket",
-    module=__name__,
-    device="gpu",
-)
-GpuHourRollup = series_model(
-    "GpuHourRollup", "bucket", GPU_FIELDS, "metrics_gpuhour_bucket", module=__name__, device="gpu"
-)
-PortSample = series_model(
-    "PortSample", "ts", PORT_FIELDS, "metrics_portsample_ts", module=__name__, device="port"
-)
-PortMinuteRollup = series_model(
-    "PortMinuteRollup",
-    "bucket",
-    PORT_FIELDS,
-    "metrics_portminute_bucket",
-    module=__name__,
-    device="port",
-)
-PortHourRollup = series_model(
-    "PortHourRollup",
-    "bucket",
-    PORT_FIELDS,
-    "metrics_porthour_bucket",
-    module=__name__,
-    device="port",
-)
+def device_series(kind, fields, device):
+    """A device's three series (raw, per minute, per hour): ``{kind}Sample``,
+    ``{kind}MinuteRollup`` and ``{kind}HourRollup``, each keyed by the device's number."""
+    table = kind.lower()
+    return tuple(
+        series_model(
+            f"{kind}{suffix}",
+            column,
+            fields,
+            f"metrics_{table}{index}",
+            module=__name__,
+            device=device,
+        )
+        for suffix, column, index in (
+            ("Sample", "ts", "sample_ts"),
+            ("MinuteRollup", "bucket", "minute_bucket"),
+            ("HourRollup", "bucket", "hour_bucket"),
+        )
+    )
+
+
+GpuSample, GpuMinuteRollup, GpuHourRollup = device_series("Gpu", GPU_FIELDS, "gpu")
+PortSample, PortMinuteRollup, PortHourRollup = device_series("Port", PORT_FIELDS, "port")
 
 
 @dataclass(frozen=True)
