@@ -60,7 +60,13 @@ def test_preflight_create_answers_what_the_create_raises(
 @pytest.mark.parametrize("actor_name", ["admin", "viewer"])
 @pytest.mark.parametrize(
     ("status", "name"),
-    [(S.UNALLOCATED, "new"), (S.UNALLOCATED, "taken"), (S.DELETED, "new"), (S.RUNNING, "new")],
+    [
+        (S.UNALLOCATED, "new"),
+        (S.UNALLOCATED, "taken"),
+        (S.UNALLOCATED, "mine"),  # its own name: no query asks, the answer is the same
+        (S.DELETED, "new"),
+        (S.RUNNING, "new"),
+    ],
 )
 def test_preflight_rename_answers_what_rename_cluster_raises(world, actor_name, status, name):
     world.cluster("taken")
@@ -71,7 +77,7 @@ def test_preflight_rename_answers_what_rename_cluster_raises(world, actor_name, 
 
 
 @pytest.mark.parametrize("actor_name", ["admin", "viewer"])
-@pytest.mark.parametrize("name", ["new", "taken"])
+@pytest.mark.parametrize("name", ["new", "taken", "mine"])
 def test_vm_preflight_rename_answers_what_rename_vm_raises(world, actor_name, name):
     world.vm("taken")
     vm = world.vm("mine")
@@ -104,3 +110,14 @@ def test_the_running_cluster_allocation_step_is_one_function(world):
     assert services.reserve_node(running, 1) is None
     assert code(services.reserve_node(running, 2)) == "capacity_unavailable"
     assert not VirtualMachine.objects.exists()
+
+
+def test_a_rename_to_its_own_name_asks_no_query(world, django_assert_num_queries):
+    """The 정보 tab asks whether 이름 변경 would be taken for the name shown: no other live
+    cluster (or VM) can hold it, so the rule answers without reading."""
+    cluster, vm = world.cluster("mine"), world.vm("mine-vm")
+    with django_assert_num_queries(0):
+        assert services.rename_refusal(cluster, "mine") is None
+        assert vm_services.rename_refusal(vm, "mine-vm") is None
+    with django_assert_num_queries(1):
+        assert services.rename_refusal(cluster, "other") is None
