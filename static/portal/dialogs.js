@@ -16,13 +16,49 @@
 // page's chosen spare names itself). Inside the dialog, a checkbox with data-reveals="#id"
 // shows that element while ticked, and one with data-confirm-required must be ticked for the
 // confirm button to be usable.
+//
+// The page may change under an open dialog: a header or a list polls every 2 s and swaps
+// itself whole, so the element that asked is no longer on the page when 확인 is pressed, and
+// htmx drops a request from a detached element. The confirmation then goes to the element
+// that stands for it now (``live``), which sends the same request; when the page no longer
+// offers it, the dialog says so (its data-gone) and sends nothing.
 (function () {
   "use strict";
 
-  var pending = null;
+  var pending = null;  // {elt, send(target)}: what 확인 sends, and from which element
   var opener = null;
+  var confirmed = null;  // an element confirmed already: its htmx:confirm is let through
 
   function dialog() { return document.getElementById("confirm-dialog"); }
+
+  // ``elt`` while it is on the page; else the element that replaced it: the one with its id,
+  // else the one element of its kind that sends to the same address. None: not offered now.
+  function live(elt) {
+    if (!elt || document.body.contains(elt)) return elt;
+    if (elt.id) return document.getElementById(elt.id);
+    var names = ["hx-post", "hx-put", "hx-patch", "hx-delete", "hx-get", "action"];
+    for (var i = 0; i < names.length; i++) {
+      if (!elt.hasAttribute(names[i])) continue;
+      var same = document.querySelectorAll(
+        elt.tagName + "[" + names[i] + "=\"" + CSS.escape(elt.getAttribute(names[i])) + "\"]"
+      );
+      return same.length === 1 ? same[0] : null;
+    }
+    return null;
+  }
+
+  // Send from ``target`` as the user's own click or submit would, already confirmed.
+  // htmx handles the event at once, so the mark never outlives it (a delayed trigger would
+  // find none and simply ask again).
+  function resend(target) {
+    confirmed = target;
+    try {
+      if (target.tagName === "FORM") target.requestSubmit();
+      else target.click();
+    } finally {
+      confirmed = null;
+    }
+  }
 
   function attr(elt, form, name) {
     if (elt && elt.hasAttribute(name)) return elt.getAttribute(name);
@@ -79,7 +115,7 @@
     ok.textContent = attr(elt, form, "data-confirm-ok") || ok.getAttribute("data-default-label");
     var danger = attr(elt, form, "data-confirm-danger") !== null;
     ok.className = "btn " + (danger ? "btn-danger" : "btn-primary");
-    pending = proceed;
+    pending = {elt: elt, send: proceed};
     opener = elt;
     syncDialog(box);
     box.showModal();
@@ -103,13 +139,24 @@
   // htmx elements: htmx asks through this event and waits for issueRequest(true).
   document.addEventListener("htmx:confirm", function (event) {
     var detail = event.detail || {};
+    if (confirmed !== null && detail.elt === confirmed) {
+      confirmed = null;
+      event.preventDefault();
+      detail.issueRequest(true);
+      return;
+    }
     if (!detail.question) return;
     if (!applies(detail.elt)) {
       event.preventDefault();
       detail.issueRequest(true);
       return;
     }
-    if (ask(detail.elt, detail.question, function () { detail.issueRequest(true); })) {
+    var asker = detail.elt;
+    var send = function (target) {
+      if (target === asker) detail.issueRequest(true);
+      else resend(target);
+    };
+    if (ask(asker, detail.question, send)) {
       event.preventDefault();
     }
   });
@@ -119,9 +166,9 @@
     var form = event.target;
     if (!form.matches || !form.matches("form[data-confirm]") || form.hasAttribute("data-confirmed")) return;
     event.preventDefault();
-    ask(form, form.getAttribute("data-confirm"), function () {
-      form.setAttribute("data-confirmed", "");
-      form.submit();
+    ask(form, form.getAttribute("data-confirm"), function (target) {
+      target.setAttribute("data-confirmed", "");
+      target.submit();
     });
   }, true);
 
@@ -130,16 +177,31 @@
     if (!box || !event.target.closest) return;
     if (event.target.closest("#confirm-ok")) {
       event.preventDefault();
-      var proceed = pending;
+      var job = pending;
       pending = null;
+      var target = job && live(job.elt);
+      if (job && !target) {
+        gone(box);
+        return;
+      }
       // Send first: the dialog's own inputs (form="…") are read with the request.
-      if (proceed) proceed();
+      if (job) job.send(target);
       box.close("ok");
     } else if (event.target.closest("#confirm-cancel")) {
       event.preventDefault();
       box.close("cancel");
     }
   });
+
+  // What was asked is no longer on the page: say so in the dialog, which now only closes.
+  function gone(box) {
+    var body = box.querySelector("#confirm-body");
+    body.textContent = "";
+    body.appendChild(paragraph(box.getAttribute("data-gone"), "reason"));
+    var ok = box.querySelector("#confirm-ok");
+    ok.disabled = true;
+    box.querySelector("#confirm-cancel").focus();
+  }
 
   document.addEventListener("change", function (event) {
     var box = dialog();
@@ -152,7 +214,8 @@
     if (event.target.id !== "confirm-dialog") return;
     pending = null;
     event.target.querySelector("#confirm-body").textContent = "";
-    if (opener && document.body.contains(opener) && event.target.returnValue !== "ok") opener.focus();
+    var back = live(opener);
+    if (back && event.target.returnValue !== "ok") back.focus();
     opener = null;
   }, true);
 })();

@@ -104,6 +104,58 @@ def test_stopping_a_cluster_says_what_it_stops_and_the_header_follows_it(
     assert Operation.objects.get(kind=Operation.Kind.STOP_CLUSTER).done
 
 
+def refresh_header_under_the_dialog(page):
+    """What a poll does every 2 s while the header polls: the header is fetched and swapped
+    whole, under the open dialog; wait until the form that asked is gone from the page."""
+    page.evaluate("document.querySelector('#cluster-header').setAttribute('data-old', '')")
+    page.evaluate("htmx.trigger(document.body, 'cluster-changed')")
+    expect(page.locator("#cluster-header[data-old]")).to_have_count(0)
+    settled(page)
+
+
+def test_a_confirmation_outlives_the_header_swapped_under_it(browser_login, page, live_server):
+    """A tired operator reads the stop dialog for longer than the header's 2 s poll: 확인
+    still stops the cluster (htmx drops a request from the replaced form)."""
+    cluster = running_cluster("ib-slow", members=2, member_status=VmStatus.STOPPED)
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
+    page.locator("#cluster-header").get_by_role("button", name="클러스터 중지").click()
+    expect(confirm_dialog(page)).to_be_visible()
+    refresh_header_under_the_dialog(page)
+
+    confirm(page, "ib-slow를 중지합니다")
+    expect(page.locator("#cluster-header .badge")).to_have_text("종료됨")
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.TERMINATED
+    # Asked once, sent once.
+    assert Operation.objects.filter(cluster=cluster, kind=Operation.Kind.STOP_CLUSTER).count() == 1
+
+
+def test_a_confirmation_whose_action_left_the_page_says_so_and_sends_nothing(
+    browser_login, page, live_server
+):
+    """Another operator stopped the cluster while this one's stop dialog was open: 확인 is
+    no longer offered, the dialog says why, and nothing is sent."""
+    cluster = running_cluster("ib-twice", members=2, member_status=VmStatus.STOPPED)
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
+    page.locator("#cluster-header").get_by_role("button", name="클러스터 중지").click()
+    dialog = confirm_dialog(page)
+    expect(dialog).to_be_visible()
+    VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.TERMINATED)
+    refresh_header_under_the_dialog(page)
+
+    dialog.locator("#confirm-ok").click()
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("#confirm-body")).to_have_text(
+        "화면이 바뀌어 이 작업은 더 이상 할 수 없습니다. 바뀐 화면을 확인하세요."
+    )
+    expect(dialog.locator("#confirm-ok")).to_be_disabled()
+    cancel(page)
+    expect(page.locator("#cluster-header .badge")).to_have_text("종료됨")
+    assert not Operation.objects.filter(cluster=cluster).exists()
+
+
 def test_vm_create_refuses_a_spot_vm_for_a_cluster_and_creates_nothing(
     browser_login, page, live_server
 ):
