@@ -20,8 +20,8 @@
 // The page may change under an open dialog: a header or a list polls every 2 s and swaps
 // itself whole, so the element that asked is no longer on the page when 확인 is pressed, and
 // htmx drops a request from a detached element. The confirmation then goes to the element
-// that stands for it now (``live``), which sends the same request; when the page no longer
-// offers it, the dialog says so (its data-gone) and sends nothing.
+// that stands for it now (``live``), which sends the same request after the same question;
+// when the page no longer offers it, the dialog says so (its data-gone) and sends nothing.
 (function () {
   "use strict";
 
@@ -31,23 +31,30 @@
 
   function dialog() { return document.getElementById("confirm-dialog"); }
 
+  // What an element sends, to where, and what it asks: two elements that agree on all of it
+  // are the same action (the one a poll drew anew and the one it replaced).
+  var SAID = ["hx-post", "hx-put", "hx-patch", "hx-delete", "hx-get", "action", "formaction",
+              "hx-target", "hx-swap", "hx-confirm", "data-confirm"];
+
+  function signature(elt) {
+    return elt.tagName + SAID.map(function (name) {
+      return " " + name + "=" + (elt.getAttribute(name) || "");
+    }).join("");
+  }
+
   // ``elt`` while it is on the page; else the element that replaced it: the one with its id,
-  // else the one element of its kind that sends to the same address. None: not offered now.
+  // or else the first of the same action, if it still asks the same question. None: the
+  // page no longer offers what was confirmed (gone, or now about other members or names).
   function live(elt) {
     if (!elt || document.body.contains(elt)) return elt;
-    if (elt.id) return document.getElementById(elt.id);
-    var names = ["hx-post", "hx-put", "hx-patch", "hx-delete", "hx-get", "action"];
-    for (var i = 0; i < names.length; i++) {
-      if (!elt.hasAttribute(names[i])) continue;
-      var same = document.querySelectorAll(
-        elt.tagName + "[" + names[i] + "=\"" + CSS.escape(elt.getAttribute(names[i])) + "\"]"
-      );
-      return same.length === 1 ? same[0] : null;
+    var mark = signature(elt);
+    var candidates = elt.id ? [document.getElementById(elt.id)] : document.querySelectorAll(elt.tagName);
+    for (var i = 0; i < candidates.length; i++) {
+      if (candidates[i] && signature(candidates[i]) === mark) return candidates[i];
     }
     return null;
   }
 
-  // Send from ``target`` as the user's own click or submit would, already confirmed.
   // htmx handles the event at once, so the mark never outlives it (a delayed trigger would
   // find none and simply ask again).
   function resend(target) {
@@ -180,7 +187,7 @@
       var job = pending;
       pending = null;
       var target = job && live(job.elt);
-      if (job && !target) {
+      if (job && (!target || target.disabled)) {
         gone(box);
         return;
       }
@@ -197,7 +204,9 @@
   function gone(box) {
     var body = box.querySelector("#confirm-body");
     body.textContent = "";
-    body.appendChild(paragraph(box.getAttribute("data-gone"), "reason"));
+    var said = paragraph(box.getAttribute("data-gone"), "reason");
+    said.setAttribute("role", "alert");
+    body.appendChild(said);
     var ok = box.querySelector("#confirm-ok");
     ok.disabled = true;
     box.querySelector("#confirm-cancel").focus();

@@ -104,12 +104,13 @@ def test_stopping_a_cluster_says_what_it_stops_and_the_header_follows_it(
     assert Operation.objects.get(kind=Operation.Kind.STOP_CLUSTER).done
 
 
-def refresh_header_under_the_dialog(page):
-    """What a poll does every 2 s while the header polls: the header is fetched and swapped
-    whole, under the open dialog; wait until the form that asked is gone from the page."""
-    page.evaluate("document.querySelector('#cluster-header').setAttribute('data-old', '')")
+def refresh_under_the_dialog(page, part="#cluster-header"):
+    """What the header's poll does every 2 s: the header, and on a change the tab, fetched
+    and swapped whole under the open dialog. Waits until ``part``, where the asking form
+    was, has been drawn anew."""
+    page.evaluate(f"document.querySelector('{part}').setAttribute('data-old', '')")
     page.evaluate("htmx.trigger(document.body, 'cluster-changed')")
-    expect(page.locator("#cluster-header[data-old]")).to_have_count(0)
+    expect(page.locator(f"{part}[data-old]")).to_have_count(0)
     settled(page)
 
 
@@ -121,7 +122,7 @@ def test_a_confirmation_outlives_the_header_swapped_under_it(browser_login, page
     page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
     page.locator("#cluster-header").get_by_role("button", name="클러스터 중지").click()
     expect(confirm_dialog(page)).to_be_visible()
-    refresh_header_under_the_dialog(page)
+    refresh_under_the_dialog(page)
 
     confirm(page, "ib-slow를 중지합니다")
     expect(page.locator("#cluster-header .badge")).to_have_text("종료됨")
@@ -129,6 +130,23 @@ def test_a_confirmation_outlives_the_header_swapped_under_it(browser_login, page
     assert cluster.status == ClusterStatus.TERMINATED
     # Asked once, sent once.
     assert Operation.objects.filter(cluster=cluster, kind=Operation.Kind.STOP_CLUSTER).count() == 1
+
+
+def test_a_bulk_confirmation_outlives_the_tab_drawn_anew_under_it(
+    browser_login, page, live_server, celery_worker
+):
+    """멤버 모두 중지's form has no id: the tab drawn anew offers the same action with the
+    same question, and 확인 goes to it."""
+    cluster = running_cluster("ib-bulk", members=2)
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/vms/")
+    page.locator("#stop-all").click()
+    expect(confirm_dialog(page)).to_be_visible()
+    refresh_under_the_dialog(page, "#tab-panel")
+
+    confirm(page, "실행 중인 멤버 2대를 중지합니다")
+    for name in MEMBERS[:2]:
+        expect(member_badge(page, name)).to_have_text("중지됨")
 
 
 def test_a_confirmation_whose_action_left_the_page_says_so_and_sends_nothing(
@@ -143,14 +161,15 @@ def test_a_confirmation_whose_action_left_the_page_says_so_and_sends_nothing(
     dialog = confirm_dialog(page)
     expect(dialog).to_be_visible()
     VirtualCluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.TERMINATED)
-    refresh_header_under_the_dialog(page)
+    refresh_under_the_dialog(page)
 
     dialog.locator("#confirm-ok").click()
     expect(dialog).to_be_visible()
-    expect(dialog.locator("#confirm-body")).to_have_text(
-        "화면이 바뀌어 이 작업은 더 이상 할 수 없습니다. 바뀐 화면을 확인하세요."
+    expect(dialog.get_by_role("alert")).to_have_text(
+        "화면이 바뀌었습니다. 바뀐 화면을 확인하고 다시 시도하세요."
     )
     expect(dialog.locator("#confirm-ok")).to_be_disabled()
+    shoot(page, "page-changed-dialog-ko")
     cancel(page)
     expect(page.locator("#cluster-header .badge")).to_have_text("종료됨")
     assert not Operation.objects.filter(cluster=cluster).exists()
