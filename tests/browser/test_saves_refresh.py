@@ -114,3 +114,25 @@ def test_renaming_a_cluster_on_its_info_tab(browser_login, page, live_server):
         .values_list("outcome", "message")
     )
     assert outcomes == [("REFUSED", ""), ("SUCCEEDED", "before → after")]
+
+
+def test_a_cluster_change_redraws_the_info_tab_with_one_request_each(
+    browser_login, page, live_server
+):
+    """cluster-changed (a poll saw a change, an action was taken): the header and the 정보
+    tab ask once each, and the tab's 검증 section comes with the tab, not also on its own
+    (which the tab's redraw would throw away)."""
+    cluster = demo_cluster("redraw-once", ("gpu-node-01", "gpu-node-02"))
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
+    expect(page.locator("#validation-section h3")).to_have_text("검증")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    asked = []
+    page.on("request", lambda r: asked.append(r.url.removeprefix(live_server.url).split("?")[0]))
+    page.locator("#validation-section").evaluate("e => e.setAttribute('data-old', '')")
+    page.evaluate("htmx.trigger(document.body, 'cluster-changed')")
+    expect(page.locator("#validation-section h3")).to_have_text("검증")
+    expect(page.locator("#validation-section[data-old]")).to_have_count(0)
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    base = f"/clusters/{cluster.pk}/"
+    assert sorted(asked) == sorted([f"{base}header/", base, f"{base}validation/"])
