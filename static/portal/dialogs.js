@@ -21,7 +21,8 @@
 // itself whole, so the element that asked is no longer on the page when 확인 is pressed, and
 // htmx drops a request from a detached element. The confirmation then goes to the element
 // that stands for it now (``live``), which sends the same request after the same question;
-// when the page no longer offers it, the dialog says so (its data-gone) and sends nothing.
+// when the page no longer offers it, the dialog says so (its data-page-changed) and sends
+// nothing.
 (function () {
   "use strict";
 
@@ -204,7 +205,7 @@
   function gone(box) {
     var body = box.querySelector("#confirm-body");
     body.textContent = "";
-    var said = paragraph(box.getAttribute("data-gone"), "reason");
+    var said = paragraph(box.getAttribute("data-page-changed"), "reason");
     said.setAttribute("role", "alert");
     body.appendChild(said);
     var ok = box.querySelector("#confirm-ok");
