@@ -6,6 +6,7 @@ never a 500, and the other filters still apply.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django import forms
@@ -25,7 +26,8 @@ from django.db.models.expressions import BaseExpression
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
 
-from portal.models import light_instances
+from portal.models import instances_of, light_instances
+from portal.statements import statements
 
 # A form's ids would otherwise be ``id_zone``: the create panel opened on the same page has
 # one too, and a label then names the wrong control.
@@ -148,8 +150,22 @@ class _CountAll(Func):
     output_field = IntegerField()
 
 
+@dataclass(frozen=True)
+class Rows:
+    """What a list pages over as a module-level function of the request's values (ints,
+    strings, tuples of them, or None), so that its page read is compiled once per shape
+    (``portal.statements``) rather than on every request."""
+
+    model: type[Model]
+    build: Callable[..., QuerySet]
+    values: dict[str, Any]
+
+    def queryset(self) -> QuerySet:
+        return self.build(**self.values)
+
+
 def list_page(
-    rows: QuerySet,
+    rows: QuerySet | Rows,
     ordering: list,
     asked,
     shown: Callable[[QuerySet], QuerySet],
@@ -164,21 +180,26 @@ def list_page(
     total rides along as an uncorrelated scalar subquery (computed once). As Django's
     ``get_page``: a number that is not one is page 1; a page outside the list is the last
     one (which costs a count and a second read). With ``fields``, the rows are read as
-    ``light_instances`` holding those fields (and the annotations ``shown`` adds by name)."""
+    ``light_instances`` holding those fields (and the annotations ``shown`` adds by name);
+    given as ``Rows`` with ``fields``, the read is compiled ahead (``shown`` is then a
+    module-level function too)."""
     try:
         number = int(asked)
     except (TypeError, ValueError):
         number = 1
 
     def read(number: int) -> list:
-        return _read_page(rows, ordering, shown, number, per_page, fields)
+        if isinstance(rows, Rows) and fields:
+            return _compiled_page(rows, ordering, shown, number, per_page, fields)
+        queryset = rows.queryset() if isinstance(rows, Rows) else rows
+        return _read_page(queryset, ordering, shown, number, per_page, fields)
 
     # A number whose OFFSET would not fit a bigint is past the end too (never a DataError).
     shown_rows = read(number) if 1 <= number <= MAX_OFFSET // per_page else []
     if shown_rows:
         total = shown_rows[0]._list_total
     else:
-        total = rows.count()
+        total = (rows.queryset() if isinstance(rows, Rows) else rows).count()
         last = max(1, -(-total // per_page))
         if number != last:
             number = last
@@ -188,16 +209,33 @@ def list_page(
     return Page(shown_rows, number, paginator)
 
 
-def _read_page(rows, ordering, shown, number, per_page, fields) -> list:
-    start = (number - 1) * per_page
+def _page_query(rows, ordering, shown, start: int, per_page: int) -> QuerySet:
     ids = rows.order_by(*ordering).values("pk")[start : start + per_page]
     total = Subquery(rows.order_by().values(n=_CountAll()))
-    page = (
+    return (
         shown(rows.model._default_manager.filter(pk__in=ids))
         .annotate(_list_total=total)
         .order_by(*ordering)
     )
+
+
+def _read_page(rows, ordering, shown, number, per_page, fields) -> list:
+    page = _page_query(rows, ordering, shown, (number - 1) * per_page, per_page)
     return light_instances(page, (*fields, "_list_total")) if fields else list(page)
+
+
+def _compiled_page(rows: Rows, ordering, shown, number, per_page, fields) -> list:
+    shape = (rows.build, tuple(ordering), shown, per_page, fields)
+    start = (number - 1) * per_page
+    read = statements.rows(_page_values, shape, start=start, **rows.values)
+    db = rows.model._default_manager.db
+    return instances_of(rows.model, db, (*fields, "_list_total"), read)
+
+
+def _page_values(shape, start, **values) -> QuerySet:
+    build, ordering, shown, per_page, fields = shape
+    page = _page_query(build(**values), list(ordering), shown, start, per_page)
+    return page.values_list(*fields, "_list_total")
 
 
 def render_list(

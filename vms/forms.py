@@ -1,6 +1,8 @@
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from django import forms
+from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VirtualCluster
@@ -35,6 +37,12 @@ class CatalogChoiceForm(forms.Form):
             self.fields["instance_type"].queryset = types_offered_in(self.zone_id)
 
 
+def _zone_choices(_shape) -> QuerySet:
+    """The zone filter's choices: (id, label), the label being the zone's code (its str), in
+    the catalog's order."""
+    return Zone.objects.values_list("pk", "code")
+
+
 class CatalogFilterForm(ListFilterForm):
     """The filters of every list of catalog resources (clusters, VMs): a name, a status (of
     ``STATUSES``, the subclass's choices) and a zone."""
@@ -53,6 +61,10 @@ class CatalogFilterForm(ListFilterForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["status"].choices = [("", _("모든 상태")), *self.STATUSES]
+
+    # Catalog choices drawn as (id, label) rows by a compiled statement
+    # (``portal.templatetags.console.filter_fields``), not as models.
+    listed_choices: ClassVar[dict[str, Callable[..., QuerySet]]] = {"zone": _zone_choices}
 
 
 class VmCreateForm(CatalogChoiceForm):

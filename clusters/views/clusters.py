@@ -8,7 +8,7 @@ for forms, as a field error.
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -39,8 +39,8 @@ from portal.errors import (
     InvalidInput,
     NameTaken,
 )
-from portal.listing import list_page, render_list
-from portal.models import AuditEvent, light_instances, readable
+from portal.listing import Rows, list_page, render_list
+from portal.models import AuditEvent, light_instances, permitted_projects, readable
 from portal.permissions import Perm
 from portal.rendering import create_view, go_to, render_form
 from vms.models import VirtualMachine
@@ -87,37 +87,50 @@ MEMBER_COUNT = Coalesce(
 )
 
 
+def _listed_clusters(projects, project, status, zone, q) -> QuerySet:
+    """The project's clusters the reader may see (``projects``: None, all), filtered: 삭제됨
+    is hidden unless asked for."""
+    clusters = VirtualCluster.objects.within(projects).filter(project=project)
+    clusters = clusters.filter(status=status) if status else clusters.alive()
+    if zone:
+        clusters = clusters.filter(zone=zone)
+    if q:
+        clusters = clusters.filter(name__icontains=q)
+    return clusters
+
+
+def _shown_clusters(shown: QuerySet) -> QuerySet:
+    """A row shows two codes, not the catalog objects: the codes are read, not models."""
+    return shown.annotate(
+        member_count=MEMBER_COUNT, zone_code=F("zone__code"), type_code=F("instance_type__code")
+    )
+
+
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
 def cluster_list(request):
     project = request.project
-    clusters = VirtualCluster.objects.none()
     filters = ClusterFilterForm(request.GET)
+    clusters: QuerySet | Rows = VirtualCluster.objects.none()
     if project is not None:
-        clusters = VirtualCluster.objects.restrict(request.user, Perm.CLUSTER_READ).filter(
-            project=project
+        allowed = permitted_projects(request.user, Perm.CLUSTER_READ)
+        zone = filters.value("zone")
+        clusters = Rows(
+            VirtualCluster,
+            _listed_clusters,
+            {
+                "projects": None if allowed is None else tuple(sorted(allowed)),
+                "project": project.pk,
+                "status": filters.value("status"),
+                "zone": zone.pk if zone else None,
+                "q": filters.value("q"),
+            },
         )
-        status = filters.value("status")
-        # 삭제됨 is hidden unless asked for
-        clusters = clusters.filter(status=status) if status else clusters.alive()
-        if zone := filters.value("zone"):
-            clusters = clusters.filter(zone=zone)
-        if q := filters.value("q"):
-            clusters = clusters.filter(name__icontains=q)
     page = list_page(
-        clusters,
-        filters.ordering(),
-        request.GET.get("page"),
-        # The row shows two codes, not the catalog objects: fetch the codes, not models.
-        lambda shown: shown.annotate(
-            member_count=MEMBER_COUNT,
-            zone_code=F("zone__code"),
-            type_code=F("instance_type__code"),
-        ),
-        PAGE_SIZE,
+        clusters, filters.ordering(), request.GET.get("page"), _shown_clusters, PAGE_SIZE,
         fields=LIST_FIELDS,
-    )
+    )  # fmt: skip
     return render_list(
         request,
         "clusters/list.html",
