@@ -86,6 +86,42 @@
     next.focus();
   });
 
+  // -- Tabs: the last click wins, and nothing is aborted -----------------------------------
+  // A tab's request and the panel's own refresh (on cluster-changed) both replace
+  // #tab-panel. Aborting the older request (hx-sync replace) made htmx log an error for what
+  // the user chose to do; instead each request for the panel is numbered as it is sent, and
+  // an answer is not swapped in when a tab was opened after it was sent, nor while an opened
+  // tab's own answer is still to come (swapped first, it would leave that answer no panel).
+  var panelRequests = 0;
+  var lastTab = 0;
+  var tabPending = false;
+
+  function keepLatest(event) {
+    var detail = event.detail || {};
+    var number = detail.xhr && detail.xhr.panelRequest;
+    if (!number) return;
+    if (number < lastTab || (tabPending && number !== lastTab)) detail.shouldSwap = false;
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var detail = event.detail || {};
+    if (!detail.xhr || !detail.target || detail.target.id !== "tab-panel") return;
+    detail.xhr.panelRequest = ++panelRequests;
+    if (detail.elt && detail.elt.getAttribute("role") === "tab") {
+      lastTab = detail.xhr.panelRequest;
+      tabPending = true;
+    }
+    // On the panel itself: an answer for a panel already replaced is asked about on that
+    // detached element, whose events reach no document listener (its URL would still be
+    // pushed into the history).
+    detail.target.addEventListener("htmx:beforeSwap", keepLatest);
+  });
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var detail = event.detail || {};
+    if (detail.xhr && detail.xhr.panelRequest === lastTab) tabPending = false;
+  });
+
   // Focus across swaps: htmx gives it back to the element with the same id (a tab opened
   // from the keyboard, the cluster form's zone select as its fields are redrawn).
 

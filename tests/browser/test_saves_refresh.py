@@ -136,3 +136,49 @@ def test_a_cluster_change_redraws_the_info_tab_with_one_request_each(
     page.wait_for_function("() => !document.querySelector('.htmx-request')")
     base = f"/clusters/{cluster.pk}/"
     assert sorted(asked) == sorted([f"{base}header/", base, f"{base}validation/"])
+
+
+def test_a_tab_opened_while_the_panel_refreshes_wins_and_nothing_is_aborted(
+    browser_login, page, live_server
+):
+    """The 정보 tab is refreshing when 연결된 가상머신 is opened, and the refresh answers
+    first: the members tab still shows (the refresh, swapped in, would have left the tab's
+    answer no panel), and the page logs no error (aborting the refresh made htmx log two;
+    the ``page`` fixture fails on them)."""
+    cluster = demo_cluster("late-refresh", ("gpu-node-01", "gpu-node-02"))
+    browser_login("admin")
+    base = f"{live_server.url}/clusters/{cluster.pk}/"
+    page.goto(base)
+    expect(page.locator("#validation-section h3")).to_have_text("검증")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    held = {}
+
+    def hold(route):
+        path = route.request.url.removeprefix(base)
+        if route.request.headers.get("hx-request") and path in ("", "vms/"):
+            held[path] = route
+        else:
+            route.continue_()
+
+    page.route(f"{base}**", hold)
+    page.evaluate("htmx.trigger(document.body, 'cluster-changed')")
+    page.wait_for_function("() => document.querySelector('#tab-panel.htmx-request')")
+    page.get_by_role("tab", name="연결된 가상머신").click()
+    page.wait_for_function("() => document.querySelectorAll('.htmx-request').length >= 2")
+    assert {"", "vms/"} <= set(held)
+
+    held[""].continue_()  # the refresh answers first
+    page.wait_for_timeout(300)
+    held["vms/"].continue_()
+    panel = page.locator("#tab-panel")
+    expect(panel).to_have_attribute("data-tab", "members")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    expect(panel).to_have_attribute("data-tab", "members")
+    members_tab = page.get_by_role("tab", name="연결된 가상머신")
+    expect(members_tab).to_have_attribute("aria-selected", "true")
+    page.unroute(f"{base}**")
+    # Once the tab has answered, the panel's own refreshes are swapped in again.
+    panel.evaluate("e => e.setAttribute('data-old', '')")
+    page.evaluate("htmx.trigger(document.body, 'cluster-changed')")
+    expect(page.locator("#tab-panel[data-old]")).to_have_count(0)
+    expect(panel).to_have_attribute("data-tab", "members")
