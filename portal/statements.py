@@ -45,7 +45,7 @@ _PLACEHOLDER = re.compile(r"%[%s]")
 
 class _Probe:
     """The probe values of one compile: distinct from each other and from any constant a
-    query holds (huge negative ints; strings with a NUL, which no stored text holds)."""
+    query holds (ints far above any id or count; strings with a NUL, which no text holds)."""
 
     def __init__(self, round_: int):
         self.round = round_
@@ -191,7 +191,7 @@ class Statements:
         for part in (build, *(shape if isinstance(shape, tuple) else (shape,))):
             if callable(part) and getattr(part, "__closure__", None):
                 raise TypeError(f"{part!r}: a compiled statement's parts close over nothing")
-        key = (build.__module__, build.__qualname__, shape, _kinds(values))
+        key = (build, shape, _kinds(values))  # the function itself: two lambdas share a name
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:

@@ -162,3 +162,19 @@ def test_a_constant_is_written_into_the_text_quoted(world):
 
 def _odd_name(shape):
     return VirtualCluster.objects.filter(name="it's 100%").values_list("name")
+
+
+def test_the_zone_filter_offers_what_its_form_field_accepts(clusters, login):
+    """The compiled zone choices are the filter field's own: every zone, as its str, in the
+    catalog's order."""
+    from html import unescape
+
+    page = login("admin").get("/clusters/").content.decode()
+    select = page.split('name="zone" id="filter_zone">')[1].split("</select>")[0]
+    form = ClusterFilterForm({})
+    expected = [(str(z.pk), str(z)) for z in form.fields["zone"].queryset]
+    offered = [
+        (option.split('"')[1], unescape(option.split(">")[1].split("<")[0]))
+        for option in select.split("<option ")[1:]
+    ]
+    assert offered[0] == ("", "모든 영역") and offered[1:] == expected and len(expected) == 2
