@@ -13,6 +13,7 @@ from portal.errors import NotFound, RuleViolation
 from portal.kernel import parse_id
 from portal.messages import action_label, render_message
 from portal.permissions import Perm
+from portal.statements import statements
 
 
 def validate_permissions(value):
@@ -243,6 +244,27 @@ def readable(user: Any, permission: str, model: Any) -> Any:
     """``model``'s rows ``user`` may read through ``permission``: ``.get_or_404(pk)`` finds
     one or raises the model's not-found error; ``.shows(obj)`` asks the same of a row in hand."""
     return model.objects.readable(user, permission)
+
+
+def readable_row(user: Any, permission: str, model: Any, pk: Any, widen: Any = None) -> Any:
+    """The row ``readable(user, permission, model).get_or_404(pk)`` finds, or None: the
+    same rule (findable, in a project the reader may read), read through a statement
+    compiled once per shape (``portal.statements``), as every cluster page starts with it.
+    ``widen`` is a module-level function of the queryset (``select_related``, annotations)."""
+    pk = parse_id(pk)
+    if pk is None:
+        return None
+    projects = permitted_projects(user, permission)
+    found = statements.instances(
+        _readable_row, (model, widen), projects=None if projects is None else tuple(projects), pk=pk
+    )
+    return found[0] if found else None
+
+
+def _readable_row(shape: tuple, projects: tuple | None, pk: int) -> models.QuerySet:
+    model, widen = shape
+    rows = model.objects.findable().within(projects).filter(pk=pk)
+    return rows if widen is None else widen(rows)
 
 
 class LastErrorMixin(models.Model):

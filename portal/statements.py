@@ -6,6 +6,8 @@ Compiling is most of what the ORM costs a list page: on the cluster list, the pa
 PostgreSQL took to run it. The query stays written with the ORM, in one builder function;
 ``rows`` compiles it with *probes* in place of the values, learns which parameter is which
 value, and afterwards only binds: the same SQL text each time (which psycopg then prepares).
+``instances`` does the same for a model query and builds its objects as Django does (the
+``select_related`` objects and annotations included): the cluster every cluster page reads.
 
 What makes this safe:
 
@@ -31,7 +33,8 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
+from django.db.models.query import get_related_populators  # type: ignore[attr-defined]
 
 # Shapes kept per process: a list's filters, sorts and pages are a few dozen at most.
 KEPT = 256
@@ -77,6 +80,19 @@ class _Probe:
 
 
 @dataclass(frozen=True)
+class _Built:
+    """How a model query's rows become instances, as Django's ``ModelIterable`` builds them:
+    the model's columns, the ``select_related`` objects' populators, the annotations."""
+
+    model: type[Model]
+    start: int
+    end: int
+    init_list: tuple[str, ...]
+    populators: tuple
+    annotations: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
 class _Compiled:
     sql: str
     # Per parameter: (input name, index in it; -1 for a scalar), or (None, the constant).
@@ -85,6 +101,7 @@ class _Compiled:
     has_extra_select: bool
     converters: dict
     using: str  # the database alias: its connection is the running thread's own
+    built: _Built | None = None  # for ``instances``: how rows become model instances
 
 
 _EMPTY = object()  # the query can match nothing (an empty IN): no SQL to run
@@ -188,16 +205,51 @@ class Statements:
         ``build`` returns a ``values_list`` queryset and reads nothing but its arguments;
         ``shape`` holds what else the caller varies (a sort, the functions it composes),
         hashable, and the same for every request of that shape. Sequences are tuples."""
+        entry = self._entry(build, shape, values, instances=False)
+        if entry is _EMPTY:
+            return []
+        if entry is _NOT_AHEAD:
+            return list(build(shape, **values))
+        return _run(entry, values)
+
+    def instances(
+        self,
+        build: Callable[..., QuerySet],
+        shape: Hashable,
+        **values: Any,
+    ) -> list[Any]:
+        """``build(shape, **values)``'s model instances, as iterating it gives them (its
+        ``select_related`` objects and annotations set), under the terms of ``rows``.
+        ``build`` returns a model queryset of the model's own manager: no prefetches, no
+        related manager's known objects."""
+        entry = self._entry(build, shape, values, instances=True)
+        if entry is _EMPTY:
+            return []
+        if entry is _NOT_AHEAD:
+            return list(build(shape, **values))
+        built = entry.built
+        objs = []
+        for row in _run(entry, values):
+            obj = built.model.from_db(entry.using, built.init_list, row[built.start : built.end])
+            for populator in built.populators:
+                populator.populate(row, obj)
+            for name, position in built.annotations:
+                setattr(obj, name, row[position])
+            objs.append(obj)
+        return objs
+
+    def _entry(self, build, shape, values: dict, *, instances: bool) -> Any:
         for part in (build, *(shape if isinstance(shape, tuple) else (shape,))):
             if callable(part) and getattr(part, "__closure__", None):
                 raise TypeError(f"{part!r}: a compiled statement's parts close over nothing")
-        key = (build, shape, _kinds(values))  # the function itself: two lambdas share a name
+        # The function itself, not its name: two lambdas of one scope share a name.
+        key = (build, shape, _kinds(values), instances)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
         if entry is None:
-            entry = self._compile_ahead(build, shape, values)
+            entry = self._compile_ahead(build, shape, values, instances)
             with self._lock:
                 self._entries[key] = entry
                 if entry is _NOT_AHEAD:
@@ -206,16 +258,18 @@ class Statements:
                     self.compiles += 1
                 while len(self._entries) > self.kept:
                     self._entries.popitem(last=False)
-        if entry is _EMPTY:
-            return []
-        if entry is _NOT_AHEAD:
-            return list(build(shape, **values))
-        return _run(entry, values)
+        return entry
 
     @staticmethod
-    def _compile_ahead(build: Callable[..., QuerySet], shape: Hashable, values: dict) -> Any:
+    def _compile_ahead(
+        build: Callable[..., QuerySet], shape: Hashable, values: dict, instances: bool
+    ) -> Any:
         first, second = _Probe(1), _Probe(2)
-        compiler, sql, binds = _compile(build(shape, **first.inputs(values)), first)
+        queryset = build(shape, **first.inputs(values))
+        related = ("_prefetch_related_lookups", "_known_related_objects")
+        if instances and any(getattr(queryset, name) for name in related):
+            raise TypeError("compiled instances take no prefetches and no related manager")
+        compiler, sql, binds = _compile(queryset, first)
         _again, sql_again, binds_again = _compile(build(shape, **second.inputs(values)), second)
         if sql != sql_again or binds != binds_again:
             return _NOT_AHEAD
@@ -229,7 +283,22 @@ class Statements:
             has_extra_select=compiler.has_extra_select,
             converters=compiler.get_converters(fields),
             using=compiler.using,
+            built=_built(compiler) if instances else None,
         )
+
+
+def _built(compiler) -> _Built:
+    """What ``ModelIterable`` reads off a compiler that has compiled a model query."""
+    klass_info, select = compiler.klass_info, compiler.select
+    start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+    return _Built(
+        model=klass_info["model"],
+        start=start,
+        end=end,
+        init_list=tuple(column[0].target.attname for column in select[start:end]),
+        populators=tuple(get_related_populators(klass_info, select, compiler.using)),
+        annotations=tuple(compiler.annotation_col_map.items()),
+    )
 
 
 def _run(entry: _Compiled, values: dict[str, Any]) -> list[tuple]:

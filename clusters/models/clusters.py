@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, ProjectScopedQuerySet, project_reference, user_reference
+from portal.statements import statements
 from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,
@@ -95,9 +96,8 @@ class MemberStates:
 
     @classmethod
     def read(cls, cluster) -> "MemberStates":
-        """One query, whatever the number of members."""
-        members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
-        return cls._of_rows(members.values_list("pk", "status", "name"))
+        """One query, whatever the number of members (compiled once: the header's poll)."""
+        return cls._of_rows(statements.rows(_member_states, None, cluster=cluster.pk))
 
     @classmethod
     def of_members(cls, vms) -> "MemberStates":
@@ -122,6 +122,11 @@ class ClusterOp(models.TextChoices):
     NONE = "", "-"
     CREATE = "CREATE", _("생성")
     START = "START", _("시작")
+
+
+def _member_states(_shape, cluster):
+    members = VirtualMachine.objects.filter(cluster=cluster).order_by("pk")
+    return members.values_list("pk", "status", "name")
 
 
 class VirtualClusterQuerySet(CatalogResourceQuerySet):

@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from clusters.models import Operation
 from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation.verdict import reason_text
+from portal.statements import statements
 from vms.models import VM_TRANSITIONAL
 
 BADGE: dict[str, str] = {
@@ -20,19 +21,20 @@ K = ValidationJob.Kind
 
 
 def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
-    """The members' verdicts of the cluster's last finished run (one query, none if none)."""
-    run = (
-        ValidationRun.objects.filter(
-            operation__cluster=cluster,
-            operation__kind=Operation.Kind.VALIDATE,
-            finished_at__isnull=False,
-        )
-        .order_by("-operation__created_at")
-        .first()
-    )
-    if run is None:
+    """The members' verdicts of the cluster's last finished run (one query, two if there
+    is one; the first compiled once: every 연결된 가상머신 tab asks it)."""
+    runs = statements.instances(_last_run, None, cluster=cluster.pk)
+    if not runs:
         return {}
-    return {v.vm_id: v for v in run.verdicts.all() if v.vm_id is not None}
+    return {v.vm_id: v for v in runs[0].verdicts.all() if v.vm_id is not None}
+
+
+def _last_run(_shape, cluster):
+    return ValidationRun.objects.filter(
+        operation__cluster=cluster,
+        operation__kind=Operation.Kind.VALIDATE,
+        finished_at__isnull=False,
+    ).order_by("-operation__created_at")[:1]
 
 
 def vm_verdicts(vm_ids) -> dict[int, ValidationVerdict]:

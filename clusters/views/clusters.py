@@ -40,9 +40,10 @@ from portal.errors import (
     NameTaken,
 )
 from portal.listing import Rows, list_page, render_list
-from portal.models import AuditEvent, light_instances, permitted_projects, readable
+from portal.models import AuditEvent, instances_of, permitted_projects, readable
 from portal.permissions import Perm
 from portal.rendering import create_view, go_to, render_form
+from portal.statements import statements
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
@@ -203,11 +204,14 @@ def _members_and_states(user, cluster) -> tuple[list, MemberStates]:
     """The members ``user`` may read, in rank order, and the states of all of them (what the
     header's rules count), from one read of the cluster's members: each row is kept by
     ``readable(...).shown``, the same rule ``restrict`` applies in SQL."""
-    every = light_instances(
-        VirtualMachine.objects.filter(cluster=cluster).order_by(*RANK_ORDER), MEMBER_FIELDS
-    )
+    rows = statements.rows(_member_rows, MEMBER_FIELDS, cluster=cluster.pk)
+    every = instances_of(VirtualMachine, VirtualMachine.objects.db, MEMBER_FIELDS, rows)
     states = MemberStates.of_members(every)
     return readable(user, Perm.VM_READ, VirtualMachine).shown(every), states
+
+
+def _member_rows(fields, cluster) -> QuerySet:
+    return VirtualMachine.objects.filter(cluster=cluster).order_by(*RANK_ORDER).values_list(*fields)
 
 
 def _detail_context(request, cluster, tab):

@@ -10,7 +10,7 @@ preflights, never from a rule written here.
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
@@ -28,7 +28,7 @@ from portal.errors import (
 )
 from portal.kernel import check_perm
 from portal.messages import NOT_STOPPED_REASON, STOPPING_REASON
-from portal.models import readable
+from portal.models import readable_row
 from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
@@ -41,9 +41,17 @@ OPERATIONS_SHOWN = 20
 def readable_cluster(request, pk):
     """Cluster ``pk`` if the user may read it, else the 404 page (every cluster page starts
     here)."""
-    clusters = readable(request.user, Perm.CLUSTER_READ, VirtualCluster)
+    cluster = readable_row(request.user, Perm.CLUSTER_READ, VirtualCluster, pk, _page_cluster)
+    if cluster is None:
+        raise Http404
+    return cluster
+
+
+def _page_cluster(clusters):
+    """What a cluster page shows of it: its catalog, project and creator, and whether an
+    operation runs on it."""
     clusters = clusters.select_related("zone", "instance_type", "project", "created_by")
-    return get_object_or_404(outcome.with_open_operation(clusters), pk=pk)
+    return outcome.with_open_operation(clusters)
 
 
 # ---------------------------------------------------------------------------------------------

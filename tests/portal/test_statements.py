@@ -6,6 +6,7 @@ from an input."""
 import itertools
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -13,6 +14,8 @@ from clusters.forms import ClusterFilterForm
 from clusters.models import ClusterStatus, VirtualCluster
 from clusters.views.clusters import LIST_FIELDS, _listed_clusters, _shown_clusters
 from portal.listing import Rows, _read_page, list_page
+from portal.models import readable, readable_row
+from portal.permissions import Perm
 from portal.statements import Statements, statements
 from vms.models import VmStatus
 
@@ -178,3 +181,90 @@ def test_the_zone_filter_offers_what_its_form_field_accepts(clusters, login):
         for option in select.split("<option ")[1:]
     ]
     assert offered[0] == ("", "모든 영역") and offered[1:] == expected and len(expected) == 2
+
+
+# Model instances: the cluster every cluster page starts with, and the members it reads.
+
+
+def _as_read(cluster):
+    """What a page reads of a cluster: its fields, the related objects ``select_related``
+    set, and the open operation annotation."""
+    return (
+        {f.attname: getattr(cluster, f.attname) for f in VirtualCluster._meta.concrete_fields},
+        cluster.zone.code,
+        cluster.instance_type.code,
+        cluster.project.slug,
+        cluster.created_by and cluster.created_by.username,
+        cluster.open_operation_id,
+    )
+
+
+def test_a_readable_row_is_what_get_or_404_finds_for_every_reader(clusters):
+    """``readable_row`` against ``readable(...).get_or_404`` for every kind of reader and
+    every cluster (their own, another project's, none), with the page's related objects
+    set and no query more when the page uses them."""
+    from django.contrib.auth.models import AnonymousUser
+
+    from clusters.views.members import _page_cluster
+    from portal.errors import ClusterNotFound
+
+    world = clusters
+    superuser = get_user_model().objects.create_superuser("root", password="x-pass-1234")
+    readers = [None, superuser, AnonymousUser(), *world.users.values()]
+    ids = [*VirtualCluster.objects.values_list("pk", flat=True), 10**6, "7x", 10**30]
+    found = 0
+    for reader, pk in itertools.product(readers, ids):
+        try:
+            expected = _page_cluster(readable(reader, Perm.CLUSTER_READ, VirtualCluster))
+            expected = _as_read(expected.get_or_404(pk))
+        except ClusterNotFound:
+            expected = None
+        row = readable_row(reader, Perm.CLUSTER_READ, VirtualCluster, pk, _page_cluster)
+        with CaptureQueriesContext(connection) as queries:
+            assert (row and _as_read(row)) == expected, (reader, pk)
+        assert len(queries) == 0
+        found += row is not None
+    assert found > 20
+    # Shapes: every project (the system, the superuser), 1 project, none (no SQL run).
+    assert statements.compiles <= 3
+
+
+def test_compiled_instances_hold_no_readers_values_for_the_next(clusters):
+    """Two readers with project lists of the same length share a statement, each bound to
+    their own projects: neither reads the other's cluster."""
+    world = clusters
+    alpha = VirtualCluster.objects.get(name="alpha-0")
+    beta = VirtualCluster.objects.get(name="beta-0")
+    admin, other = world.users["admin"], world.users["other"]
+    assert readable_row(admin, Perm.CLUSTER_READ, VirtualCluster, alpha.pk) == alpha
+    assert readable_row(other, Perm.CLUSTER_READ, VirtualCluster, alpha.pk) is None
+    assert readable_row(other, Perm.CLUSTER_READ, VirtualCluster, beta.pk) == beta
+    assert readable_row(admin, Perm.CLUSTER_READ, VirtualCluster, beta.pk) is None
+    assert statements.compiles == 1
+
+
+def test_compiled_instances_take_no_prefetch(clusters):
+    kept = Statements()
+    with pytest.raises(TypeError):
+        kept.instances(_prefetching, ())
+
+
+def _prefetching(shape):
+    return VirtualCluster.objects.prefetch_related("members")
+
+
+def test_the_members_tab_reads_its_members_compiled(clusters, login):
+    """The tab's members and the header poll's counts come from compiled statements, and
+    show the rows the ORM reads."""
+    world = clusters
+    cluster = world.cluster("gamma", status=ClusterStatus.RUNNING)
+    world.members(cluster, 3, status=VmStatus.RUNNING)
+    client = login("admin")
+    page = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
+    assert all(f'data-vm="gamma-m{i}"' in page for i in range(3))
+    compiled = statements.compiles
+    other = world.cluster("delta", status=ClusterStatus.RUNNING)
+    world.members(other, 2, status=VmStatus.RUNNING)
+    page = client.get(f"/clusters/{other.pk}/vms/").content.decode()
+    assert 'data-vm="delta-m1"' in page and 'data-vm="gamma-m0"' not in page
+    assert statements.compiles == compiled  # the second cluster bound the same statements
