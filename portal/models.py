@@ -200,13 +200,7 @@ class ProjectScopedQuerySet(models.QuerySet):
         asked once for all of them."""
         if self._reader is None:
             raise TypeError("shown() answers for readable(user, permission, Model) only")
-        user, permission = self._reader
-        allowed = permitted_projects(user, permission)
-        return [
-            obj
-            for obj in objs
-            if self.is_findable(obj) and (allowed is None or obj.project_id in allowed)
-        ]
+        return shown_to(*self._reader, self.model, objs)
 
     def shows(self, obj) -> bool:
         """Whether ``get_or_404`` would find ``obj``, a row already in hand (read in a batch
@@ -244,6 +238,14 @@ def readable(user: Any, permission: str, model: Any) -> Any:
     """``model``'s rows ``user`` may read through ``permission``: ``.get_or_404(pk)`` finds
     one or raises the model's not-found error; ``.shows(obj)`` asks the same of a row in hand."""
     return model.objects.readable(user, permission)
+
+
+def shown_to(user: Any, permission: str, model: Any, objs) -> list:
+    """``readable(user, permission, model).shown(objs)``, without a queryset to build: the
+    rows of ``objs`` that are findable and in a project the reader may read."""
+    allowed = permitted_projects(user, permission)
+    findable = model.objects.is_findable
+    return [obj for obj in objs if findable(obj) and (allowed is None or obj.project_id in allowed)]
 
 
 def readable_row(user: Any, permission: str, model: Any, pk: Any, widen: Any = None) -> Any:

@@ -40,7 +40,7 @@ from portal.errors import (
     NameTaken,
 )
 from portal.listing import Rows, list_page, render_list
-from portal.models import AuditEvent, instances_of, permitted_projects, readable
+from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
 from portal.permissions import Perm
 from portal.rendering import create_view, go_to, render_form
 from portal.statements import statements
@@ -203,11 +203,11 @@ def _visible_members(user, cluster):
 def _members_and_states(user, cluster) -> tuple[list, MemberStates]:
     """The members ``user`` may read, in rank order, and the states of all of them (what the
     header's rules count), from one read of the cluster's members: each row is kept by
-    ``readable(...).shown``, the same rule ``restrict`` applies in SQL."""
+    ``shown_to`` (``readable(...).shown``), the same rule ``restrict`` applies in SQL."""
     rows = statements.rows(_member_rows, MEMBER_FIELDS, cluster=cluster.pk)
     every = instances_of(VirtualMachine, VirtualMachine.objects.db, MEMBER_FIELDS, rows)
     states = MemberStates.of_members(every)
-    return readable(user, Perm.VM_READ, VirtualMachine).shown(every), states
+    return shown_to(user, Perm.VM_READ, VirtualMachine, every), states
 
 
 def _member_rows(fields, cluster) -> QuerySet:

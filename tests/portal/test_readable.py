@@ -5,7 +5,7 @@ import pytest
 
 from clusters.models import VirtualCluster
 from portal.errors import ClusterNotFound, VmNotFound
-from portal.models import light_instances, readable
+from portal.models import light_instances, readable, readable_row
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -43,6 +43,9 @@ def test_get_or_404_and_shows_agree(world, name):
         assert rows.shows(obj) is seen, (name, obj)
         assert answer(rows, obj.pk) == (obj.pk if seen else rows.not_found)
         assert rows.shown([obj]) == ([obj] if seen else []), (name, obj)
+        # The same rule compiled ahead (every cluster page's first read).
+        perm = Perm.CLUSTER_READ if rows.model is VirtualCluster else Perm.VM_READ
+        assert readable_row(user, perm, rows.model, obj.pk) == (obj if seen else None)
 
 
 @pytest.mark.parametrize("bad", [None, "", "x", "1.0", -1, 2**70, True])
