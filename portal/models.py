@@ -200,7 +200,8 @@ class ProjectScopedQuerySet(models.QuerySet):
         asked once for all of them."""
         if self._reader is None:
             raise TypeError("shown() answers for readable(user, permission, Model) only")
-        return shown_to(*self._reader, self.model, objs)
+        user, permission = self._reader
+        return shown_to(user, permission, self.model, objs)
 
     def shows(self, obj) -> bool:
         """Whether ``get_or_404`` would find ``obj``, a row already in hand (read in a batch
