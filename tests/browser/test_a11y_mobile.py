@@ -185,6 +185,33 @@ def test_tabs_move_with_the_arrow_keys_and_open_with_enter_or_space(
     expect(page.get_by_role("tab", name="메트릭")).to_have_attribute("aria-selected", "true")
 
 
+def test_a_tab_swapped_in_answers_at_once(browser_login, page, live_server):
+    """New tabs are live the moment they are on screen: a click in the first task after the
+    panel is swapped is an htmx request, not a page load that loses the keyboard's place.
+
+    (htmx wires swapped-in content when it settles, 20 ms later by default; a Space pressed
+    in between followed the link as a plain page load.)
+    """
+    cluster = running_cluster()
+    browser_login("admin")
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/")
+    page.evaluate(
+        """() => {
+          window.samePage = true;
+          document.addEventListener("htmx:afterSwap", () => {
+            const panel = document.getElementById("tab-panel");
+            if (window.clicked || !panel || panel.dataset.tab !== "activity") return;
+            window.clicked = true;
+            setTimeout(() => document.getElementById("tab-metrics").click(), 0);
+          });
+        }"""
+    )
+    page.get_by_role("tab", name="활동").click()
+    expect(page.locator("#tab-panel")).to_have_attribute("data-tab", "metrics")
+    expect(page).to_have_url(re.compile(rf"/clusters/{cluster.pk}/metrics/$"))
+    assert page.evaluate("() => window.samePage === true"), "the click loaded a new page"
+
+
 @pytest.mark.parametrize(
     ("url", "opener", "first_field"),
     [
