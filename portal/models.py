@@ -245,7 +245,8 @@ def shown_to(user: Any, permission: str, model: Any, objs) -> list:
     """``readable(user, permission, model).shown(objs)``, without a queryset to build: the
     rows of ``objs`` that are findable and in a project the reader may read."""
     allowed = permitted_projects(user, permission)
-    findable = model.objects.is_findable
+    # The queryset's method, bound once: the manager's proxy builds a queryset per call.
+    findable = model.objects.get_queryset().is_findable
     return [obj for obj in objs if findable(obj) and (allowed is None or obj.project_id in allowed)]
 
 
