@@ -167,8 +167,8 @@ def test_a_tab_opened_while_the_panel_refreshes_wins_and_nothing_is_aborted(
     page.wait_for_function("() => document.querySelectorAll('.htmx-request').length >= 2")
     assert {"", "vms/"} <= set(held)
 
-    held[""].continue_()  # the refresh answers first
-    page.wait_for_timeout(300)
+    held[""].continue_()  # the refresh answers first, and htmx has taken its answer
+    page.wait_for_function("() => !document.querySelector('#tab-panel.htmx-request')")
     held["vms/"].continue_()
     panel = page.locator("#tab-panel")
     expect(panel).to_have_attribute("data-tab", "members")
