@@ -1,9 +1,14 @@
 """The rules as a user meets them on the pages: Korean message in place, right status, no 500."""
 
+import re
+from types import SimpleNamespace
+
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from clusters.models import ClusterStatus, VirtualCluster
+from clusters.templatetags.cluster_tags import torchrun_blocks
 from tests.pages import HX, body
 from vms.models import FabricType, VmStatus
 
@@ -222,3 +227,30 @@ def test_last_error_is_stored_once_and_shown_in_the_users_language(
     }
     page = body(client.get(f"/clusters/{cluster.pk}/"))
     assert "Not enough H100 · InfiniBand nodes in kr-central-1a: 2 requested, 1 available" in page
+
+
+def test_torchrun_lines_each_with_a_copy_button_for_its_own_line(
+    world, login, django_capture_on_commit_callbacks
+):
+    """The 정보 tab's torchrun blocks (drawn in Python): one per member in rank order, each
+    복사 button naming its own line's element, in the reader's language."""
+    cluster = world.cluster()
+    world.members(cluster, 2)
+    client = login("operator")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/clusters/{cluster.pk}/start/", **HX)
+    for language, label in (("ko", "복사"), ("en", "Copy")):
+        client.cookies[settings.LANGUAGE_COOKIE_NAME] = language
+        info = body(client.get(f"/clusters/{cluster.pk}/"))
+        buttons = re.findall(r'data-copy="#(torchrun-\d+)">([^<]*)</button>', info)
+        lines = dict(re.findall(r'<code id="(torchrun-\d+)">([^<]*)</code>', info))
+        assert [target for target, _ in buttons] == ["torchrun-0", "torchrun-1"]
+        assert {text for _, text in buttons} == {label}
+        for rank, target in enumerate(("torchrun-0", "torchrun-1")):
+            assert f"--node_rank={rank} " in lines[target]
+
+
+def test_torchrun_blocks_escape_what_they_show():
+    html = torchrun_blocks([{"vm": SimpleNamespace(name="<b>n</b>"), "line": "a && b <c>"}])
+    assert "<b>" not in html and "&lt;b&gt;n&lt;/b&gt;" in html
+    assert "a &amp;&amp; b &lt;c&gt;" in html
