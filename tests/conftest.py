@@ -1,7 +1,9 @@
 """Shared fixtures: the demo-like world in one line, users per role, a logged-in client."""
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import translation
 
 from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster
 from portal.models import Project, Role, RoleBinding
@@ -144,6 +146,17 @@ def _no_simulator_faults():
     yield
     SimulatorBackend.faults.clear()
     SimulatorBackend.hooks.clear()
+
+
+@pytest.fixture(autouse=True)
+def _default_language():
+    """Each test starts in the console's default language (Korean). A request the test
+    client served in English leaves its thread in English (the locale middleware activates a
+    language per request and nothing resets it), and a later test's own gettext (a verdict's
+    reason, a message) read English only when it ran after such a test."""
+    translation.activate(settings.LANGUAGE_CODE)
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(scope="module")
