@@ -1,6 +1,7 @@
 """What the pages show of 클러스터 검증: a member's latest verdict (the 연결된 가상머신
 column, with 교체 offered on 불량), and a run's history rows and per-check figures."""
 
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
@@ -21,12 +22,29 @@ K = ValidationJob.Kind
 
 
 def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
-    """The members' verdicts of the cluster's last finished run (one query, two if there
-    is one; the first compiled once: every 연결된 가상머신 tab asks it)."""
-    runs = statements.instances(_last_run, None, cluster=cluster.pk)
-    if not runs:
+    """The members' verdicts of the cluster's last finished run. A cluster read
+    ``with_last_validation`` knows that run: none, no query (most clusters are never
+    validated); else one. Otherwise the run is read first (compiled once)."""
+    run_id = getattr(cluster, "last_validation_id", _NOT_READ)
+    if run_id is None:
         return {}
-    return {v.vm_id: v for v in runs[0].verdicts.all() if v.vm_id is not None}
+    if run_id is _NOT_READ:
+        runs = statements.instances(_last_run, None, cluster=cluster.pk)
+        if not runs:
+            return {}
+        run_id = runs[0].pk
+    verdicts = ValidationVerdict.objects.filter(run_id=run_id, vm_id__isnull=False)
+    return {v.vm_id: v for v in verdicts}
+
+
+_NOT_READ = object()
+
+
+def with_last_validation(clusters: QuerySet) -> QuerySet:
+    """``clusters`` annotated with ``last_validation_id``, their last finished run (or
+    None), as ``latest_verdicts`` reads it: one subquery in the cluster's own read."""
+    last = _last_run(None, OuterRef("pk")).values("pk")
+    return clusters.annotate(last_validation_id=Subquery(last))
 
 
 def _last_run(_shape, cluster):

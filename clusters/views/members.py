@@ -18,6 +18,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 from clusters import operations, outcome
 from clusters.models import ClusterStatus, OperationItem, VirtualCluster
 from clusters.services import MemberStates, detach_refusal
+from clusters.validation import display
 from portal.errors import (
     InvalidInput,
     InvalidTransition,
@@ -48,10 +49,10 @@ def readable_cluster(request, pk):
 
 
 def _page_cluster(clusters):
-    """What a cluster page shows of it: its catalog, project and creator, and whether an
-    operation runs on it."""
+    """What a cluster page shows of it: its catalog, project and creator, whether an
+    operation runs on it, and its last 검증 (whose verdicts the member rows show)."""
     clusters = clusters.select_related("zone", "instance_type", "project", "created_by")
-    return outcome.with_open_operation(clusters)
+    return display.with_last_validation(outcome.with_open_operation(clusters))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,14 +2,17 @@
 the page needs beyond the floor (the session and the user with their roles)."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from clusters.forms import ClusterFilterForm
 from clusters.models import ClusterStatus as S
 from clusters.models import Operation, VirtualCluster
+from clusters.models.validation import ValidationRun, ValidationVerdict, Verdict
 from vms.models import VmStatus
 
 FLOOR = ['"django_session"', '"auth_user"']
@@ -46,10 +49,10 @@ def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(wo
 
 
 # The detail tabs: the cluster (with the id of an operation still running on it, if one
-# is), its members once (the rows, and the statuses the header's rules count), and the tab's
-# own read: none on 정보 (이름 변경 is offered for the cluster's own name, which no other
-# live cluster can hold), the members' last 검증 verdicts on 연결된 가상머신.
-TAB_QUERIES = {"": [], "vms/": ['"clusters_validationrun"']}
+# is, and of its last finished 검증), its members once (the rows, and the statuses the
+# header's rules count), and nothing more: 정보 offers 이름 변경 for the cluster's own name,
+# which no other live cluster can hold; 연결된 가상머신 reads verdicts only after a 검증.
+TAB_QUERIES = {"": [], "vms/": []}
 
 
 @pytest.mark.parametrize("tab", TAB_QUERIES)
@@ -98,3 +101,27 @@ def test_the_list_as_it_opens_has_an_index_in_its_order():
     order = [term.replace("pk", "id") for term in ClusterFilterForm().ordering()]
     assert index.fields == ["project", *order]
     assert list(index.include) == ["status"]
+
+
+def test_the_members_tab_reads_the_verdicts_of_the_last_run_in_one_query(world, login):
+    """After a 검증, the run is known from the cluster's read: its verdicts are one query,
+    and the row shows the last run's verdict, not an earlier one's."""
+    cluster = world.cluster("c", status=S.RUNNING)
+    first, second = world.members(cluster, 2, status=VmStatus.RUNNING)
+    client = login("operator")
+    before = tables(client, f"/clusters/{cluster.pk}/vms/")
+    for verdict, minutes in ((Verdict.OK, 30), (Verdict.BAD, 5)):
+        at = timezone.now() - timedelta(minutes=minutes)
+        check = Operation.objects.create(
+            project=cluster.project, cluster=cluster, kind=Operation.Kind.VALIDATE, finished_at=at
+        )
+        Operation.objects.filter(pk=check.pk).update(created_at=at)
+        run = ValidationRun.objects.create(operation=check, finished_at=at)
+        ValidationVerdict.objects.create(run=run, vm=first, vm_name=first.name, verdict=verdict)
+
+    after = tables(client, f"/clusters/{cluster.pk}/vms/")
+    assert after == [*before, '"clusters_validationverdict"']
+    rows = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
+    cells = dict(re.findall(r'data-vm="([\w-]+)">.*?class="verdict"[^>]*>(.*?)</td>', rows))
+    assert f'data-verdict="{Verdict.BAD}"' in cells[first.name]
+    assert cells[second.name] == "-"
