@@ -1,6 +1,8 @@
 """What the pages show of 클러스터 검증: a member's latest verdict (the 연결된 가상머신
 column, with 교체 offered on 불량), and a run's history rows and per-check figures."""
 
+from typing import cast
+
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.urls import reverse
 from django.utils.html import format_html
@@ -25,16 +27,16 @@ def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
     """The members' verdicts of the cluster's last finished run. A cluster read
     ``with_last_validation`` knows that run: none, no query (most clusters are never
     validated); else one. Otherwise the run is read first (compiled once)."""
-    run_id = getattr(cluster, "last_validation_id", _NOT_READ)
-    if run_id is None:
+    known = getattr(cluster, "last_validation_id", _NOT_READ)
+    if known is None:
         return {}
-    if run_id is _NOT_READ:
+    if known is _NOT_READ:
         runs = statements.instances(_last_run, None, cluster=cluster.pk)
         if not runs:
             return {}
-        run_id = runs[0].pk
-    verdicts = ValidationVerdict.objects.filter(run_id=run_id, vm_id__isnull=False)
-    return {v.vm_id: v for v in verdicts}
+        known = runs[0].pk
+    verdicts = ValidationVerdict.objects.filter(run_id=cast(int, known))
+    return {v.vm_id: v for v in verdicts if v.vm_id is not None}
 
 
 _NOT_READ = object()
