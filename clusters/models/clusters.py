@@ -159,10 +159,16 @@ class VirtualCluster(CatalogResource):
             # The cluster list as it opens: a project's clusters, newest first. With the id
             # and the status in the index, a page (a deep OFFSET too, and the list's count)
             # is read from the index alone, prepared or not: ?page=200 of 10,000 read 5.4 ms
-            # through the heap, 2.3 ms now. (A partial index on "not deleted" cannot serve
-            # a prepared statement, whose status is a parameter.)
+            # through the heap, 2.3 ms now.
             models.Index(
                 fields=["project", "-created_at", "-id"], include=["status"], name="cluster_newest"
+            ),
+            # The list's total: a project's live clusters counted from an index of their
+            # project ids alone, which PostgreSQL deduplicates into a few posting lists (20
+            # pages at 10,000 clusters, where the name index it counted from has 72): 0.34
+            # ms, not 0.58. The statement names the status it excludes, so its plan uses it.
+            models.Index(
+                fields=["project"], condition=~models.Q(status=S.DELETED), name="cluster_alive"
             ),
             models.Index(fields=["status", "status_changed_at"]),
         ]
