@@ -9,6 +9,7 @@ escape, lazy checks: ~19 per row) made a list of rows several times the floor vi
 from html import escape
 
 from django import template
+from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 
@@ -28,6 +29,7 @@ def cluster_rows(clusters):
     detail = url_pattern("clusters:cluster_detail")
     fabrics = {code: escape(str(label)) for code, label in FABRIC_LABELS.items()}
     badges: dict[str, str] = {}  # one badge per status (the language is the page's)
+    zone = timezone.get_current_timezone()
     rows = []
     for c in clusters:
         badge = badges.get(c.status) or badges.setdefault(c.status, status_badge(c))
@@ -35,7 +37,8 @@ def cluster_rows(clusters):
             f'<tr><td><a href="{detail.format(pk=int(c.pk))}">{escape(c.name)}</a></td>'
             f"<td>{badge}</td><td>{fabrics.get(c.fabric_type) or escape(c.fabric_type)}</td>"
             f"<td>{escape(c.type_code)}</td><td>{escape(c.zone_code)}</td>"
-            f'<td class="num">{int(c.member_count)}</td><td>{short_time(c.created_at)}</td></tr>'
+            f'<td class="num">{int(c.member_count)}</td>'
+            f"<td>{short_time(c.created_at, zone)}</td></tr>"
         )
     return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
 

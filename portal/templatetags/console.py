@@ -76,9 +76,14 @@ def _badge(model, status: str, language: str | None) -> SafeString:
     )
 
 
-def short_time(moment) -> str:
-    """``YYYY-MM-DD HH:MM`` in the portal's time zone: the |date filter costs ~4x per row."""
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else "-"
+def short_time(moment, zone=None) -> str:
+    """``YYYY-MM-DD HH:MM`` in the portal's time zone: the |date filter costs ~4x per row.
+    A caller formatting many rows reads the active ``zone`` once and passes it: reading it
+    (a context-local lookup) cost more than the formatting, 2 of 4 µs a row."""
+    if not moment:
+        return "-"
+    local = timezone.localtime(moment, zone)
+    return f"{local.year:04d}-{local.month:02d}-{local.day:02d} {local.hour:02d}:{local.minute:02d}"
 
 
 SORT_MARKS = {"ascending": "▲", "descending": "▼"}

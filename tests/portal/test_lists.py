@@ -2,12 +2,16 @@
 bad values ignored (never a 500), and the cluster list's query count flat in its size."""
 
 import re
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from clusters.models import ClusterStatus
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.templatetags.console import short_time
 from vms.models import BillingType, VirtualMachine, VmStatus
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -201,3 +205,20 @@ def test_vm_cluster_choices_are_bounded_and_queries_flat(world, login):
     page = body(client.get(f"/vms/?cluster={last.pk}"))
     assert f'<option value="{last.pk}" selected>k104</option>' in page
     assert names(page, "vm") == ["k104-m0"]
+
+
+def test_a_cluster_row_shows_when_it_was_made_in_the_portals_time_zone(world, login):
+    """Stored in UTC, shown in the portal's zone (Asia/Seoul, UTC+9): late evening in UTC is
+    the next morning on the page."""
+    cluster = world.cluster("late")
+    made = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
+    VirtualCluster.objects.filter(pk=cluster.pk).update(created_at=made)
+
+    page = body(login("viewer").get("/clusters/"))
+
+    row = re.search(r"<tr><td><a[^>]*>late</a>.*?</tr>", page).group()
+    assert "<td>2026-03-02 08:30</td>" in row
+    with timezone.override("UTC"):
+        assert short_time(made) == "2026-03-01 23:30"
+        assert short_time(made, ZoneInfo("Asia/Seoul")) == "2026-03-02 08:30"
+    assert short_time(None) == "-"
