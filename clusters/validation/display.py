@@ -1,8 +1,6 @@
 """What the pages show of 클러스터 검증: a member's latest verdict (the 연결된 가상머신
 column, with 교체 offered on 불량), and a run's history rows and per-check figures."""
 
-from typing import cast
-
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.urls import reverse
 from django.utils.html import format_html
@@ -11,7 +9,6 @@ from django.utils.translation import gettext as _
 from clusters.models import Operation
 from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation.verdict import reason_text
-from portal.statements import statements
 from vms.models import VM_TRANSITIONAL
 
 BADGE: dict[str, str] = {
@@ -24,37 +21,25 @@ K = ValidationJob.Kind
 
 
 def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
-    """The members' verdicts of the cluster's last finished run. A cluster read
-    ``with_last_validation`` knows that run: none, no query (most clusters are never
-    validated); else one. Otherwise the run is read first (compiled once)."""
-    known = getattr(cluster, "last_validation_id", _NOT_READ)
-    if known is None:
+    """The members' verdicts of the cluster's last finished run, for a cluster read
+    ``with_last_validation`` (every cluster page's read): none, no query (most clusters are
+    never validated); else one."""
+    run_id = cluster.last_validation_id
+    if run_id is None:
         return {}
-    if known is _NOT_READ:
-        runs = statements.instances(_last_run, None, cluster=cluster.pk)
-        if not runs:
-            return {}
-        known = runs[0].pk
-    verdicts = ValidationVerdict.objects.filter(run_id=cast(int, known))
+    verdicts = ValidationVerdict.objects.filter(run_id=run_id)
     return {v.vm_id: v for v in verdicts if v.vm_id is not None}
-
-
-_NOT_READ = object()
 
 
 def with_last_validation(clusters: QuerySet) -> QuerySet:
     """``clusters`` annotated with ``last_validation_id``, their last finished run (or
     None), as ``latest_verdicts`` reads it: one subquery in the cluster's own read."""
-    last = _last_run(None, OuterRef("pk")).values("pk")
-    return clusters.annotate(last_validation_id=Subquery(last))
-
-
-def _last_run(_shape, cluster):
-    return ValidationRun.objects.filter(
-        operation__cluster=cluster,
+    last = ValidationRun.objects.filter(
+        operation__cluster=OuterRef("pk"),
         operation__kind=Operation.Kind.VALIDATE,
         finished_at__isnull=False,
-    ).order_by("-operation__created_at")[:1]
+    ).order_by("-operation__created_at")
+    return clusters.annotate(last_validation_id=Subquery(last.values("pk")[:1]))
 
 
 def vm_verdicts(vm_ids) -> dict[int, ValidationVerdict]:
