@@ -1,0 +1,111 @@
+"""What the 연결된 가상머신 tab offers each member: asked once per status, it must be what
+asking every member would give; and it may only be asked once per status while the rules
+read nothing of a member but its status."""
+
+import ast
+import inspect
+import textwrap
+
+import pytest
+
+from clusters import services
+from clusters.models import ClusterStatus, MemberStates
+from clusters.views.members import member_controls, shown_reason
+from portal.errors import InvalidTransition, VmNotStopped
+from vms import services as vm_services
+from vms.models import VmStatus
+
+S, V = ClusterStatus, VmStatus
+MEMBER_RULES = (vm_services.start_refusal, vm_services.stop_refusal, services.detach_refusal)
+
+
+def asked_of_each(cluster, members) -> dict:
+    """The controls as the rules give them member by member (the reference)."""
+    states = MemberStates.of(vm.status for vm in members)
+    startable, stoppable, detach, start_reason = set(), set(), {}, ""
+    for vm in members:
+        refusal = vm_services.start_refusal(vm, cluster)
+        if refusal is None:
+            startable.add(vm.pk)
+        elif not start_reason:
+            start_reason = shown_reason(refusal)
+        if vm_services.stop_refusal(vm) is None:
+            stoppable.add(vm.pk)
+        refusal = services.detach_refusal(vm, cluster, states)
+        if refusal is None:
+            detach[vm.pk] = ""
+        elif not isinstance(refusal, VmNotStopped | InvalidTransition):
+            detach[vm.pk] = refusal.message
+    return {
+        "startable": startable,
+        "stoppable": stoppable,
+        "detach": detach,
+        "start_reason": "" if startable else start_reason,
+        "detach_reasons": sorted({reason for reason in detach.values() if reason}),
+    }
+
+
+@pytest.mark.parametrize(
+    ("cluster_status", "statuses"),
+    [
+        (S.RUNNING, [V.RUNNING, V.STOPPED, V.ERROR, V.STARTING, V.STOPPING, V.RUNNING]),
+        (S.RUNNING, [V.STOPPED, V.RUNNING]),  # a detach would leave fewer than 2
+        (S.UNALLOCATED, [V.STOPPED, V.STOPPED, V.STOPPED]),
+        (S.WAITING, [V.STOPPED, V.STARTING]),  # membership closed while it changes
+        (S.TERMINATED, [V.STOPPED, V.ERROR]),
+    ],
+)
+def test_each_member_is_offered_what_its_own_rules_say(world, cluster_status, statuses):
+    cluster = world.cluster(status=cluster_status)
+    members = [
+        world.vm(f"n{i}", cluster=cluster, status=status) for i, status in enumerate(statuses)
+    ]
+    controls = member_controls(world.users["operator"], cluster, members)
+    shown = {key: controls[key] for key in ("startable", "stoppable", "detach", "start_reason")}
+    shown["detach_reasons"] = sorted(controls["detach_reasons"])
+    assert shown == asked_of_each(cluster, members)
+
+
+def test_a_user_who_may_not_update_vms_is_offered_nothing(world):
+    cluster = world.cluster(status=S.RUNNING)
+    members = world.members(cluster, 3)
+    controls = member_controls(world.users["viewer"], cluster, members)
+    assert (controls["startable"], controls["stoppable"], controls["detach"]) == (set(), set(), {})
+
+
+def member_reads(rule) -> set[str]:
+    """What ``rule`` does with its first parameter (the member): the attribute names it reads,
+    or "passed on" / "used whole" where it hands the member to anything."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(rule)))
+    function = tree.body[0]
+    assert isinstance(function, ast.FunctionDef)
+    member = function.args.args[0].arg
+    parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+    reads = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == member:
+            parent = parents[node]
+            if isinstance(parent, ast.Attribute):
+                reads.add(parent.attr)
+            elif isinstance(parent, ast.Call):
+                reads.add("passed on")
+            else:
+                reads.add("used whole")
+    return reads
+
+
+@pytest.mark.parametrize("rule", MEMBER_RULES, ids=lambda rule: rule.__name__)
+def test_the_member_rules_read_only_the_members_status(rule):
+    """``member_controls`` asks each status once: a rule that read anything else of a member
+    (its billing type, its name) would be answered for one member and shown on all of them.
+    Such a rule must change ``member_controls`` first."""
+    assert member_reads(rule) == {"status"}
+
+
+def test_the_reads_check_sees_a_member_read_otherwise():
+    def rule(vm, cluster):
+        if vm.billing_type:
+            return vm.status
+        return check(vm) or [vm]  # noqa: F821 - parsed, never run
+
+    assert member_reads(rule) == {"billing_type", "status", "passed on", "used whole"}
