@@ -31,11 +31,14 @@ class VmButtons:
 
     ``compact`` is the row form (small button, no swap: the table refreshes itself on
     ``vm-changed``); otherwise the VM page's header, which swaps ``#vm-status``.
+    ``form`` names a form of the page that carries the CSRF token for every row: each button
+    is then submitted through it (``formaction``), not wrapped in a form of its own.
     Every value is escaped with the standard library's ``html.escape`` (what Django's
     ``escape`` calls)."""
 
-    def __init__(self, csrf_token, *, compact=True, next_url=""):
+    def __init__(self, csrf_token="", *, compact=True, next_url="", form=""):
         self.swap = ROW_SWAP if compact else HEADER_SWAP
+        self.form = escape(form)
         self.hidden = (
             f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(str(csrf_token))}">'
         )
@@ -73,6 +76,12 @@ class VmButtons:
         ask = escape(with_particles(confirm % {"name": vm.name}))
         name = escape(str(vm.name)) if name is None else name
         # SafeString itself, not mark_safe: its lazy-string check was a tenth of the button.
+        if self.form:
+            return SafeString(
+                f'<button form="{self.form}" formaction="{url}" hx-post="{url}" {self.swap}'
+                f' hx-confirm="{ask}" data-confirm-ok="{label}"{danger} class="{css}"'
+                f' aria-label="{name} {label}"{disabled}>{label}</button>'
+            )
         return SafeString(
             f'<form method="post" action="{url}" hx-post="{url}" {self.swap} hx-confirm="{ask}"'
             f' data-confirm-ok="{label}"{danger}>'
