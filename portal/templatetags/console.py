@@ -59,7 +59,12 @@ def status_badge(obj):
     format_html, not an inclusion tag: it is drawn once per row (256 on a big cluster's
     member tab), where a template render per badge cost a quarter of the page; and made once
     per model, status and language, not per row."""
-    return _badge(type(obj), obj.status, translation.get_language())
+    return badge_of(type(obj), obj.status)
+
+
+def badge_of(model, status: str) -> SafeString:
+    """``status_badge`` of a ``model`` row in ``status``, where the page holds no row."""
+    return _badge(model, status, translation.get_language())
 
 
 @lru_cache(maxsize=256)

@@ -46,7 +46,7 @@ class VmButtons:
             self.hidden += f'<input type="hidden" name="next" value="{escape(str(next_url))}">'
         self.start, self.stop = (
             (
-                escape(url_pattern(f"vms:vm_{action}")),
+                escape(url_pattern(f"vms:vm_{action}")).split("{pk}"),
                 escape(gettext(label)),
                 gettext(confirm),
                 "btn btn-small" if compact else header_css,
@@ -67,7 +67,7 @@ class VmButtons:
             refusal, (url, label, confirm, css, danger) = None, self.stop
         else:
             return ""
-        url = url.format(pk=int(vm.pk))
+        url = f"{url[0]}{int(vm.pk)}{url[1]}"
         disabled = ""
         if refusal:
             disabled = f' disabled title="{escape(refusal.message)}"'

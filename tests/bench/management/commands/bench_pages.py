@@ -10,7 +10,8 @@ full middleware stack, no HTTP and no test-client instrumentation (``tests.bench
 - the cluster list (50 per page) of a project with 10, with 50 and with 10,000 clusters, and
   the last page (``?page=200``) of the 10,000;
 - a running cluster's detail page (정보 tab, 8 running members, torchrun lines);
-- the Connected VMs tab (연결된 가상머신) of a cluster with 256 members, all shown.
+- the Connected VMs tab (연결된 가상머신) of a cluster with 256 members, all shown; and the
+  same with none of its rows kept (``forget_rows`` before each request, not timed).
 
 Each page's first request is timed in a fresh process of its own (cold: URLconf, views,
 templates and the database connection still to load). Then every page is measured in rounds,
@@ -39,6 +40,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from clusters.models import VirtualCluster
+from clusters.templatetags.member_table import forget_rows
 from tests.bench.command import BenchCommand
 from tests.bench.inprocess import BENCH_SETTINGS, cold_request, request, session_cookie, sql_timer
 from tests.bench.worlds import pages_world
@@ -100,6 +102,14 @@ class Command(BenchCommand):
                 "members", "Connected VMs, 256 members", f"/clusters/{wide.pk}/vms/",
                 projects["detail"], 256, "members",
             ),
+            # The same tab with none of its rows kept: a first look, or every member changed.
+            {
+                **page(
+                    "members_drawn", "  the same, rows drawn anew", f"/clusters/{wide.pk}/vms/",
+                    projects["detail"], 256, "members",
+                ),
+                "before": forget_rows,
+            },
         ]  # fmt: skip
 
     def count_queries(self, handler, page):
@@ -146,6 +156,8 @@ class Command(BenchCommand):
             for _round in range(rounds):
                 rng.shuffle(order)
                 for page in order:
+                    if "before" in page:
+                        page["before"]()
                     sql = [0.0]
                     full, pause = gc_state["full"], gc_state["pause"]
                     with sql_timer(sql):
