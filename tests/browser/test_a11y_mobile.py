@@ -99,6 +99,20 @@ ROW_BUTTONS_ON_SCREEN = """
 """
 
 
+# The gaps between a row's buttons side by side (시작, then 분리), in px.
+ROW_BUTTON_GAPS = """
+cells => cells.flatMap(cell => {
+  const rects = [...cell.querySelectorAll("button")].map(b => b.getBoundingClientRect());
+  const gaps = [];
+  for (let i = 1; i < rects.length; i++) {
+    const [left, right] = [rects[i - 1], rects[i]];
+    if (Math.abs(right.top - left.top) < 4) gaps.push(right.left - left.right);
+  }
+  return gaps;
+})
+"""
+
+
 @pytest.mark.parametrize("language", ["ko", "en"])
 def test_no_page_overflows_at_390_px_and_row_actions_stay_visible(
     browser_login, page, live_server, language
@@ -119,6 +133,9 @@ def test_no_page_overflows_at_390_px_and_row_actions_stay_visible(
             buttons = page.locator("td.row-actions button")
             if name in ("vm-list", "cluster-members"):
                 assert buttons.count() >= 2, name
+            if name == "cluster-members":  # a stopped member's row: 시작, then 분리
+                gaps = page.locator("td.row-actions").evaluate_all(ROW_BUTTON_GAPS)
+                assert gaps and min(gaps) >= 4, f"a row's buttons touch: {gaps}"
             if viewport is PHONE and buttons.count():
                 hidden = [
                     b
