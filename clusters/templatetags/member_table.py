@@ -14,7 +14,7 @@ from django.utils.translation import get_language, gettext
 
 from clusters.validation.display import latest_verdicts, verdict_cell
 from portal.particles import with_particles
-from portal.templatetags.console import badge_of, url_pattern
+from portal.templatetags.console import badge_of, csrf_input, url_pattern
 from vms.models import VirtualMachine, VmStatus
 from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons
 
@@ -27,11 +27,8 @@ ROW_FORM = "member-row-action"
 @register.simple_tag(takes_context=True)
 def member_row_form(context):
     """The form every row's button submits through (``form`` and ``formaction``)."""
-    token = escape(str(context.get("csrf_token", "")))
-    return mark_safe(  # noqa: S308 - the token is escaped
-        f'<form id="{ROW_FORM}" method="post" hidden>'
-        f'<input type="hidden" name="csrfmiddlewaretoken" value="{token}"></form>'
-    )
+    token = csrf_input(context.get("csrf_token"))
+    return mark_safe(f'<form id="{ROW_FORM}" method="post" hidden>{token}</form>')  # noqa: S308
 
 
 class DetachButtons:

@@ -111,7 +111,7 @@ def member_controls(user, cluster, members: list) -> dict:
     buttons to offer, or the reason start is not offered.
 
     The permission is the project's, the same for every member: asked once. The three rules
-    read nothing of a member but its status (``test_structure`` holds them to it), so each
+    read nothing of a member but its status (``test_member_controls`` holds them to it), so each
     status present is asked of its first member and the answers hold for every member in
     it: asking each member was a twentieth of the tab's time at 256 members."""
     can_update_vm = user.has_perm(Perm.VM_UPDATE, cluster)

@@ -159,6 +159,14 @@ def _control(bound) -> str:
     return f'<select name="{name}" id="{control_id}">{options}</select>'
 
 
+def csrf_input(token) -> str:
+    """The hidden CSRF field of a form drawn in Python, as ``{% csrf_token %}`` draws it
+    (nothing where the request has no token)."""
+    if not token or str(token) == "NOTPROVIDED":
+        return ""
+    return f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(str(token))}">'
+
+
 @register.simple_tag(takes_context=True)
 def topbar(context):
     """The top bar of every page: the brand, the project switcher (signed in, with projects),
@@ -167,11 +175,7 @@ def topbar(context):
     two ``next`` paths, five URLs and the projects' loop were a tenth of the detail page."""
     request, user = context.get("request"), context.get("user")
     signed_in = user is not None and user.is_authenticated
-    csrf = (
-        f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(str(token))}">'
-        if (token := context.get("csrf_token")) and str(token) != "NOTPROVIDED"
-        else ""
-    )
+    csrf = csrf_input(context.get("csrf_token"))
     here = escape(request.get_full_path()) if request is not None else ""
     back = f'{csrf}<input type="hidden" name="next" value="{here}">'
     switch = ""

@@ -8,7 +8,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, gettext_noop
 
 from portal.particles import with_particles
-from portal.templatetags.console import status_badge, url_pattern
+from portal.templatetags.console import csrf_input, status_badge, url_pattern
 from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType
 from vms.services import start_refusal
 
@@ -39,9 +39,7 @@ class VmButtons:
     def __init__(self, csrf_token="", *, compact=True, next_url="", form=""):
         self.swap = ROW_SWAP if compact else HEADER_SWAP
         self.form = escape(form)
-        self.hidden = (
-            f'<input type="hidden" name="csrfmiddlewaretoken" value="{escape(str(csrf_token))}">'
-        )
+        self.hidden = csrf_input(csrf_token)
         if next_url:
             self.hidden += f'<input type="hidden" name="next" value="{escape(str(next_url))}">'
         self.start, self.stop = (
