@@ -11,7 +11,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from clusters import progress
+from clusters import progress, tally
 from clusters.models.hosts import GpuHost
 from clusters.operations import fanout, replace, validate
 from clusters.operations.common import WATCH_EVERY
@@ -37,6 +37,12 @@ def release_cluster(cluster_id):
 @shared_task(**LATE)
 def reconcile():
     return progress.reconcile()
+
+
+@shared_task(**IDEMPOTENT)
+def merge_tally():
+    """The live clusters' tally, each project's deltas merged into one row (beat)."""
+    tally.merge()
 
 
 @shared_task(**LATE)

@@ -159,9 +159,15 @@ class Rows:
     model: type[Model]
     build: Callable[..., QuerySet]
     values: dict[str, Any]
+    # A module-level function of the same values: the total as an expression read from
+    # somewhere kept (a tally), or None where the rows must be counted.
+    total: Callable[..., Any] | None = None
 
     def queryset(self) -> QuerySet:
         return self.build(**self.values)
+
+    def kept_total(self) -> Any:
+        return None if self.total is None else self.total(**self.values)
 
 
 def list_page(
@@ -177,7 +183,8 @@ def list_page(
     The shown rows are ``shown(Model.objects.filter(pk__in=<the page's ids>))``: the ids
     are paged over the narrow filtered rows, with only the sort's joins, so the shown rows'
     joins and subqueries run for the rows shown alone, not for every row OFFSET skips. The
-    total rides along as an uncorrelated scalar subquery (computed once). As Django's
+    total rides along as an uncorrelated scalar subquery (computed once): a count of the
+    rows, or what ``Rows.total`` reads from a tally where one is kept. As Django's
     ``get_page``: a number that is not one is page 1; a page outside the list is the last
     one (which costs a count and a second read). With ``fields``, the rows are read as
     ``light_instances`` holding those fields (and the annotations ``shown`` adds by name);
@@ -191,8 +198,11 @@ def list_page(
     def read(number: int) -> list:
         if isinstance(rows, Rows) and fields:
             return _compiled_page(rows, ordering, shown, number, per_page, fields)
-        queryset = rows.queryset() if isinstance(rows, Rows) else rows
-        return _read_page(queryset, ordering, shown, number, per_page, fields)
+        if isinstance(rows, Rows):
+            return _read_page(
+                rows.queryset(), ordering, shown, number, per_page, fields, rows.kept_total()
+            )
+        return _read_page(rows, ordering, shown, number, per_page, fields)
 
     # A number whose OFFSET would not fit a bigint is past the end too (never a DataError).
     shown_rows = read(number) if 1 <= number <= MAX_OFFSET // per_page else []
@@ -209,9 +219,10 @@ def list_page(
     return Page(shown_rows, number, paginator)
 
 
-def _page_query(rows, ordering, shown, start: int, per_page: int) -> QuerySet:
+def _page_query(rows, ordering, shown, start: int, per_page: int, total=None) -> QuerySet:
     ids = rows.order_by(*ordering).values("pk")[start : start + per_page]
-    total = Subquery(rows.order_by().values(n=_CountAll()))
+    if total is None:
+        total = Subquery(rows.order_by().values(n=_CountAll()))
     return (
         shown(rows.model._default_manager.filter(pk__in=ids))
         .annotate(_list_total=total)
@@ -219,13 +230,13 @@ def _page_query(rows, ordering, shown, start: int, per_page: int) -> QuerySet:
     )
 
 
-def _read_page(rows, ordering, shown, number, per_page, fields) -> list:
-    page = _page_query(rows, ordering, shown, (number - 1) * per_page, per_page)
+def _read_page(rows, ordering, shown, number, per_page, fields, total=None) -> list:
+    page = _page_query(rows, ordering, shown, (number - 1) * per_page, per_page, total)
     return light_instances(page, (*fields, "_list_total")) if fields else list(page)
 
 
 def _compiled_page(rows: Rows, ordering, shown, number, per_page, fields) -> list:
-    shape = (rows.build, tuple(ordering), shown, per_page, fields)
+    shape = (rows.build, rows.total, tuple(ordering), shown, per_page, fields)
     start = (number - 1) * per_page
     read = statements.rows(_page_values, shape, start=start, **rows.values)
     db = rows.model._default_manager.db
@@ -233,8 +244,9 @@ def _compiled_page(rows: Rows, ordering, shown, number, per_page, fields) -> lis
 
 
 def _page_values(shape, start, **values) -> QuerySet:
-    build, ordering, shown, per_page, fields = shape
-    page = _page_query(build(**values), list(ordering), shown, start, per_page)
+    build, kept_total, ordering, shown, per_page, fields = shape
+    total = None if kept_total is None else kept_total(**values)
+    page = _page_query(build(**values), list(ordering), shown, start, per_page, total)
     return page.values_list(*fields, "_list_total")
 
 

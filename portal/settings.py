@@ -318,6 +318,8 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": WORKER_HEARTBEAT_SECONDS},
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
+    # The cluster list's total sums a project's tally rows: merged each minute, they stay few.
+    "cluster-tally": {"task": "clusters.tasks.merge_tally", "schedule": 60.0},
     "gpu-host-sync": {
         "task": "clusters.tasks.sync_gpu_hosts",
         "schedule": float(os.environ.get("LIBVIRT_SYNC_EVERY_SECONDS", "600")),

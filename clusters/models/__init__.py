@@ -1,6 +1,6 @@
 """The clusters app's models: clusters and operations (``clusters``), the libvirt backend's
-GPU hosts (``hosts``), 클러스터 검증 (``validation``). Django finds them here; import
-them from ``clusters.models``."""
+GPU hosts (``hosts``), 클러스터 검증 (``validation``), the live clusters' tally (``tally``).
+Django finds them here; import them from ``clusters.models``."""
 
 from clusters.models.clusters import (
     ALLOWED,
@@ -32,6 +32,7 @@ from clusters.models.hosts import (
     HostDevice,
     Placement,
 )
+from clusters.models.tally import LiveClusterTally
 from clusters.models.validation import (
     ValidationJob,
     ValidationRun,
@@ -50,6 +51,7 @@ __all__ = [
     "HOLDS_RESOURCES",
     "HostDevice",
     "LIFECYCLE",
+    "LiveClusterTally",
     "MEMBERSHIP_OPEN",
     "MIN_MEMBERS",
     "MemberStates",

@@ -8,8 +8,7 @@ for forms, as a field error.
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, F, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -33,6 +32,7 @@ from clusters.models import (
 )
 from clusters.services import MemberStates
 from clusters.views import members as views_members
+from clusters.views.listing import LIST_FIELDS, listed_clusters, listed_total, shown_clusters
 from clusters.views.members import readable_cluster, shown_reason
 from portal.errors import (
     FabricNotOffered,
@@ -47,18 +47,6 @@ from portal.statements import statements
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
-# What a row of the cluster list shows (and the annotations it is read with).
-LIST_FIELDS = (
-    "id",
-    "project_id",
-    "name",
-    "status",
-    "fabric_type",
-    "created_at",
-    "member_count",
-    "zone_code",
-    "type_code",
-)
 # What the Info and Connected VMs tabs show of a member (no timestamps to parse, no catalog).
 MEMBER_FIELDS = (
     "id",
@@ -73,38 +61,6 @@ MEMBER_FIELDS = (
     "fabric_ip",
     "fabric_gid_index",
 )
-# Members per cluster as a correlated subquery: it runs for the 50 rows shown, where
-# Count("members") made PostgreSQL aggregate every cluster of the project (GROUP BY), in the
-# page query and again in the paginator's COUNT, which cannot drop an aggregate annotation.
-MEMBER_COUNT = Coalesce(
-    Subquery(
-        VirtualMachine.objects.filter(cluster=OuterRef("pk"))
-        .order_by()
-        .values("cluster")
-        .annotate(n=Count("pk"))
-        .values("n")
-    ),
-    0,
-)
-
-
-def _listed_clusters(projects, project, status, zone, q) -> QuerySet:
-    """The project's clusters the reader may see (``projects``: None, all), filtered: 삭제됨
-    is hidden unless asked for."""
-    clusters = VirtualCluster.objects.within(projects).filter(project=project)
-    clusters = clusters.filter(status=status) if status else clusters.alive()
-    if zone:
-        clusters = clusters.filter(zone=zone)
-    if q:
-        clusters = clusters.filter(name__icontains=q)
-    return clusters
-
-
-def _shown_clusters(shown: QuerySet) -> QuerySet:
-    """A row shows two codes, not the catalog objects: the codes are read, not models."""
-    return shown.annotate(
-        member_count=MEMBER_COUNT, zone_code=F("zone__code"), type_code=F("instance_type__code")
-    )
 
 
 @login_required
@@ -119,7 +75,7 @@ def cluster_list(request):
         zone = filters.value("zone")
         clusters = Rows(
             VirtualCluster,
-            _listed_clusters,
+            listed_clusters,
             {
                 "projects": None if allowed is None else tuple(sorted(allowed)),
                 "project": project.pk,
@@ -127,9 +83,10 @@ def cluster_list(request):
                 "zone": zone.pk if zone else None,
                 "q": filters.value("q"),
             },
+            total=listed_total,
         )
     page = list_page(
-        clusters, filters.ordering(), request.GET.get("page"), _shown_clusters, PAGE_SIZE,
+        clusters, filters.ordering(), request.GET.get("page"), shown_clusters, PAGE_SIZE,
         fields=LIST_FIELDS,
     )  # fmt: skip
     return render_list(

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from clusters.forms import ClusterFilterForm
 from clusters.models import ClusterStatus, VirtualCluster
-from clusters.views.clusters import LIST_FIELDS, _listed_clusters, _shown_clusters
+from clusters.views.listing import LIST_FIELDS, listed_clusters, shown_clusters
 from portal.listing import Rows, _read_page, list_page
 from portal.models import readable, readable_row
 from portal.permissions import Perm
@@ -44,9 +44,9 @@ def as_tuples(rows):
 
 def compiled_and_orm(values, sort, number, per_page=3):
     ordering = ClusterFilterForm({"sort": sort}).ordering()
-    rows = Rows(VirtualCluster, _listed_clusters, values)
-    compiled = list_page(rows, ordering, number, _shown_clusters, per_page, LIST_FIELDS)
-    orm = _read_page(rows.queryset(), ordering, _shown_clusters, number, per_page, LIST_FIELDS)
+    rows = Rows(VirtualCluster, listed_clusters, values)
+    compiled = list_page(rows, ordering, number, shown_clusters, per_page, LIST_FIELDS)
+    orm = _read_page(rows.queryset(), ordering, shown_clusters, number, per_page, LIST_FIELDS)
     return as_tuples(compiled.object_list), as_tuples(orm), compiled
 
 
@@ -118,9 +118,9 @@ def test_a_parameter_made_from_an_input_goes_through_the_orm(clusters):
 def test_a_reader_of_no_project_reads_nothing_without_a_query(clusters):
     values = dict(projects=(), project=clusters.demo.pk, status=None, zone=None, q=None)
     ordering = ClusterFilterForm({}).ordering()
-    rows = Rows(VirtualCluster, _listed_clusters, values)
+    rows = Rows(VirtualCluster, listed_clusters, values)
     with CaptureQueriesContext(connection) as queries:
-        page = list_page(rows, ordering, 1, _shown_clusters, 3, LIST_FIELDS)
+        page = list_page(rows, ordering, 1, shown_clusters, 3, LIST_FIELDS)
     assert list(page.object_list) == [] and page.paginator.count == 0
     assert all("LIMIT" not in query["sql"] for query in queries)
 

@@ -39,6 +39,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
+from clusters import tally
 from clusters.models import VirtualCluster
 from clusters.templatetags.member_table import forget_rows
 from tests.bench.command import BenchCommand
@@ -181,9 +182,11 @@ class Command(BenchCommand):
     def run_bench(self):
         started = time.perf_counter()
         user, projects, detail, wide = pages_world()
-        # A live database has been vacuumed by autovacuum: visibility maps set, statistics
-        # current. Bulk-loaded rows have neither until then, which would time a state no
-        # deployment stays in (the list's COUNT read 10,000 heap pages instead of an index).
+        # A live database's cluster tally has been merged by beat (the bulk load left a
+        # delta per cluster), and it has been vacuumed by autovacuum: visibility maps set,
+        # statistics current. Bulk-loaded rows have neither until then, which would time a
+        # state no deployment stays in (a COUNT read 10,000 heap pages instead of an index).
+        tally.merge()
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
         self.say(

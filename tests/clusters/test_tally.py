@@ -1,0 +1,175 @@
+"""The live clusters' tally: whatever writes the clusters table (the ORM one row at a time, in
+bulk, by queryset, SQL by hand), each project's deltas sum to its count of live clusters;
+merging and recounting keep that; the triggers come back after ``migrate``; and the cluster
+list's total is read from the tally exactly when it is not filtered."""
+
+import os
+
+import pytest
+from django.db import connection
+from django.db.models import Sum
+from django.test.utils import CaptureQueriesContext
+
+from clusters import tally
+from clusters.models import ClusterStatus, LiveClusterTally, VirtualCluster
+from tests.child import run_python
+
+S = ClusterStatus
+
+
+def tallied() -> dict[int, int]:
+    sums = LiveClusterTally.objects.values("project_id").annotate(n=Sum("delta"))
+    return {row["project_id"]: row["n"] for row in sums if row["n"]}
+
+
+def counted() -> dict[int, int]:
+    live = VirtualCluster.objects.alive().values("project_id").annotate(n=Sum(1))
+    return {row["project_id"]: row["n"] for row in live}
+
+
+@pytest.fixture
+def fleet(world):
+    """Five clusters of demo (one 삭제됨), two of other."""
+    for i, status in enumerate([S.RUNNING, S.UNALLOCATED, S.TERMINATED, S.DELETED, S.WAITING]):
+        world.cluster(f"d{i}", status=status)
+    for i in range(2):
+        world.cluster(f"o{i}", project=world.other)
+    assert tallied() == counted() == {world.demo.pk: 4, world.other.pk: 2}
+    return world
+
+
+def test_a_status_change_between_live_statuses_writes_no_delta(fleet):
+    before = LiveClusterTally.objects.count()
+    cluster = VirtualCluster.objects.get(name="d1")
+    for status in (S.PROVISIONING, S.ALLOCATED, S.RUNNING):
+        cluster.status = status
+        cluster.save()
+    cluster.name = "renamed"
+    cluster.save()
+    assert LiveClusterTally.objects.count() == before
+    assert tallied() == counted()
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="d0").update(status=S.DELETED),
+                     id="deleted-by-queryset"),
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="d3").update(status=S.RUNNING),
+                     id="deleted-comes-back"),
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="d1").delete(), id="row-deleted"),
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="d3").delete(),
+                     id="deleted-row-deleted"),
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="o0").update(project=w.demo),
+                     id="moved-to-another-project"),
+        pytest.param(lambda w: VirtualCluster.objects.bulk_create([
+            VirtualCluster(project=w.other, name=f"b{i}", zone=w.zone_a, instance_type=w.h100,
+                           fabric_type="INFINIBAND", status=S.DELETED if i == 2 else S.RUNNING)
+            for i in range(3)
+        ]), id="bulk-created"),
+        pytest.param(lambda w: connection.cursor().execute(
+            "UPDATE clusters_virtualcluster SET status = 'DELETED' WHERE project_id = %s",
+            [w.demo.pk]), id="sql-by-hand"),
+    ],
+)  # fmt: skip
+def test_every_write_keeps_the_sums_equal_to_the_counts(fleet, write):
+    write(fleet)
+    assert tallied() == counted()
+
+
+def test_merging_leaves_a_row_per_project_and_the_same_sums(fleet):
+    VirtualCluster.objects.filter(project=fleet.other).update(status=S.DELETED)
+    sums = tallied()
+    tally.merge()
+    assert tallied() == sums == counted() == {fleet.demo.pk: 4}
+    assert list(LiveClusterTally.objects.values_list("project_id", "delta")) == [(fleet.demo.pk, 4)]
+
+
+def test_recounting_repairs_a_tally_gone_wrong(fleet):
+    LiveClusterTally.objects.create(project=fleet.demo, delta=40)
+    assert tallied() != counted()
+    tally.recount()
+    assert tallied() == counted()
+
+
+def test_install_puts_the_triggers_back_and_counts_what_was_written_without_them(fleet):
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER clusters_liveclustertally_rows ON clusters_virtualcluster")
+    fleet.cluster("unseen")
+    assert tallied() != counted()
+    tally.install()
+    assert tallied() == counted()
+    fleet.cluster("seen")
+    assert tallied() == counted()
+
+
+def test_live_total_is_the_count_within_the_readers_projects(fleet):
+    def total(projects):
+        row = VirtualCluster.objects.annotate(t=tally.live_total(fleet.demo.pk, projects))
+        return row.values_list("t", flat=True).first()
+
+    assert total(None) == total((fleet.demo.pk, fleet.other.pk)) == 4
+    assert total((fleet.other.pk,)) == 0
+
+
+def test_the_list_reads_its_total_from_the_tally_unless_filtered(fleet, login):
+    client = login("admin")
+    with CaptureQueriesContext(connection) as unfiltered:
+        page = client.get("/clusters/").content.decode()
+    assert "clusters_liveclustertally" in " ".join(q["sql"] for q in unfiltered)
+    with CaptureQueriesContext(connection) as filtered:
+        running = client.get("/clusters/", {"status": S.RUNNING}).content.decode()
+    assert "clusters_liveclustertally" not in " ".join(q["sql"] for q in filtered)
+    assert page.count('<td class="num">') == 4 and running.count('<td class="num">') == 1
+
+
+SQLITE = """
+import django
+django.setup()
+from django.core.management import call_command
+from django.db.models import Sum
+call_command("migrate", verbosity=0)
+from clusters import tally
+from clusters.models import LiveClusterTally, VirtualCluster
+from portal.models import Project
+from vms.models import InstanceType, Zone
+
+zone = Zone.objects.create(code="z", name="z")
+itype = InstanceType.objects.create(code="t", gpu_model="H100", gpu_count=8, vcpu=1, memory_gib=1)
+a, b = (Project.objects.create(slug=s, name=s) for s in "ab")
+made = [VirtualCluster.objects.create(project=a, name=f"c{i}", zone=zone, instance_type=itype,
+                                      fabric_type="INFINIBAND", status="RUNNING") for i in range(4)]
+made[0].status = "DELETED"; made[0].save()
+made[1].status = "WAITING"; made[1].save()
+VirtualCluster.objects.filter(pk=made[2].pk).update(project=b)
+made[3].delete()
+def sums():
+    rows = LiveClusterTally.objects.values("project__slug").annotate(n=Sum("delta"))
+    return sorted((r["project__slug"], r["n"]) for r in rows if r["n"])
+before = sums()
+tally.merge()
+print(before, sums(), LiveClusterTally.objects.count())
+"""
+
+
+def test_the_tally_is_kept_on_the_demos_sqlite_too(tmp_path):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+    }
+    done = run_python(SQLITE, env, timeout=300)
+    expected = [("a", 1), ("b", 1)]
+    assert done.stdout.strip().splitlines()[-1] == f"{expected} {expected} 2"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [({}, 4), ({"status": S.RUNNING}, 1), ({"status": S.DELETED}, 1), ({"q": "d1"}, 1)],
+)
+def test_the_lists_total_is_what_it_lists_filtered_or_not(fleet, login, query, expected):
+    VirtualCluster.objects.filter(name="d2").update(zone=fleet.zone_b)
+    response = login("admin").get("/clusters/", query)
+    assert response.context["page"].paginator.count == expected
+    in_zone_b = login("admin").get("/clusters/", {**query, "zone": fleet.zone_b.pk})
+    assert in_zone_b.context["page"].paginator.count == (1 if not query else 0)
