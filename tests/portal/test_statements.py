@@ -74,8 +74,9 @@ def test_every_filter_sort_and_page_reads_what_the_orm_reads(clusters):
             seen += len(compiled)
     assert seen > 100
     # The readers' kinds (every project, 1 and 2 projects) x the statuses' (none, one) x
-    # the zones' x 4 sorts; the values themselves and the page are bound.
-    assert (statements.compiles, statements.refused) == (3 * 2 * 2 * 4, 0)
+    # the zones' x 4 sorts x the first page or another; the values themselves and the
+    # page past the first are bound.
+    assert (statements.compiles, statements.refused) == (3 * 2 * 2 * 4 * 2, 0)
 
 
 def test_a_shape_compiles_once_and_then_binds_each_requests_values(clusters):
@@ -86,8 +87,11 @@ def test_a_shape_compiles_once_and_then_binds_each_requests_values(clusters):
     assert statements.compiles == 1
     with CaptureQueriesContext(connection) as second:
         two, _o, _page = compiled_and_orm(values, "name", 2)
-    assert statements.compiles == 1  # the page is a parameter (OFFSET), not another statement
-    assert first[0]["sql"].split("OFFSET")[0] == second[0]["sql"].split("OFFSET")[0]
+    assert statements.compiles == 2  # the first page has no OFFSET: a statement of its own
+    compiled_and_orm(values, "name", 3)
+    assert statements.compiles == 2  # past it, the page is a parameter (OFFSET)
+    assert "OFFSET" not in first[0]["sql"] and "OFFSET" in second[0]["sql"]
+    assert first[0]["sql"].split("LIMIT")[0] == second[0]["sql"].split("LIMIT")[0]
     # The query's own constant is in the text, where a generic plan can see it.
     assert "'DELETED'" in first[0]["sql"]
     assert len(one) == 3 and len(two) == 2 and not set(one) & set(two)
