@@ -150,6 +150,7 @@ class Command(BenchCommand):
         )
         self.say(f"generating {len(vms)} VMs x {days} days of {INTERVAL}-second samples …")
         t0 = time.perf_counter()
+        grid, grid_params = devices.time_major(vms, start, end, INTERVAL)
         with connection.cursor() as cursor:
             # A training-like profile in SQL: busy GPUs, a checkpoint dip every 10 minutes.
             cursor.execute(
@@ -163,16 +164,9 @@ class Command(BenchCommand):
                             ELSE 88 + 10 * random() END,
                        75 + 5 * random(),
                        6e7 * random(), 6e6 * random(), 2e10 * random(), 2e10 * random(), %s
-                FROM unnest(%s::bigint[]) AS v,
-                     generate_series(%s::timestamptz, %s::timestamptz, %s::interval) AS t
-                """,
-                [
-                    cluster.pk,
-                    [vm.pk for vm in vms],
-                    start,
-                    end - timedelta(seconds=INTERVAL),
-                    f"{INTERVAL} seconds",
-                ],
+                FROM """
+                + grid,
+                [cluster.pk, *grid_params],
             )
             rows = cursor.rowcount
         generated = time.perf_counter() - t0
