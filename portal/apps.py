@@ -5,3 +5,6 @@ from django.utils.translation import gettext_lazy as _
 class PortalConfig(AppConfig):
     name = "portal"
     verbose_name = _("포털 IAM")
+
+    def ready(self):
+        from portal import pgtime  # noqa: F401 - connects the timestamptz loader
