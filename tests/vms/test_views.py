@@ -1,9 +1,11 @@
 """The VM pages as a user meets them: the 클러스터 section's rules (SPEC §5.1-3), the member
 start rule (§5.6), each with its Korean message in place and nothing changed on refusal."""
 
+import re
+
 from clusters.models import ClusterStatus
 from tests.pages import HX, UNATTACHABLE, body
-from vms.models import BillingType, FabricType
+from vms.models import BillingType, FabricType, VmStatus
 
 S = ClusterStatus
 
@@ -124,3 +126,38 @@ def test_a_refused_save_changes_nothing_else_on_the_page(world, login):
         assert "hx-swap-oob" not in answer
     vm.refresh_from_db()
     assert vm.cluster_id is None
+
+
+# -- The VM list's rows ------------------------------------------------------------------------
+
+
+def test_the_list_rows_submit_through_one_form_that_carries_the_token_and_the_way_back(
+    world, login
+):
+    """Each row's start or stop is a button of the list's one hidden form (``form`` and
+    ``formaction``): the token and the way back once, not a form per button. Without
+    script, the browser posts that form to the button's action and comes back to the list."""
+    stopped, running = world.vm("n-stopped"), world.vm("n-running", status=VmStatus.RUNNING)
+    client = login("operator")
+    page = body(client.get("/vms/"))
+    rows = page.split("<tbody>")[1].split("</tbody>")[0]
+    assert "csrfmiddlewaretoken" not in rows and "<form" not in rows
+    assert f'form="vm-row-action" formaction="/vms/{stopped.pk}/start/"' in rows
+    assert f'form="vm-row-action" formaction="/vms/{running.pk}/stop/"' in rows
+    shared = re.search(r'<form id="vm-row-action" method="post" hidden>(.*?)</form>', page)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', shared.group(1))
+    assert token and '<input type="hidden" name="next" value="/vms/">' in shared.group(1)
+    # What the browser sends for a click on the stopped VM's 시작, without script.
+    client.handler.enforce_csrf_checks = True
+    response = client.post(
+        f"/vms/{stopped.pk}/start/", {"csrfmiddlewaretoken": token.group(1), "next": "/vms/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/vms/"
+    stopped.refresh_from_db()
+    assert stopped.status != VmStatus.STOPPED
+
+
+def test_a_reader_who_may_not_change_vms_gets_no_row_form(world, login):
+    world.vm("n-stopped")
+    page = body(login("viewer").get("/vms/"))
+    assert 'id="vm-row-action"' not in page and "formaction" not in page

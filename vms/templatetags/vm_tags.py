@@ -88,6 +88,10 @@ class VmButtons:
         )
 
 
+# The list's one form for its rows' buttons (``vm_row_form``).
+ROW_FORM = "vm-row-action"
+
+
 @register.simple_tag(takes_context=True)
 def vm_action_button(context, vm, cluster=None, compact=False, next_url=""):
     """``{% vm_action_button vm vm.cluster %}``: the start/stop button of one VM."""
@@ -97,14 +101,23 @@ def vm_action_button(context, vm, cluster=None, compact=False, next_url=""):
 
 
 @register.simple_tag(takes_context=True)
-def vm_rows(context, vms, can_update):
+def vm_row_form(context):
+    """The form every row's start or stop button submits through (``form`` and
+    ``formaction``): the CSRF token and the way back to the list once, where a form per
+    button carried them on each of 50 rows."""
+    token = csrf_input(context.get("csrf_token"))
+    back = f'<input type="hidden" name="next" value="{escape(reverse("vms:vm_list"))}">'
+    return mark_safe(f'<form id="{ROW_FORM}" method="post" hidden>{token}{back}</form>')  # noqa: S308
+
+
+@register.simple_tag
+def vm_rows(vms, can_update):
     """The VM list's table body: name, status, zone, type, billing, 재해 복구, cluster (its
     name only to who may read clusters: ``vm.cluster_visible``), IP and the start/stop
-    button; one f-string a row, every value escaped (as the cluster list's rows)."""
+    button, submitted through ``vm_row_form``; one f-string a row, every value escaped (as
+    the cluster list's rows)."""
     edit, detail = url_pattern("vms:vm_edit"), url_pattern("clusters:cluster_detail")
-    buttons = VmButtons(
-        str(context.get("csrf_token", "")), compact=True, next_url=reverse("vms:vm_list")
-    )
+    buttons = VmButtons(compact=True, form=ROW_FORM)
     yes, hidden = escape(gettext("예")), escape(gettext("권한 없음"))
     rows = []
     for vm in vms:
