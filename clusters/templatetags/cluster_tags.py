@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, gettext
 
-from portal.templatetags.console import short_time, status_badge, url_pattern
+from portal.templatetags.console import Kept, short_time, status_badge, url_pattern
 from vms.models import FabricType
 
 register = template.Library()
@@ -22,10 +22,8 @@ FABRIC_LABELS = dict(FabricType.choices)
 
 # Rows kept per process under all they show and the page's language, time zone and URL
 # prefix: a list polled while a cluster is in transition, or opened again, draws only the
-# rows that changed (drawing was about 6 µs a row, 50 a page). Bounded as ``{% memo %}``
-# and the members' rows are: cleared when full.
-ROWS_KEPT = 4096
-_ROWS: dict[tuple, str] = {}
+# rows that changed (drawing was about 6 µs a row, 50 a page).
+_ROWS = Kept(most=4096)
 
 
 def forget_rows() -> None:
@@ -47,11 +45,7 @@ def cluster_rows(clusters):
         key = (frame, c.pk, c.name, c.status, c.fabric_type, c.type_code, c.zone_code)
         key += (c.member_count, c.created_at)
         row = _ROWS.get(key)
-        if row is None:
-            if len(_ROWS) >= ROWS_KEPT:
-                _ROWS.clear()
-            row = _ROWS[key] = _cluster_row(c, detail, zone)
-        rows.append(row)
+        rows.append(row if row is not None else _ROWS.keep(key, _cluster_row(c, detail, zone)))
     return mark_safe("\n".join(rows))  # noqa: S308 - every value is escaped in _cluster_row
 
 

@@ -14,7 +14,7 @@ from django.utils.translation import get_language, gettext
 
 from clusters.validation.display import latest_verdicts, verdict_cell
 from portal.particles import with_particles
-from portal.templatetags.console import badge_of, csrf_input, url_pattern
+from portal.templatetags.console import Kept, badge_of, row_form, url_pattern
 from vms.models import VirtualMachine, VmStatus
 from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons
 
@@ -27,8 +27,7 @@ ROW_FORM = "member-row-action"
 @register.simple_tag(takes_context=True)
 def member_row_form(context):
     """The form every row's button submits through (``form`` and ``formaction``)."""
-    token = csrf_input(context.get("csrf_token"))
-    return mark_safe(f'<form id="{ROW_FORM}" method="post" hidden>{token}</form>')  # noqa: S308
+    return row_form(ROW_FORM, context.get("csrf_token"))
 
 
 class DetachButtons:
@@ -165,10 +164,8 @@ class RowFrame:
 # Rows kept per process, each under (its frame, what it shows): a tab that polls or is opened
 # again draws only the rows that changed (drawing was 5 µs a row, finding one is ~1).
 # Whole tables' worth; cleared when full, as ``{% memo %}``'s blocks.
-ROWS_KEPT = 4096
-FRAMES_KEPT = 64
-_FRAMES: dict[tuple, RowFrame] = {}
-_ROWS: dict[tuple[RowFrame, Shown], str] = {}
+_FRAMES = Kept(most=64)
+_ROWS = Kept(most=4096)
 
 
 def forget_rows() -> None:
@@ -182,7 +179,7 @@ def row_frame(cluster, can_update: bool, detach_reasons) -> RowFrame:
     key = (get_language(), get_script_prefix(), shown, can_update, tuple(detach_reasons))
     frame = _FRAMES.get(key)
     if frame is None:
-        if len(_FRAMES) >= FRAMES_KEPT:
+        if len(_FRAMES) >= _FRAMES.most:
             forget_rows()  # rows of a frame no longer kept would never be found again
         frame = _FRAMES[key] = RowFrame(shown, can_update, key[-1])
     return frame
@@ -224,9 +221,5 @@ def member_table_rows(members, cluster, controls):
             pk in waiting,
         )
         row = _ROWS.get((frame, shown))
-        if row is None:
-            if len(_ROWS) >= ROWS_KEPT:
-                _ROWS.clear()
-            row = _ROWS[frame, shown] = frame.row(shown)
-        rows.append(row)
+        rows.append(row if row is not None else _ROWS.keep((frame, shown), frame.row(shown)))
     return mark_safe("\n".join(rows))  # noqa: S308 - every value is escaped in RowFrame.row

@@ -159,6 +159,30 @@ def _control(bound) -> str:
     return f'<select name="{name}" id="{control_id}">{options}</select>'
 
 
+class Kept(dict):
+    """HTML drawn once and kept per process under a key holding all it depends on: bounded
+    at ``most`` entries, emptied when full (what a page needs is drawn again on its next
+    request; an LRU's bookkeeping would cost more than the drawing it saves)."""
+
+    def __init__(self, most: int):
+        super().__init__()
+        self.most = most
+
+    def keep(self, key, value):
+        if len(self) >= self.most:
+            self.clear()
+        self[key] = value
+        return value
+
+
+def row_form(form_id: str, token, fields: str = "") -> SafeString:
+    """A table's one hidden form, which its rows' buttons submit through (``form`` and
+    ``formaction``): the CSRF token, and ``fields`` (already escaped), once for all rows."""
+    return SafeString(
+        f'<form id="{escape(form_id)}" method="post" hidden>{csrf_input(token)}{fields}</form>'
+    )
+
+
 def csrf_input(token) -> str:
     """The hidden CSRF field of a form drawn in Python, as ``{% csrf_token %}`` draws it
     (nothing where the request has no token)."""
@@ -229,9 +253,8 @@ def _fixed_url(name: str, _prefix: str) -> str:
     return escape(reverse(name))
 
 
-# Rendered ``{% memo %}`` blocks by (block, language, keys): bounded, emptied when full.
-_MEMO: dict[tuple, str] = {}
-MEMO_MAX = 512
+# Rendered ``{% memo %}`` blocks by (block, language, keys).
+_MEMO = Kept(most=512)
 # Each compiled block's own number: an id() could be reused by a block compiled after a
 # template reload and read another block's output.
 _BLOCKS = itertools.count()
@@ -245,10 +268,7 @@ class MemoNode(template.Node):
         key = (self.block, translation.get_language(), *(k.resolve(context) for k in self.keys))
         rendered = _MEMO.get(key)
         if rendered is None:
-            rendered = self.nodelist.render(context)
-            if len(_MEMO) >= MEMO_MAX:
-                _MEMO.clear()
-            _MEMO[key] = rendered
+            rendered = _MEMO.keep(key, self.nodelist.render(context))
         return rendered
 
 

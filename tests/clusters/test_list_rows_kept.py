@@ -79,7 +79,7 @@ def test_the_other_language_is_drawn_in_it(listed):
 
 def test_the_rows_kept_stay_bounded(listed, monkeypatch):
     client, _train, first = listed
-    monkeypatch.setattr(cluster_tags, "ROWS_KEPT", 1)
+    monkeypatch.setattr(cluster_tags._ROWS, "most", 1)
     cluster_tags.forget_rows()
     assert rows_of(client) == first
     assert len(cluster_tags._ROWS) <= 1

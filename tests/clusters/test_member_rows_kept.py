@@ -120,7 +120,7 @@ def test_a_reader_without_update_gets_rows_without_controls(tab, login):
 
 def test_the_rows_kept_stay_bounded(tab, monkeypatch):
     client, cluster, members, first = tab
-    monkeypatch.setattr(member_table, "ROWS_KEPT", 2)
+    monkeypatch.setattr(member_table._ROWS, "most", 2)
     member_table._ROWS.clear()
     assert rows_of(client, cluster) == first
     assert len(member_table._ROWS) <= 2
@@ -128,7 +128,7 @@ def test_the_rows_kept_stay_bounded(tab, monkeypatch):
 
 def test_the_frames_kept_stay_bounded_and_take_their_rows_with_them(tab, monkeypatch):
     client, cluster, _members, first = tab
-    monkeypatch.setattr(member_table, "FRAMES_KEPT", 1)
+    monkeypatch.setattr(member_table._FRAMES, "most", 1)
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
     rows_of(client, cluster)
     assert len(member_table._FRAMES) == 1

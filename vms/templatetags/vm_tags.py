@@ -8,7 +8,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, gettext_noop
 
 from portal.particles import with_particles
-from portal.templatetags.console import csrf_input, status_badge, url_pattern
+from portal.templatetags.console import csrf_input, row_form, status_badge, url_pattern
 from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType
 from vms.services import start_refusal
 
@@ -105,9 +105,8 @@ def vm_row_form(context):
     """The form every row's start or stop button submits through (``form`` and
     ``formaction``): the CSRF token and the way back to the list once, where a form per
     button carried them on each of 50 rows."""
-    token = csrf_input(context.get("csrf_token"))
     back = f'<input type="hidden" name="next" value="{escape(reverse("vms:vm_list"))}">'
-    return mark_safe(f'<form id="{ROW_FORM}" method="post" hidden>{token}{back}</form>')  # noqa: S308
+    return row_form(ROW_FORM, context.get("csrf_token"), back)
 
 
 @register.simple_tag
