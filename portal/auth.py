@@ -10,8 +10,10 @@ very next request sees it. The session keeps only which project was chosen (an i
 against the projects read with the user).
 """
 
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
+from typing import Any
 
 import orjson
 from django.contrib.auth import get_user_model
@@ -25,6 +27,21 @@ from portal.permissions import ALL_PERMISSIONS
 
 # The annotation carrying the grants on the user's row.
 GRANTS = "console_grants"
+# Scalars read with the user's row (``read_with_user``): name -> a function making its SQL.
+_READ_WITH_USER: dict[str, Callable[[], RawSQL]] = {}
+
+
+def read_with_user(name: str, sql: Callable[[], RawSQL]) -> None:
+    """Read the scalar subquery ``sql()`` with every session user's row, as ``name``
+    (``read_with``): a value that what a process keeps between requests is checked against,
+    read at no query of its own. Registered by an app when it is ready."""
+    _READ_WITH_USER[name] = sql
+
+
+def read_with(user, name: str) -> Any:
+    """The value of ``name`` read with ``user``'s row on this request, or None where it was
+    not read (the demo's SQLite, a user not loaded from a session)."""
+    return getattr(user, "_read_with_user", {}).get(name)
 
 
 @cache
@@ -77,11 +94,13 @@ class SessionUserBackend(ModelBackend):
             # The demo's embedded SQLite has no json_agg(... ORDER BY): the roles and the
             # projects are read when first asked (``project_permissions``, ``visible_projects``).
             return super().get_user(user_id)
-        users = get_user_model()._default_manager.annotate(**{GRANTS: grants_sql()})
+        read = {f"console_{name}": sql() for name, sql in _READ_WITH_USER.items()}
+        users = get_user_model()._default_manager.annotate(**{GRANTS: grants_sql()}, **read)
         user = users.filter(pk=user_id).first()
         if user is None or not self.user_can_authenticate(user):
             return None
         attach_grants(user, getattr(user, GRANTS))
+        user._read_with_user = {name: getattr(user, f"console_{name}") for name in _READ_WITH_USER}
         return user
 
 

@@ -1,7 +1,17 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
 class VmsConfig(AppConfig):
     name = "vms"
     verbose_name = _("가상머신과 카탈로그")
+
+    def ready(self):
+        from portal.auth import read_with_user
+        from vms import catalog_version  # models are ready only now
+
+        read_with_user(catalog_version.READ_AS, catalog_version.version_sql)
+        post_migrate.connect(
+            catalog_version.on_migrate, sender=self, dispatch_uid="vms.catalog_version"
+        )

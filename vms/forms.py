@@ -1,5 +1,5 @@
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django import forms
 from django.db.models import QuerySet
@@ -10,6 +10,8 @@ from clusters.operations.common import MAX_CREATE
 from portal.compute.catalog import types_offered_in
 from portal.kernel import NAME_MAX, parse_id
 from portal.listing import ListFilterForm, catalog_sorts, headers
+from portal.statements import statements
+from vms import catalog_version
 from vms.models import BillingType, InstanceType, VirtualMachine, VmStatus, Zone
 
 
@@ -58,13 +60,23 @@ class CatalogFilterForm(ListFilterForm):
         empty_label=_("모든 영역"),
     )
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["status"].choices = [("", _("모든 상태")), *self.STATUSES]
-
     # Catalog choices drawn as (id, label) rows by a compiled statement
     # (``portal.templatetags.console.filter_fields``), not as models.
     listed_choices: ClassVar[dict[str, Callable[..., QuerySet]]] = {"zone": _zone_choices}
+
+    def __init__(self, *args, catalog: int | None = None, **kwargs):
+        """``catalog``: the catalog's version read with the request's user
+        (``vms.catalog_version.current``), under which the listed choices are kept."""
+        super().__init__(*args, **kwargs)
+        self.catalog = catalog
+        status = cast(forms.ChoiceField, self.fields["status"])
+        status.choices = [("", _("모든 상태")), *self.STATUSES]
+
+    def listed(self, name: str) -> tuple:
+        """The (id, label) rows of a field in ``listed_choices``, read once per process for
+        each version of the catalog."""
+        shape = self.listed_choices[name]
+        return catalog_version.kept(shape, self.catalog, lambda: tuple(statements.rows(shape, ())))
 
 
 class VmCreateForm(CatalogChoiceForm):

@@ -84,6 +84,20 @@ class FabricOffering(models.Model):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
 
 
+class CatalogVersion(models.Model):
+    """One row: a number raised by every change to the catalog's tables, in the changing
+    transaction (``vms.catalog_version``). What a process keeps of the catalog is kept under
+    the number it was read at."""
+
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = verbose_name_plural = _("카탈로그 버전")
+
+    def __str__(self):
+        return str(self.value)
+
+
 # A deleted cluster's or VM's status: the row stays (its history, its audit), nothing else.
 DELETED = "DELETED"
 

@@ -22,6 +22,7 @@ from portal.listing import list_page, render_list
 from portal.models import readable
 from portal.permissions import Perm
 from portal.rendering import create_view, go_to, render_form
+from vms import catalog_version
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.models import VM_TRANSITIONAL, VirtualMachine
 
@@ -53,6 +54,7 @@ def vm_list(request):
         )
     filters = VmFilterForm(
         request.GET,
+        catalog=catalog_version.current(request.user),
         clusters=clusters,
         can_read_clusters=project is not None and request.user.has_perm(Perm.CLUSTER_READ, project),
     )

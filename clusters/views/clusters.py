@@ -44,6 +44,7 @@ from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
 from portal.permissions import Perm
 from portal.rendering import create_view, go_to, render_form
 from portal.statements import statements
+from vms import catalog_version
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
@@ -68,7 +69,7 @@ MEMBER_FIELDS = (
 @vary_on_headers("HX-Request")
 def cluster_list(request):
     project = request.project
-    filters = ClusterFilterForm(request.GET)
+    filters = ClusterFilterForm(request.GET, catalog=catalog_version.current(request.user))
     clusters: QuerySet | Rows = VirtualCluster.objects.none()
     if project is not None:
         allowed = permitted_projects(request.user, Perm.CLUSTER_READ)

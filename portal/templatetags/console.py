@@ -124,9 +124,9 @@ def list_head(context, form, columns, target):
 def filter_fields(form):
     """A list's filter fields, each a label and its control (a ``<select>``, or a text box),
     drawn here with the standard library's ``html.escape``: Django's widget templates were a
-    fifth of the list page. A catalog field's choices are read in one plain query (a
-    ModelChoiceField iterates a server-side cursor: three round trips), compiled ahead where
-    the form lists the field in ``listed_choices``."""
+    fifth of the list page. A catalog field the form lists in ``listed_choices`` has its
+    choices from the form's ``listed``: rows of a statement compiled ahead (a
+    ModelChoiceField iterates a server-side cursor: three round trips), kept per process."""
     return mark_safe(  # noqa: S308 - every value is escaped in _control
         "".join(
             f'<div class="field-inline"><label for="{escape(bound.id_for_label)}">'
@@ -144,8 +144,8 @@ def _control(bound) -> str:
         value_attr = f' value="{escape(shown)}"' if shown else ""
         length = f' maxlength="{int(field.max_length)}"' if field.max_length else ""
         return f'<input type="text" name="{name}" id="{control_id}"{value_attr}{length}>'
-    if listed := getattr(bound.form, "listed_choices", {}).get(bound.name):
-        choices = [("", field.empty_label or ""), *statements.rows(listed, ())]
+    if bound.name in getattr(bound.form, "listed_choices", {}):
+        choices = [("", field.empty_label or ""), *bound.form.listed(bound.name)]
     elif isinstance(field, forms.ModelChoiceField):
         choices = [("", field.empty_label or "")]
         choices += [(obj.pk, field.label_from_instance(obj)) for obj in list(field.queryset or ())]

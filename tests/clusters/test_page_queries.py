@@ -27,24 +27,27 @@ def tables(client, url) -> list[str]:
     return [re.search(r'("\w+")\."', q["sql"]).group(1) for q in captured]
 
 
-def test_the_cluster_list_reads_its_rows_with_their_count_then_the_zones_at_any_size(world, login):
+def test_the_cluster_list_reads_its_rows_with_their_count_at_any_size(world, login):
     client = login("admin")
     for i in range(10):
         world.members(world.cluster(f"s{i:03d}"), 2)
+    first = tables(client, "/clusters/")
     few = tables(client, "/clusters/")
     for i in range(10, 130):
         world.cluster(f"s{i:03d}")
     many = tables(client, "/clusters/?page=2")
-    assert few == many
-    assert many == [*FLOOR, '"clusters_virtualcluster"', '"vms_zone"']
+    # The zone filter's choices are read once for this version of the catalog, then kept.
+    assert first == [*FLOOR, '"clusters_virtualcluster"', '"vms_zone"']
+    assert few == many == [*FLOOR, '"clusters_virtualcluster"']
 
 
 def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(world, login):
     client = login("admin")
     for i in range(60):
         world.cluster(f"s{i:03d}")
+    client.get("/clusters/")
     past = tables(client, "/clusters/?page=9")
-    assert past == [*FLOOR, *['"clusters_virtualcluster"'] * 3, '"vms_zone"']
+    assert past == [*FLOOR, *['"clusters_virtualcluster"'] * 3]
     page = client.get("/clusters/?page=9").content.decode()
     assert "2 / 2" in page and "s000" in page and "s059" not in page
 

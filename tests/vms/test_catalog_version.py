@@ -1,0 +1,119 @@
+"""The list filters' zones are kept per process under the catalog's version, read with the
+request's user: the next request after any change to the catalog shows it, however the
+change was made, and a request with the catalog unchanged reads no zone at all."""
+
+import re
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from portal.auth import read_with
+from vms import catalog_version
+from vms.models import FabricOffering, FabricType, InstanceType, Zone
+
+
+def zone_filter(client, url="/clusters/") -> tuple[list[str], int]:
+    """The zone filter's options (their labels) on the list at ``url``, and how many of the
+    request's queries read zones."""
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200
+    select = re.search(r'<select name="zone"[^>]*>(.*?)</select>', response.content.decode(), re.S)
+    labels = re.findall(r"<option[^>]*>([^<]*)</option>", select.group(1))
+    return labels[1:], sum('"vms_zone"' in q["sql"].split(" WHERE ")[0] for q in captured)
+
+
+@pytest.fixture
+def admin(login):
+    client = login("admin")
+    zone_filter(client)  # the zones of this catalog, kept
+    return client
+
+
+def test_an_unchanged_catalog_is_not_read_again(world, admin):
+    assert zone_filter(admin) == (["kr-central-1a", "kr-central-1b"], 0)
+    # The VM list offers the same zones: kept once for both lists.
+    assert zone_filter(admin, "/vms/") == (["kr-central-1a", "kr-central-1b"], 0)
+
+
+def test_a_zone_added_shows_at_the_next_request(world, admin):
+    Zone.objects.create(code="kr-central-1c", name="1c")
+    assert zone_filter(admin) == (["kr-central-1a", "kr-central-1b", "kr-central-1c"], 1)
+    assert zone_filter(admin)[1] == 0
+
+
+def test_a_zone_changed_by_a_queryset_update_or_by_hand_in_sql_shows(world, admin):
+    Zone.objects.filter(pk=world.zone_b.pk).update(code="kr-south-1b")
+    assert zone_filter(admin)[0] == ["kr-central-1a", "kr-south-1b"]
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE vms_zone SET code = 'kr-east-1a' WHERE id = %s", [world.zone_a.pk])
+    assert zone_filter(admin)[0] == ["kr-east-1a", "kr-south-1b"]
+
+
+def test_a_zone_deleted_is_gone_at_the_next_request(world, admin):
+    Zone.objects.create(code="kr-central-1c", name="1c")
+    assert "kr-central-1c" in zone_filter(admin)[0]
+    Zone.objects.filter(code="kr-central-1c").delete()
+    assert zone_filter(admin)[0] == ["kr-central-1a", "kr-central-1b"]
+
+
+def test_instance_types_and_offerings_are_the_catalog_too(world, admin):
+    before = catalog_version.current(admin_user(admin))
+    InstanceType.objects.filter(pk=world.h100.pk).update(vcpu=200)
+    after_type = catalog_version.current(admin_user(admin))
+    FabricOffering.objects.filter(
+        zone=world.zone_b, instance_type=world.l40s, fabric=FabricType.ROCE_V2
+    ).delete()
+    after_offering = catalog_version.current(admin_user(admin))
+    assert before < after_type < after_offering
+
+
+def test_a_change_rolled_back_never_lends_its_number_to_a_later_change(world, admin):
+    """The process that made a change reads it in its own transaction, and keeps it under
+    the change's number; rolled back, that number is never the catalog's."""
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Zone.objects.create(code="kr-ghost-1a", name="ghost")
+        assert "kr-ghost-1a" in zone_filter(admin)[0]
+        raise RuntimeError("rolled back")
+    assert zone_filter(admin)[0] == ["kr-central-1a", "kr-central-1b"]
+    Zone.objects.create(code="kr-central-1c", name="1c")
+    assert zone_filter(admin)[0] == ["kr-central-1a", "kr-central-1b", "kr-central-1c"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_committed_by_another_process_shows_at_the_next_request(world, admin):
+    assert zone_filter(admin)[1] == 0
+    settings = connection.settings_dict
+    with psycopg.connect(
+        host=settings["HOST"],
+        port=settings["PORT"],
+        user=settings["USER"],
+        dbname=settings["NAME"],
+        autocommit=True,
+    ) as other:
+        other.execute("INSERT INTO vms_zone (code, name) VALUES ('kr-west-1a', 'w')")
+    assert zone_filter(admin) == (["kr-central-1a", "kr-central-1b", "kr-west-1a"], 1)
+
+
+def test_without_a_version_nothing_is_kept():
+    reads = []
+    for _ in range(2):
+        catalog_version.kept("k", None, lambda: reads.append(1))
+    assert len(reads) == 2
+    for _ in range(2):
+        catalog_version.kept("k", -1, lambda: reads.append(1) or "kept")
+    assert len(reads) == 3
+
+
+def admin_user(client):
+    """The user as the next request reads it, with the catalog's version."""
+    from django.contrib.auth import get_user
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request.session = client.session
+    user = get_user(request)
+    assert read_with(user, catalog_version.READ_AS) is not None
+    return user

@@ -1,0 +1,100 @@
+"""The catalog's version: a number that every change to the catalog's tables raises, read
+with each request's user (``portal.auth.read_with_user``), so that what a process keeps of
+the catalog (a list filter's zones) is used only while the catalog is as it was read.
+
+Statement-level triggers on the zones, the instance types and the offerings raise it inside
+the changing transaction, whatever makes the change: the admin, a queryset ``update()``, SQL
+by hand, a TRUNCATE. The number and the change it counts become visible together, at commit.
+So a process that sees the new number reads the new rows. A process that read the new rows
+under the old number keeps them under that number, and reads them again once it sees the
+new one.
+
+The triggers are (re)installed after every ``migrate`` and ``flush`` (``VmsConfig.ready``),
+which raise the number too: nothing kept before a flush is used after it. PostgreSQL only:
+on the demo's SQLite the number reads as None, and nothing is kept.
+"""
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from django.db import connections
+from django.db.models.expressions import RawSQL
+from django.db.models.fields import BigIntegerField
+
+from portal.auth import read_with
+from vms.models import CatalogVersion, FabricOffering, InstanceType, Zone
+
+VERSION = CatalogVersion._meta.db_table
+CATALOG = tuple(m._meta.db_table for m in (Zone, InstanceType, FabricOffering))
+# The name the number is read with the user under (``portal.auth.read_with``).
+READ_AS = "catalog_version"
+# How many things are kept at most: the store is emptied when full.
+MOST_KEPT = 256
+
+# The numbers come from a sequence, which never hands one out twice: a change rolled back
+# took its number with it, so what was kept under that number (by the process that made the
+# change, reading its own transaction) is never taken for a later catalog's.
+NUMBERS = f"{VERSION}_numbers"
+_RAISE = f"""CREATE OR REPLACE FUNCTION {VERSION}_raise() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE {VERSION} SET value = nextval('{NUMBERS}') WHERE id = 1;
+  RETURN NULL;
+END $$"""
+
+
+def _install_statements() -> list[str]:
+    statements = [f"CREATE SEQUENCE IF NOT EXISTS {NUMBERS}", _RAISE]
+    for table in CATALOG:
+        statements += [
+            f"DROP TRIGGER IF EXISTS {VERSION}_raised ON {table}",
+            f"CREATE TRIGGER {VERSION}_raised AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
+            f" ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {VERSION}_raise()",
+        ]
+    statements.append(
+        f"INSERT INTO {VERSION} (id, value) VALUES (1, nextval('{NUMBERS}'))"
+        f" ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value"
+    )
+    return statements
+
+
+def install(using: str = "default") -> None:
+    """Create or replace the triggers, and raise the number (making its row if need be)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for sql in _install_statements():
+            cursor.execute(sql)
+
+
+def on_migrate(sender, using="default", **kwargs) -> None:
+    """``post_migrate`` (after ``migrate`` and ``flush``): the triggers in place."""
+    install(using)
+
+
+def version_sql() -> RawSQL:
+    """The number, as the scalar subquery read with the user's row (None without its row)."""
+    return RawSQL(f"SELECT value FROM {VERSION} WHERE id = 1", (), BigIntegerField())
+
+
+def current(user) -> int | None:
+    """The catalog's number as read with ``user`` on this request; None where it was not
+    (the demo's SQLite, a user not loaded from a session)."""
+    return read_with(user, READ_AS)
+
+
+_KEPT: dict[tuple[Hashable, int], Any] = {}
+
+
+def kept(key: Hashable, version: int | None, read: Callable[[], Any]) -> Any:
+    """What ``read()`` returns, kept per process under ``key`` and the catalog's
+    ``version``: read again when the version has changed, every time when it is None."""
+    if version is None:
+        return read()
+    entry = (key, version)
+    found = _KEPT.get(entry)
+    if found is None:
+        if len(_KEPT) >= MOST_KEPT:
+            _KEPT.clear()
+        found = _KEPT[entry] = read()
+    return found
