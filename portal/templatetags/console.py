@@ -10,13 +10,14 @@ from functools import cache, lru_cache
 from html import escape
 
 from django import forms, template
+from django.conf import settings
+from django.templatetags.static import static
 from django.urls import get_script_prefix, reverse
 from django.utils import timezone, translation
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
-
-from portal.statements import statements
+from django_htmx.jinja import django_htmx_script
 
 register = template.Library()
 
@@ -81,6 +82,7 @@ def _badge(model, status: str, language: str | None) -> SafeString:
     )
 
 
+@register.filter
 def short_time(moment, zone=None) -> str:
     """``YYYY-MM-DD HH:MM`` in the portal's time zone: the |date filter costs ~4x per row.
     A caller formatting many rows reads the active ``zone`` once and passes it: reading it
@@ -251,6 +253,48 @@ def _url(name: str) -> str:
 @lru_cache(maxsize=64)
 def _fixed_url(name: str, _prefix: str) -> str:
     return escape(reverse(name))
+
+
+# What every page's head loads, by their static paths: htmx (django-htmx's copy), then ours.
+HEAD_SCRIPTS = ("django_htmx/htmx-2.min.js", "portal/console.js", "portal/dialogs.js")
+STYLESHEET = "portal/console.css"
+
+
+@register.simple_tag(takes_context=True)
+def head_assets(context) -> SafeString:
+    """The stylesheet and the scripts of every page's head, each script deferred and with
+    the request's CSP nonce, htmx first. Their static URLs are looked up once per process
+    (``_static_url``): through the template engine (three ``{% static %}``,
+    ``{% htmx_script %}``) they were a twentieth of the detail page. In DEBUG,
+    django-htmx's script that shows error pages comes too."""
+    htmx, *ours = (deferred_script(context, path) for path in HEAD_SCRIPTS)
+    head = [f'<link rel="stylesheet" href="{_static_url(STYLESHEET)}">', htmx]
+    if settings.DEBUG:
+        head.append(django_htmx_script(nonce=context.get("csp_nonce")))
+    return mark_safe("\n  ".join([*head, *ours]))  # noqa: S308 - escaped in _static_url
+
+
+@register.simple_tag(takes_context=True)
+def deferred_script(context, path: str) -> SafeString:
+    """``<script src="{% static path %}" nonce="…" defer>``, its URL looked up once."""
+    url = _static_url(path)
+    return mark_safe(f'<script src="{url}"{_nonce_attr(context)} defer></script>')  # noqa: S308
+
+
+def _nonce_attr(context) -> str:
+    # django-csp's nonce is lazy, and false until read: it is made (and sent in the
+    # header) only once a page reads it.
+    lazy = context.get("csp_nonce")
+    nonce = "" if lazy is None else str(lazy)
+    return f' nonce="{escape(nonce)}"' if nonce else ""
+
+
+@lru_cache(maxsize=64)
+def _static_url(path: str) -> str:
+    """A static file's URL, escaped: fixed for a process's life, as ``static()`` makes it
+    (Django reads ``STATIC_URL`` with the script prefix once; the manifest of hashed names
+    is read when the process starts)."""
+    return escape(static(path))
 
 
 # Rendered ``{% memo %}`` blocks by (block, language, keys).

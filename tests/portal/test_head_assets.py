@@ -1,0 +1,43 @@
+"""Every page's head: the stylesheet, then htmx and the console's scripts, each deferred with
+the request's CSP nonce (the static URLs are looked up once per process)."""
+
+import re
+
+import pytest
+from django.test import override_settings
+
+HEAD = re.compile(r"<head>(.*?)</head>", re.S)
+
+
+def head_of(response) -> str:
+    assert response.status_code == 200
+    return HEAD.search(response.content.decode()).group(1)
+
+
+def test_the_head_loads_the_stylesheet_and_the_scripts_in_order_with_the_nonce(world, login):
+    client = login("admin")
+    for url in ("/clusters/", "/vms/", f"/clusters/{world.cluster().pk}/"):
+        response = client.get(url)
+        nonce = re.search(r"'nonce-([^']+)'", response["Content-Security-Policy"]).group(1)
+        head = head_of(response)
+        assert '<link rel="stylesheet" href="/static/portal/console.css">' in head
+        scripts = re.findall(r"<script [^>]*></script>", head)
+        assert scripts == [
+            f'<script src="/static/{path}" nonce="{nonce}" defer></script>'
+            for path in ("django_htmx/htmx-2.min.js", "portal/console.js", "portal/dialogs.js")
+        ]
+
+
+def test_the_detail_page_defers_its_operations_script_with_the_nonce(world, login):
+    response = login("admin").get(f"/clusters/{world.cluster().pk}/")
+    nonce = re.search(r"'nonce-([^']+)'", response["Content-Security-Policy"]).group(1)
+    page = response.content.decode()
+    assert f'<script src="/static/clusters/operations.js" nonce="{nonce}" defer></script>' in page
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_django_htmx_error_script_comes_in_debug_only(world, login, debug):
+    client = login("admin")
+    with override_settings(DEBUG=debug):
+        head = head_of(client.get("/clusters/"))
+    assert ("django_htmx/django-htmx.js" in head) is debug
