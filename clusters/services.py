@@ -280,10 +280,7 @@ def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
         for vm in members:
             clear_fabric(vm)
             save_vm(vm)
-        set_status(cluster, S.TERMINATED, LIFECYCLE)
-        cluster.operation = ClusterOp.NONE
-        save_cluster(cluster)
-        queue_release(cluster)
+        _settle_and_release(cluster, S.TERMINATED)
     return cluster
 
 
@@ -293,12 +290,18 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
         for vm in members:
             leave(vm)
-        set_status(cluster, S.DELETED, LIFECYCLE)
-        cluster.operation = ClusterOp.NONE
-        save_cluster(cluster)
+        _settle_and_release(cluster, S.DELETED)
         att.notice("members_detached", count=len(members))
-        queue_release(cluster)
     return cluster
+
+
+def _settle_and_release(cluster, status) -> None:
+    """The end of a stop or a delete, once its members are dealt with: the cluster settles
+    at ``status`` with no operation running, and its fabric is released after commit."""
+    set_status(cluster, status, LIFECYCLE)
+    cluster.operation = ClusterOp.NONE
+    save_cluster(cluster)
+    queue_release(cluster)
 
 
 def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
