@@ -6,6 +6,8 @@ queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` 
 ``preflight_*`` twin answers "would this be refused?" for the pages.
 """
 
+from celery import Task
+
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.audit import attempt
 from portal.compute.backends import get_backend
@@ -53,8 +55,12 @@ from vms.models import (
 V = VmStatus
 
 
-def _queue_advance(vm: VirtualMachine) -> None:
-    queue_after_commit(tasks.advance_vm, vm.pk)
+def _move(vm: VirtualMachine, status: str, task: "Task[..., object]") -> None:
+    """An action's write once its rules said yes: ``vm`` moves to ``status`` by its
+    lifecycle, is saved, and ``task`` finishes the slow part after commit."""
+    set_status(vm, status, VM_LIFECYCLE)
+    save_vm(vm)
+    queue_after_commit(task, vm.pk)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,10 +197,8 @@ def start_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     with attempt("vm.start", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
         raise_if(start_refusal(vm, cluster) or hold_refusal(vm))
-        set_status(vm, V.STARTING, VM_LIFECYCLE)
         vm.set_error(None)
-        save_vm(vm)
-        _queue_advance(vm)
+        _move(vm, V.STARTING, tasks.advance_vm)
     return vm
 
 
@@ -203,9 +207,7 @@ def stop_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     with attempt("vm.stop", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
         raise_if(stop_refusal(vm))
-        set_status(vm, V.STOPPING, VM_LIFECYCLE)
-        save_vm(vm)
-        _queue_advance(vm)
+        _move(vm, V.STOPPING, tasks.advance_vm)
     return vm
 
 
@@ -213,7 +215,5 @@ def delete_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     with attempt("vm.delete", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
         raise_if(delete_refusal(vm) or hold_refusal(vm))
-        set_status(vm, V.DELETED, VM_LIFECYCLE)
-        save_vm(vm)
-        queue_after_commit(tasks.delete_vm_resources, vm.pk)
+        _move(vm, V.DELETED, tasks.delete_vm_resources)
     return vm
