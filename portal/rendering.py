@@ -3,7 +3,9 @@
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
 from portal.kernel import check_perm
@@ -22,6 +24,14 @@ def render_form(request, page, partial, context, status=200):
 def go_to(request, url):
     """After a change, the page at ``url``: for HTMX the whole page (HX-Redirect), not a swap."""
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def delete_and_list(request, obj, delete, done, list_name):
+    """A delete asked on ``obj``'s page: ``delete(obj.pk, actor=…)``, the notice ``done``
+    (``%(name)s``: the object's name), then the list named ``list_name`` as a whole page."""
+    delete(obj.pk, actor=request.user)
+    messages.success(request, done % {"name": obj.name})
+    return go_to(request, reverse(list_name))
 
 
 def create_view(perm, list_url: str, require: Callable[..., None]):

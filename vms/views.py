@@ -21,7 +21,7 @@ from portal.errors import InvalidInput, PermissionRequired, RuleViolation, VmNot
 from portal.listing import list_page, render_list
 from portal.models import readable
 from portal.permissions import Perm
-from portal.rendering import create_view, go_to, render_form
+from portal.rendering import create_view, delete_and_list, go_to, render_form
 from vms import catalog_version
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.models import VM_TRANSITIONAL, VirtualMachine
@@ -317,9 +317,8 @@ vm_stop = _vm_action(operations.stop_vm_op, gettext_lazy("%(name)s 중지를 요
 @require_POST
 def vm_delete(request, pk):
     vm = _vm(request, pk)
-    operations.delete_vm_op(vm.pk, actor=request.user)
-    messages.success(request, _("%(name)s 가상머신을 삭제했습니다.") % {"name": vm.name})
-    return go_to(request, reverse("vms:vm_list"))
+    done = _("%(name)s 가상머신을 삭제했습니다.")
+    return delete_and_list(request, vm, operations.delete_vm_op, done, "vms:vm_list")
 
 
 @login_required

@@ -42,7 +42,7 @@ from portal.errors import (
 from portal.listing import Rows, list_page, render_list
 from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
 from portal.permissions import Perm
-from portal.rendering import create_view, go_to, render_form
+from portal.rendering import create_view, delete_and_list, go_to, render_form
 from portal.statements import statements
 from vms import catalog_version
 from vms.models import VirtualMachine
@@ -348,6 +348,7 @@ def cluster_stop(request, pk):
 @require_POST
 def cluster_delete(request, pk):
     cluster = readable_cluster(request, pk)
-    operations.delete_cluster_op(cluster.pk, actor=request.user)
-    messages.success(request, _("%(name)s 클러스터를 삭제했습니다.") % {"name": cluster.name})
-    return go_to(request, reverse("clusters:cluster_list"))
+    done = _("%(name)s 클러스터를 삭제했습니다.")
+    return delete_and_list(
+        request, cluster, operations.delete_cluster_op, done, "clusters:cluster_list"
+    )
