@@ -2,6 +2,7 @@
 the fixed order, an item and an audit event per VM."""
 
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from clusters import services
 from clusters.models import (
@@ -96,43 +97,6 @@ def _attach_each(
     books.write()
 
 
-def _membership_operation(
-    kind: str,
-    cluster_id: object,
-    vm_ids: Iterable[object] | None,
-    *,
-    actor: Actor,
-    idempotency: tuple[str, ...] | None,
-    each: Callable[..., None],
-) -> Operation:
-    """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
-    readable), the operation, ``each(operation, cluster, ids)``, its end and its audit.
-    Who may not update the project's VMs is refused whole, before the targets are even read
-    (one refusal, one audit row: every item would say the same)."""
-    _require_vm_update(f"operation.{kind}", actor, cluster_id)
-    ids = _target_ids(vm_ids)
-    with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
-        operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
-        each(operation, cluster, ids, actor)
-        _finish(operation)
-        att.items_done(len(ids), operation.failed)
-    return operation
-
-
-def attach_many(
-    cluster_id: object,
-    vm_ids: Iterable[object] | None,
-    *,
-    actor: Actor,
-    idempotency: tuple[str, ...] | None = None,
-) -> Operation:
-    """Attach many VMs to a cluster (가상머신 연결): one item per VM, done on return."""
-    return _membership_operation(
-        K.ATTACH, cluster_id, vm_ids, actor=actor, idempotency=idempotency, each=_attach_each
-    )
-
-
 def _detach_each(
     operation: Operation, cluster: VirtualCluster, ids: list[int], actor: Actor
 ) -> None:
@@ -162,17 +126,34 @@ def _detach_each(
     books.write()
 
 
-def detach_many(
+def _membership_operation(
+    kind: str,
+    each: Callable[[Operation, VirtualCluster, list[int], Actor], None],
     cluster_id: object,
     vm_ids: Iterable[object] | None,
     *,
     actor: Actor,
     idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
-    """Detach many members (분리): one item per VM, done on return."""
-    return _membership_operation(
-        K.DETACH, cluster_id, vm_ids, actor=actor, idempotency=idempotency, each=_detach_each
-    )
+    """The frame of attach_many and detach_many: the targets, the cluster locked (it must be
+    readable), the operation, ``each(operation, cluster, ids, actor)``, its end and its audit.
+    Who may not update the project's VMs is refused whole, before the targets are even read
+    (one refusal, one audit row: every item would say the same)."""
+    _require_vm_update(f"operation.{kind}", actor, cluster_id)
+    ids = _target_ids(vm_ids)
+    with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
+        operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
+        each(operation, cluster, ids, actor)
+        _finish(operation)
+        att.items_done(len(ids), operation.failed)
+    return operation
+
+
+# Attach many VMs to a cluster (가상머신 연결): one item per VM, done on return.
+attach_many = partial(_membership_operation, K.ATTACH, _attach_each)
+# Detach many members (분리): one item per VM, done on return.
+detach_many = partial(_membership_operation, K.DETACH, _detach_each)
 
 
 def require_create_vms(actor: Actor, project: Project, name: str | None = "") -> None:
