@@ -2,7 +2,8 @@
 cluster or a VM through these, so every change leaves the same record."""
 
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -112,7 +113,12 @@ VM_STEPS: dict[str, tuple[Callable[..., object], bool]] = {
 
 
 def _cluster_op(
-    kind: str, cluster_id: object, actor: Actor, idempotency: Idempotency, **args: Any
+    kind: str,
+    cluster_id: object,
+    *,
+    actor: Actor,
+    idempotency: Idempotency = None,
+    **args: Any,
 ) -> Done:
     """``CLUSTER_STEPS[kind]`` on a cluster the actor may read (else not found)."""
     service, watch_it = CLUSTER_STEPS[kind]
@@ -131,8 +137,9 @@ def _cluster_op(
 def _vm_op(
     kind: str,
     vm_id: object,
+    *,
     actor: Actor,
-    idempotency: Idempotency,
+    idempotency: Idempotency = None,
     cluster: VirtualCluster | None = None,
     **args: Any,
 ) -> Done:
@@ -151,9 +158,26 @@ def _vm_op(
     )
 
 
-def start_cluster_op(cluster_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
-    """Done when the cluster is 실행중, or back where it was with the reason as its error."""
-    return _cluster_op(K.START_CLUSTER, cluster_id, actor, idempotency)
+class Step(Protocol):
+    """A one-step action on a cluster or a VM, by its id, recorded as an Operation."""
+
+    def __call__(
+        self, target_id: object, /, *, actor: Actor, idempotency: Idempotency = None
+    ) -> Done: ...
+
+
+# Done when the cluster is 실행중, or back where it was with the reason as its error.
+start_cluster_op: Step = partial(_cluster_op, K.START_CLUSTER)
+# Done at once: the cluster is 삭제됨, or the rule's refusal is raised.
+delete_cluster_op: Step = partial(_cluster_op, K.DELETE_CLUSTER)
+# Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패).
+start_vm_op: Step = partial(_vm_op, K.START_VM)
+# Done when the VM is 중지됨 (성공), or with its error (실패).
+stop_vm_op: Step = partial(_vm_op, K.STOP_VM)
+# Done at once: the VM is 삭제됨, or the rule's refusal is raised.
+delete_vm_op: Step = partial(_vm_op, K.DELETE_VM)
+# One VM out of its cluster by ``services.detach_vm`` (the VM page's 분리).
+detach_vm_op: Step = partial(_vm_op, K.DETACH)
 
 
 def stop_cluster_op(
@@ -163,41 +187,21 @@ def stop_cluster_op(
     if stop_members:
         operation = stop_cluster_with_members(cluster_id, actor=actor, idempotency=idempotency)
         return operation, operation.cluster
-    return _cluster_op(K.STOP_CLUSTER, cluster_id, actor, idempotency)
-
-
-def delete_cluster_op(cluster_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
-    """Done at once: the cluster is 삭제됨, or the rule's refusal is raised."""
-    return _cluster_op(K.DELETE_CLUSTER, cluster_id, actor, idempotency)
+    return _cluster_op(K.STOP_CLUSTER, cluster_id, actor=actor, idempotency=idempotency)
 
 
 def rename_cluster_op(
     cluster_id: object, *, actor: Actor, name: str | None, idempotency: Idempotency = None
 ) -> Done:
     """``services.rename_cluster`` as an Operation, done at once."""
-    return _cluster_op(K.UPDATE, cluster_id, actor, idempotency, name=name)
-
-
-def start_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
-    """Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패)."""
-    return _vm_op(K.START_VM, vm_id, actor, idempotency)
-
-
-def stop_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
-    """Done when the VM is 중지됨 (성공), or with its error (실패)."""
-    return _vm_op(K.STOP_VM, vm_id, actor, idempotency)
-
-
-def delete_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
-    """Done at once: the VM is 삭제됨, or the rule's refusal is raised."""
-    return _vm_op(K.DELETE_VM, vm_id, actor, idempotency)
+    return _cluster_op(K.UPDATE, cluster_id, actor=actor, idempotency=idempotency, name=name)
 
 
 def rename_vm_op(
     vm_id: object, *, actor: Actor, name: str | None, idempotency: Idempotency = None
 ) -> Done:
     """``vms.services.rename_vm`` as an Operation, done at once."""
-    return _vm_op(K.RENAME_VM, vm_id, actor, idempotency, name=name)
+    return _vm_op(K.RENAME_VM, vm_id, actor=actor, idempotency=idempotency, name=name)
 
 
 def attach_vm_op(
@@ -206,9 +210,11 @@ def attach_vm_op(
     """One VM attached by ``services.attach_vm`` (the VM page's 클러스터 section): refused
     whole with the rule's error, as the page shows it, or an Operation done at once."""
     cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
-    return _vm_op(K.ATTACH, vm_id, actor, idempotency, cluster=cluster, cluster_id=cluster_id)
-
-
-def detach_vm_op(vm_id: object, *, actor: Actor, idempotency: Idempotency = None) -> Done:
-    """One VM out of its cluster by ``services.detach_vm`` (the VM page's 분리)."""
-    return _vm_op(K.DETACH, vm_id, actor, idempotency)
+    return _vm_op(
+        K.ATTACH,
+        vm_id,
+        actor=actor,
+        idempotency=idempotency,
+        cluster=cluster,
+        cluster_id=cluster_id,
+    )
