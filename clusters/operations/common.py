@@ -1,7 +1,7 @@
 """What every kind of operation shares: targets, the record, its items, its end."""
 
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 from django.utils import timezone
 
@@ -11,6 +11,7 @@ from clusters.models import (
     VirtualCluster,
 )
 from portal.audit import Attempt, attempt, require_perm
+from portal.compute.locking import lock_cluster
 from portal.errors import (
     IdempotencyConflict,
     RuleViolation,
@@ -152,3 +153,24 @@ def _require_vm_update(action: str, actor: Actor, cluster_id: object) -> None:
     )
     for found in cluster:
         require_perm(action, actor, Perm.VM_UPDATE, found, target_type="cluster")
+
+
+@contextmanager
+def _cluster_frame(
+    action: str, actor: Actor, cluster_id: object, permission: str
+) -> Iterator[tuple[Attempt, VirtualCluster]]:
+    """An operation's frame on its cluster: audited as ``action`` under the cluster, which
+    is locked for the actor holding ``permission`` on it (an unreadable one is not found)."""
+    with _cluster_attempt(action, actor, cluster_id) as att:
+        yield att, lock_cluster(cluster_id, actor, permission, att)
+
+
+@contextmanager
+def _vm_update_frame(
+    action: str, actor: Actor, cluster_id: object
+) -> Iterator[tuple[Attempt, VirtualCluster]]:
+    """The frame of an operation on the cluster's VMs: ``_require_vm_update`` first, then
+    the cluster locked for VM UPDATE."""
+    _require_vm_update(action, actor, cluster_id)
+    with _cluster_frame(action, actor, cluster_id, Perm.VM_UPDATE) as frame:
+        yield frame

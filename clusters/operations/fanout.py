@@ -26,17 +26,16 @@ from clusters.operations.common import (
     ITEM_ACTIONS,
     ItemStatus,
     K,
-    _cluster_attempt,
+    _cluster_frame,
     _cluster_operation,
     _finish,
     _item,
-    _require_vm_update,
     _succeed,
     _target_ids,
     _vm_refusal,
+    _vm_update_frame,
 )
 from portal.broker import publish
-from portal.compute.locking import lock_cluster
 from portal.errors import (
     ClusterNotRunning,
     InvalidTransition,
@@ -82,9 +81,7 @@ def _member_operation(
     """Start or stop members: who may not update the project's VMs is refused whole, before
     any item is made (one refusal, not one per member), whatever targets were named."""
     wanted = MEMBERS_WANTED[kind]
-    _require_vm_update(f"operation.{kind}", actor, cluster_id)
-    with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
+    with _vm_update_frame(f"operation.{kind}", actor, cluster_id) as (att, cluster):
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
             raise ClusterNotRunning()  # SPEC §5.6, for the whole request
         members = cluster.members.order_by("name", "pk")
@@ -130,8 +127,8 @@ def stop_cluster_with_members(
 ) -> Operation:
     """클러스터 중지 with 멤버 가상머신도 함께 중지: stop the running members, then (when all
     are 중지됨) the cluster through ``stop_cluster``, whose rule still decides."""
-    with _cluster_attempt("operation.stop_cluster", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
+    frame = _cluster_frame("operation.stop_cluster", actor, cluster_id, Perm.CLUSTER_UPDATE)
+    with frame as (att, cluster):
         if cluster.status not in STOPPABLE:
             raise InvalidTransition()
         operation = _cluster_operation(

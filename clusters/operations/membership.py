@@ -14,7 +14,7 @@ from clusters.models import (
 from clusters.operations.common import (
     MAX_CREATE,
     K,
-    _cluster_attempt,
+    _cluster_frame,
     _cluster_operation,
     _finish,
     _item,
@@ -141,8 +141,7 @@ def _membership_operation(
     (one refusal, one audit row: every item would say the same)."""
     _require_vm_update(f"operation.{kind}", actor, cluster_id)
     ids = _target_ids(vm_ids)
-    with _cluster_attempt(f"operation.{kind}", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
+    with _cluster_frame(f"operation.{kind}", actor, cluster_id, Perm.VM_UPDATE) as (att, cluster):
         operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
         each(operation, cluster, ids, actor)
         _finish(operation)

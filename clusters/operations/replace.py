@@ -22,13 +22,12 @@ from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, Operation
 from clusters.operations.common import (
     ItemStatus,
     K,
-    _cluster_attempt,
     _cluster_operation,
     _finish,
     _item,
-    _require_vm_update,
     _succeed,
     _vm_refusal,
+    _vm_update_frame,
 )
 from clusters.operations.fanout import _actor_of
 from portal.audit import Attempt, build_event, record_many
@@ -91,9 +90,7 @@ def replace_member(
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
     when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is)."""
-    _require_vm_update("operation.replace", actor, cluster_id)
-    with _cluster_attempt("operation.replace", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.VM_UPDATE, att)
+    with _vm_update_frame("operation.replace", actor, cluster_id) as (att, cluster):
         member = VirtualMachine.objects.filter(pk=id_for_lookup(member_vm_id)).first()
         # Locked: a start, delete or attach of the spare waits for this replace, then sees
         # the hold (``portal.compute.holds``).

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from clusters.models import Operation, OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun
-from clusters.operations.common import K, _cluster_attempt, _cluster_operation, _item
+from clusters.operations.common import K, _cluster_frame, _cluster_operation, _item
 from clusters.validation import jobs
 from clusters.validation.errors import LevelInvalid
 from clusters.validation.plan import TIMEOUTS, plan_jobs
@@ -20,7 +20,7 @@ from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for
 from portal.broker import publish
 from portal.compute.backends import get_backend
-from portal.compute.locking import lock_cluster, lock_members
+from portal.compute.locking import lock_members
 from portal.kernel import Actor, raise_if
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
@@ -41,8 +41,8 @@ def start_validation(
     are those of the cluster's instance type and fabric now (kept with the run)."""
     if str(level) not in {str(value) for value in LEVELS}:
         raise LevelInvalid()
-    with _cluster_attempt("operation.validate", actor, cluster_id) as att:
-        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
+    frame = _cluster_frame("operation.validate", actor, cluster_id, Perm.CLUSTER_UPDATE)
+    with frame as (att, cluster):
         running = rank_order(vm for vm in lock_members(cluster) if vm.status == VmStatus.RUNNING)
         raise_if(validate_refusal(cluster, len(running), jobs.open_run_of(cluster) is not None))
         operation = _cluster_operation(K.VALIDATE, cluster, actor=actor, idempotency=idempotency)
