@@ -27,44 +27,6 @@ from vms import services as vm_services
 from vms.models import VirtualMachine
 
 
-def _single(
-    kind: str,
-    fn: Callable[[], object],
-    *,
-    actor: Actor,
-    project_id: int,
-    cluster: VirtualCluster | None = None,
-    vm: VirtualMachine | None = None,
-    idempotency: tuple[str, ...] | None = None,
-    watch_it: bool,
-) -> tuple[Operation, Any]:
-    """Claim the operation (and its idempotency key) first, in its own transaction, then run
-    the action through its service (which audits it); a refusal removes the claim."""
-    operation = _new_operation(
-        kind, actor=actor, project_id=project_id, cluster=cluster, idempotency=idempotency
-    )
-    item = None
-    if vm is not None:
-        item = OperationItem.objects.create(
-            operation=operation, position=0, vm=vm, target_name=vm.name
-        )
-    try:
-        result = fn()
-    except RuleViolation:
-        operation.delete()
-        raise
-    if item is not None:
-        item.started_at = timezone.now()
-        item.save(update_fields=["started_at"])
-    if watch_it:
-        transaction.on_commit(lambda: publish(WATCH, operation.pk))
-    else:
-        if item is not None:
-            _succeed(item).save(update_fields=["status", "finished_at"])
-        _finish(operation)
-    return operation, result
-
-
 def require_create_cluster(actor: Actor, project: Project, name: object = "") -> None:
     """Who may not create clusters in ``project`` is refused (and audited) before the
     request is read: the create's first check, which the console asks before its form."""
@@ -96,13 +58,13 @@ Done = tuple[Operation, Any]
 
 # Each one-step action: the service that does it, and whether its Operation is done only once
 # the target settles (a start, a VM's stop: ``watch``) or at once.
-CLUSTER_STEPS: dict[str, tuple[Callable[..., object], bool]] = {
+STEPS: dict[str, tuple[Callable[..., object], bool]] = {
+    # on a cluster
     K.START_CLUSTER: (services.start_cluster, True),
     K.STOP_CLUSTER: (services.stop_cluster, False),
     K.DELETE_CLUSTER: (services.delete_cluster, False),
     K.UPDATE: (services.rename_cluster, False),
-}
-VM_STEPS: dict[str, tuple[Callable[..., object], bool]] = {
+    # on a VM
     K.START_VM: (vm_services.start_vm, True),
     K.STOP_VM: (vm_services.stop_vm, True),
     K.DELETE_VM: (vm_services.delete_vm, False),
@@ -112,26 +74,54 @@ VM_STEPS: dict[str, tuple[Callable[..., object], bool]] = {
 }
 
 
-def _cluster_op(
+def _single(
     kind: str,
-    cluster_id: object,
+    target: VirtualCluster | VirtualMachine,
     *,
     actor: Actor,
-    idempotency: Idempotency = None,
+    idempotency: Idempotency,
+    cluster: VirtualCluster | None = None,
     **args: Any,
 ) -> Done:
-    """``CLUSTER_STEPS[kind]`` on a cluster the actor may read (else not found)."""
-    service, watch_it = CLUSTER_STEPS[kind]
-    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
-    return _single(
-        kind,
-        lambda: service(cluster.pk, actor=actor, **args),
-        actor=actor,
-        project_id=cluster.project_id,
-        cluster=cluster,
-        idempotency=idempotency,
-        watch_it=watch_it,
+    """Claim the operation (and its idempotency key) first, in its own transaction, then run
+    ``STEPS[kind]`` on ``target`` through its service (which audits it); a refusal removes
+    the claim. A VM's operation is recorded under ``cluster``, or else the VM's own."""
+    service, watch_it = STEPS[kind]
+    if isinstance(target, VirtualMachine):
+        vm, cluster = target, cluster or target.cluster
+    else:
+        vm, cluster = None, target
+    operation = _new_operation(
+        kind, actor=actor, project_id=target.project_id, cluster=cluster, idempotency=idempotency
     )
+    item = None
+    if vm is not None:
+        item = OperationItem.objects.create(
+            operation=operation, position=0, vm=vm, target_name=vm.name
+        )
+    try:
+        result = service(target.pk, actor=actor, **args)
+    except RuleViolation:
+        operation.delete()
+        raise
+    if item is not None:
+        item.started_at = timezone.now()
+        item.save(update_fields=["started_at"])
+    if watch_it:
+        transaction.on_commit(lambda: publish(WATCH, operation.pk))
+    else:
+        if item is not None:
+            _succeed(item).save(update_fields=["status", "finished_at"])
+        _finish(operation)
+    return operation, result
+
+
+def _cluster_op(
+    kind: str, cluster_id: object, *, actor: Actor, idempotency: Idempotency = None, **args: Any
+) -> Done:
+    """``STEPS[kind]`` on a cluster the actor may read (else not found)."""
+    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
+    return _single(kind, cluster, actor=actor, idempotency=idempotency, **args)
 
 
 def _vm_op(
@@ -143,19 +133,9 @@ def _vm_op(
     cluster: VirtualCluster | None = None,
     **args: Any,
 ) -> Done:
-    """``VM_STEPS[kind]`` on a VM the actor may read (else not found)."""
-    service, watch_it = VM_STEPS[kind]
+    """``STEPS[kind]`` on a VM the actor may read (else not found)."""
     vm = readable(actor, Perm.VM_READ, VirtualMachine).get_or_404(vm_id)
-    return _single(
-        kind,
-        lambda: service(vm.pk, actor=actor, **args),
-        actor=actor,
-        project_id=vm.project_id,
-        cluster=cluster or vm.cluster,
-        vm=vm,
-        idempotency=idempotency,
-        watch_it=watch_it,
-    )
+    return _single(kind, vm, actor=actor, idempotency=idempotency, cluster=cluster, **args)
 
 
 class Step(Protocol):
