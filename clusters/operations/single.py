@@ -138,7 +138,7 @@ def _vm_op(
     return _single(kind, vm, actor=actor, idempotency=idempotency, cluster=cluster, **args)
 
 
-class Step(Protocol):
+class StepOp(Protocol):
     """A one-step action on a cluster or a VM, by its id, recorded as an Operation."""
 
     def __call__(
@@ -147,17 +147,17 @@ class Step(Protocol):
 
 
 # Done when the cluster is 실행중, or back where it was with the reason as its error.
-start_cluster_op: Step = partial(_cluster_op, K.START_CLUSTER)
+start_cluster_op: StepOp = partial(_cluster_op, K.START_CLUSTER)
 # Done at once: the cluster is 삭제됨, or the rule's refusal is raised.
-delete_cluster_op: Step = partial(_cluster_op, K.DELETE_CLUSTER)
+delete_cluster_op: StepOp = partial(_cluster_op, K.DELETE_CLUSTER)
 # Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패).
-start_vm_op: Step = partial(_vm_op, K.START_VM)
+start_vm_op: StepOp = partial(_vm_op, K.START_VM)
 # Done when the VM is 중지됨 (성공), or with its error (실패).
-stop_vm_op: Step = partial(_vm_op, K.STOP_VM)
+stop_vm_op: StepOp = partial(_vm_op, K.STOP_VM)
 # Done at once: the VM is 삭제됨, or the rule's refusal is raised.
-delete_vm_op: Step = partial(_vm_op, K.DELETE_VM)
+delete_vm_op: StepOp = partial(_vm_op, K.DELETE_VM)
 # One VM out of its cluster by ``services.detach_vm`` (the VM page's 분리).
-detach_vm_op: Step = partial(_vm_op, K.DETACH)
+detach_vm_op: StepOp = partial(_vm_op, K.DETACH)
 
 
 def stop_cluster_op(
