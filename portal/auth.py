@@ -10,7 +10,6 @@ very next request sees it. The session keeps only which project was chosen (an i
 against the projects read with the user).
 """
 
-from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -25,17 +24,18 @@ from django.db.models.expressions import RawSQL
 from portal.models import Project, Role, RoleBinding, project_permissions
 from portal.permissions import ALL_PERMISSIONS
 
-# The annotation carrying the grants on the user's row.
+# The annotation carrying the grants (and what else is read with the user) on the user's row.
 GRANTS = "console_grants"
-# Scalars read with the user's row (``read_with_user``): name -> a function making its SQL.
-_READ_WITH_USER: dict[str, Callable[[], RawSQL]] = {}
+# Scalars read with the user's row (``read_with_user``): name -> the SQL of a scalar subquery.
+_READ_WITH_USER: dict[str, str] = {}
 
 
-def read_with_user(name: str, sql: Callable[[], RawSQL]) -> None:
-    """Read the scalar subquery ``sql()`` with every session user's row, as ``name``
+def read_with_user(name: str, sql: str) -> None:
+    """Read the scalar subquery ``sql`` with every session user's row, as ``name``
     (``read_with``): a value that what a process keeps between requests is checked against,
     read at no query of its own. Registered by an app when it is ready."""
     _READ_WITH_USER[name] = sql
+    grants_sql.cache_clear()
 
 
 def read_with(user, name: str) -> Any:
@@ -46,11 +46,13 @@ def read_with(user, name: str) -> Any:
 
 @cache
 def grants_sql() -> RawSQL:
-    """The user's projects as a JSON array of ``[id, slug, name, created_at, permissions]``
-    in the switcher's order (name, then id): the projects they hold a role in, with the
-    role's permissions; for a superuser every project, ``permissions`` null where they hold
-    no role. A correlated subquery on the user's row, as SQL (compiled once), so it costs no
-    query of its own; the superuser's branch runs for superusers only."""
+    """``[projects, read]`` as JSON. ``projects``: the user's projects as arrays of ``[id,
+    slug, name, created_at, permissions]`` in the switcher's order (name, then id): the
+    projects they hold a role in, with the role's permissions; for a superuser every
+    project, ``permissions`` null where they hold no role. ``read``: an object of the
+    scalars registered by ``read_with_user``. One correlated subquery on the user's row, as
+    SQL (compiled once), so it costs no query of its own (one annotation: each more cost the
+    ORM ~30 µs a request); the superuser's branch runs for superusers only."""
     user = get_user_model()._meta.db_table
     project, binding, role = (m._meta.db_table for m in (Project, RoleBinding, Role))
     row = "json_build_array(p.id, p.slug, p.name, p.created_at, r.permissions)"
@@ -63,16 +65,20 @@ def grants_sql() -> RawSQL:
         f"SELECT {ordered} FROM {project} p LEFT JOIN {binding} b ON b.project_id = p.id "
         f"AND b.user_id = {user}.id LEFT JOIN {role} r ON r.id = b.role_id"
     )
-    sql = f"(CASE WHEN {user}.is_superuser THEN ({every}) ELSE ({bound}) END)::text"
+    read = ", ".join(f"'{name}', ({sql})" for name, sql in _READ_WITH_USER.items())
+    grants = f"CASE WHEN {user}.is_superuser THEN ({every}) ELSE ({bound}) END"
+    sql = f"json_build_array({grants}, json_build_object({read}))::text"
     return RawSQL(sql, (), output_field=TextField())
 
 
 def attach_grants(user, grants: str) -> None:
     """Give ``user`` what ``project_permissions`` and ``visible_projects`` would read: the
-    permissions per project of their roles, and the projects they may see."""
+    permissions per project of their roles, and the projects they may see; and what was
+    read with them (``read_with``)."""
     fields = [f.attname for f in Project._meta.concrete_fields]
     permissions, projects = {}, []
-    for pk, slug, name, created_at, perms in orjson.loads(grants):
+    bound, user._read_with_user = orjson.loads(grants)
+    for pk, slug, name, created_at, perms in bound:
         values = {"id": pk, "slug": slug, "name": name, "created_at": _moment(created_at)}
         projects.append(Project.from_db("default", fields, [values[f] for f in fields]))
         if perms is not None:
@@ -94,13 +100,11 @@ class SessionUserBackend(ModelBackend):
             # The demo's embedded SQLite has no json_agg(... ORDER BY): the roles and the
             # projects are read when first asked (``project_permissions``, ``visible_projects``).
             return super().get_user(user_id)
-        read = {f"console_{name}": sql() for name, sql in _READ_WITH_USER.items()}
-        users = get_user_model()._default_manager.annotate(**{GRANTS: grants_sql()}, **read)
+        users = get_user_model()._default_manager.annotate(**{GRANTS: grants_sql()})
         user = users.filter(pk=user_id).first()
         if user is None or not self.user_can_authenticate(user):
             return None
         attach_grants(user, getattr(user, GRANTS))
-        user._read_with_user = {name: getattr(user, f"console_{name}") for name in _READ_WITH_USER}
         return user
 
 

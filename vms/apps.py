@@ -11,7 +11,7 @@ class VmsConfig(AppConfig):
         from portal.auth import read_with_user
         from vms import catalog_version  # models are ready only now
 
-        read_with_user(catalog_version.READ_AS, catalog_version.version_sql)
+        read_with_user(catalog_version.READ_AS, catalog_version.VERSION_SQL)
         post_migrate.connect(
             catalog_version.on_migrate, sender=self, dispatch_uid="vms.catalog_version"
         )

@@ -18,8 +18,6 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from django.db import connections
-from django.db.models.expressions import RawSQL
-from django.db.models.fields import BigIntegerField
 
 from portal.auth import read_with
 from vms.models import CatalogVersion, FabricOffering, InstanceType, Zone
@@ -72,9 +70,8 @@ def on_migrate(sender, using="default", **kwargs) -> None:
     install(using)
 
 
-def version_sql() -> RawSQL:
-    """The number, as the scalar subquery read with the user's row (None without its row)."""
-    return RawSQL(f"SELECT value FROM {VERSION} WHERE id = 1", (), BigIntegerField())
+# The number, as the scalar subquery read with the user's row (null without its row).
+VERSION_SQL = f"SELECT value FROM {VERSION} WHERE id = 1"
 
 
 def current(user) -> int | None:
