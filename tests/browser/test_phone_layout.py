@@ -253,3 +253,36 @@ def test_a_focused_tab_shows_its_whole_ring(
         assert contrast(rgb_hex(ring["colour"]), "#ffffff") >= 3
         assert contrast(rgb_hex(ring["colour"]), "#f5f6f8") >= 3
     shoot(page, "phone-focus-tab")
+
+
+# Each element's left and right edge, and the screen's width.
+EDGES = """
+(selectors) => selectors.map((selector) => {
+  const el = document.querySelector(selector);
+  if (!el) return [selector, null];
+  const r = el.getBoundingClientRect();
+  const width = document.documentElement.clientWidth;
+  return [selector, [Math.round(r.left), Math.round(r.right), width]];
+})
+"""
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_an_empty_list_says_so_within_a_phone_screen(
+    demo, browser_login, page, live_server, language
+):
+    """The table's columns scroll sideways on a phone; the empty list's words and buttons,
+    spanning those columns, stay in the part on screen."""
+    browser_login("admin")
+    if language == "en":
+        switch_language(page, "en")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/clusters/")
+    expect(page.locator("#empty-create")).to_be_visible()
+    shoot(page, "phone-empty-list")
+    edges = page.evaluate(EDGES, [".empty-body", "#empty-create"])
+    page.goto(f"{live_server.url}/clusters/?q=no-such-cluster")
+    expect(page.locator("#clear-filters")).to_be_visible()
+    edges += page.evaluate(EDGES, [".empty-body", "#no-match", "#clear-filters"])
+    for selector, (left, right, width) in edges:
+        assert 0 <= left and right <= width, f"{selector}: {left}..{right} of {width}"
