@@ -258,17 +258,22 @@ def _fixed_url(name: str, _prefix: str) -> str:
 # What every page's head loads, by their static paths: htmx (django-htmx's copy), then ours.
 HEAD_SCRIPTS = ("django_htmx/htmx-2.min.js", "portal/console.js", "portal/dialogs.js")
 STYLESHEET = "portal/console.css"
+FAVICON = "portal/favicon.svg"
 
 
 @register.simple_tag(takes_context=True)
 def head_assets(context) -> SafeString:
-    """The stylesheet and the scripts of every page's head, each script deferred and with
-    the request's CSP nonce, htmx first. Their static URLs are looked up once per process
-    (``_static_url``): through the template engine (three ``{% static %}``,
+    """The icon, the stylesheet and the scripts of every page's head, each script deferred
+    and with the request's CSP nonce, htmx first. Their static URLs are looked up once per
+    process (``_static_url``): through the template engine (three ``{% static %}``,
     ``{% htmx_script %}``) they were a twentieth of the detail page. In DEBUG,
     django-htmx's script that shows error pages comes too."""
     htmx, *ours = (deferred_script(context, path) for path in HEAD_SCRIPTS)
-    head = [f'<link rel="stylesheet" href="{_static_url(STYLESHEET)}">', htmx]
+    head = [
+        f'<link rel="icon" href="{_static_url(FAVICON)}" type="image/svg+xml">',
+        f'<link rel="stylesheet" href="{_static_url(STYLESHEET)}">',
+        htmx,
+    ]
     if settings.DEBUG:
         head.append(django_htmx_script(nonce=context.get("csp_nonce")))
     return mark_safe("\n  ".join([*head, *ours]))  # noqa: S308 - escaped in _static_url

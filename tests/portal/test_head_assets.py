@@ -1,5 +1,5 @@
-"""Every page's head: the stylesheet, then htmx and the console's scripts, each deferred with
-the request's CSP nonce (the static URLs are looked up once per process)."""
+"""Every page's head: the icon and the stylesheet, then htmx and the console's scripts, each
+deferred with the request's CSP nonce (the static URLs are looked up once per process)."""
 
 import re
 
@@ -20,6 +20,7 @@ def test_the_head_loads_the_stylesheet_and_the_scripts_in_order_with_the_nonce(w
         response = client.get(url)
         nonce = re.search(r"'nonce-([^']+)'", response["Content-Security-Policy"]).group(1)
         head = head_of(response)
+        assert '<link rel="icon" href="/static/portal/favicon.svg" type="image/svg+xml">' in head
         assert '<link rel="stylesheet" href="/static/portal/console.css">' in head
         scripts = re.findall(r"<script [^>]*></script>", head)
         assert scripts == [
