@@ -149,9 +149,9 @@ def test_cluster_rename_through_the_cli(vc, world):
 
 
 def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
-    """issue 14 item 6: ``vc cluster validate --wait`` finds the straggler (exit 1, its row
-    불량 with GPU 5 in the reasons), ``vc cluster replace`` swaps it for a spare that takes
-    its node_rank and runs, on a real worker."""
+    """``vc cluster validate --wait`` finds the straggler (exit 1, its row 불량 with GPU 5
+    in the reasons), ``vc cluster replace`` swaps it for a spare that takes its node_rank
+    and runs, on a real worker."""
     from clusters import services
 
     world.capacity(16)

@@ -1,5 +1,5 @@
-"""GET /api/v1/virtual-clusters/{id}/metrics (issue 13 item 3): the cluster's members' latest
-samples in Prometheus' text format, with an API token and the cluster's READ gate."""
+"""GET /api/v1/virtual-clusters/{id}/metrics: the cluster's members' latest samples in
+Prometheus' text format, with an API token and the cluster's READ gate."""
 
 from datetime import timedelta
 

@@ -1,7 +1,6 @@
-"""클러스터 검증 and 교체 through the API (issue 14 item 6): a run started with
-``:validate`` finds the straggler and ``/validations`` reads it back in the caller's language;
-``:replace`` swaps a member for a spare at its node_rank; refusals are the rules' own, and
-change nothing."""
+"""클러스터 검증 and 교체 through the API: a run started with ``:validate`` finds the
+straggler and ``/validations`` reads it back in the caller's language; ``:replace`` swaps a
+member for a spare at its node_rank; refusals are the rules' own, and change nothing."""
 
 import pytest
 

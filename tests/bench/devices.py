@@ -1,6 +1,6 @@
-"""bench_metrics' per-device part (issue 13): 8 GPUs and 4 ports per member generated in SQL
-beside the host samples, an agent-sized batch with them, and the straggler view's figures
-(heatmap + 하위 5 over 24 h against 1 h, and their size)."""
+"""bench_metrics' per-device part: 8 GPUs and 4 ports per member generated in SQL beside the
+host samples, an agent-sized batch with them, and the straggler view's figures (heatmap +
+하위 5 over 24 h against 1 h, and their size)."""
 
 import statistics
 import time

@@ -4,7 +4,7 @@ A benchmark fills a database with tens of thousands of rows and drops it afterwa
 database this module will drop is one it created itself, in this process, under a name it drew
 itself (``vc_scratch_`` and 12 random hex digits). No name comes from the command line or the
 settings, and creating never replaces an existing database (``CREATE DATABASE`` fails on a
-taken name), so no option or alias can point a benchmark at the portal's data (issue 10).
+taken name), so no option or alias can point a benchmark at the portal's data.
 """
 
 import re

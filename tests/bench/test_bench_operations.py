@@ -1,5 +1,5 @@
-"""``bench_operations`` (issue 11's benchmark) is a development tool like the others: absent
-in production, present in development, and it takes no database name."""
+"""``bench_operations``, the bulk actions' benchmark, is a development tool like the others:
+absent in production, present in development, and it takes no database name."""
 
 import pytest
 from django.conf import settings

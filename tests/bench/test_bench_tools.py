@@ -1,5 +1,5 @@
 """The benchmark tools are development tools: a production deployment does not offer them, and
-their scratch databases can only ever be ones they made (issue 10 item 1)."""
+their scratch databases can only ever be ones they made."""
 
 import os
 import subprocess

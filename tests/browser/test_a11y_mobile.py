@@ -1,4 +1,4 @@
-"""Mobile and keyboard use of the console in Chromium (issue 11 items 8 and 10).
+"""Mobile and keyboard use of the console in Chromium.
 
 At 390 px no page scrolls sideways and every row's action button is on screen without
 scrolling the table; the tabs follow the ARIA tabs pattern with the arrow keys; the create

@@ -1,5 +1,5 @@
-"""The cluster page as the place a cluster is run (issue 11), in Chromium, in Korean, with a
-real Celery worker: attach three VMs from the empty cluster's 가상머신 연결 panel, start the
+"""The cluster page as the place a cluster is run, in Chromium, in Korean, with a real
+Celery worker: attach three VMs from the empty cluster's 가상머신 연결 panel, start the
 cluster, 멤버 모두 시작, 클러스터 중지 with 멤버 가상머신도 함께 중지, then 분리 one member.
 Everything happens in one document: progress and statuses arrive by polling.
 """
@@ -118,9 +118,9 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
 
 
 def test_vm_cluster_section_offers_only_what_can_succeed(browser_login, page, live_server):
-    """Issue 11 item 6: after an in-page attach the section offers 클러스터에서 분리 alone, with
-    no cluster dropdown left behind (it stayed visible after the HTMX swap); a spot VM's
-    section is disabled with the rule's message; the seed's guidance line stays."""
+    """After an in-page attach the section offers 클러스터에서 분리 alone, with no cluster
+    dropdown left behind (it stayed visible after the HTMX swap); a spot VM's section is
+    disabled with the rule's message; the seed's guidance line stays."""
     demo_cluster("section-target")
     browser_login("admin")
     section = attach(page, "gpu-node-01", "section-target")

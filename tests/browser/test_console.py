@@ -1,4 +1,4 @@
-"""The console in Chromium, as a user walks it (SPEC §6, issues 2 and 4).
+"""The console in Chromium, as a user walks it (SPEC §6).
 
 Korean first: the browser context asks for English (``locale="en-US"``), and every page must
 still answer in Korean until the user picks English with the switcher.
@@ -157,7 +157,7 @@ def test_cluster_lifecycle_click_by_click(
     expect(badge).to_have_text("미할당")
 
     # 3. The spot VM and the running VM can join no cluster: the section says why and takes
-    # no input (issue 11 item 6; the server still refuses a forged post, tests/vms).
+    # no input (the server still refuses a forged post, tests/vms).
     for name, reason in (("gpu-spot-01", SPOT_OR_DR), ("gpu-running-01", NOT_ELIGIBLE)):
         section = open_vm(page, name)
         expect(section.locator("#cluster-obstacle")).to_have_text(reason)

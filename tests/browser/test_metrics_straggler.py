@@ -1,7 +1,7 @@
-"""The demo's slow node, found in Chromium (issue 13): the README's cluster (gpu-node-01..04 of
-the demo seed) started through a real Celery worker, ten minutes of the simulator's samples,
-and the 메트릭 tab names gpu-node-03's GPU 5; the first chart draws fast with the partial
-plotly bundle, and at 390 px nothing is wider than the screen."""
+"""The demo's slow node, found in Chromium: the README's cluster (gpu-node-01..04 of the demo
+seed) started through a real Celery worker, ten minutes of the simulator's samples, and the
+메트릭 tab names gpu-node-03's GPU 5; the first chart draws fast with the partial plotly
+bundle, and at 390 px nothing is wider than the screen."""
 
 import os
 

@@ -1,5 +1,5 @@
-"""클러스터 검증 and 교체 in Chromium (issue 14): on the demo's gpu-node-01…04 running as a
-cluster, the run judges gpu-node-03 불량 (that row only), 교체 with a spare puts the spare at
+"""클러스터 검증 and 교체 in Chromium: on the demo's gpu-node-01…04 running as a cluster, the
+run judges gpu-node-03 불량 (that row only), 교체 with a spare puts the spare at
 gpu-node-03's node_rank in the 정보 tab's torchrun lines.
 
 Tasks run eagerly here (no worker fixture): the simulated agents answer inside the POST, so

@@ -1,6 +1,6 @@
-"""The cluster page as the place a cluster is run (issue 11 items 1-6), as a user meets it:
-the 가상머신 연결 panel, bulk start/stop, stop with members, the Operation's progress card, the
-header's running count and callouts, and the VM pages' create-many and 클러스터 section.
+"""The cluster page as the place a cluster is run, as a user meets it: the 가상머신 연결 panel,
+bulk start/stop, stop with members, the Operation's progress card, the header's running count
+and callouts, and the VM pages' create-many and 클러스터 section.
 
 Tasks run eagerly here (the suite's default), so an Operation that waits for VMs to settle is
 done by the time the POST answers; the browser test walks the same flows with a real worker.

@@ -1,5 +1,5 @@
 """The Operation: one action over many VMs, each item decided by the single-VM rule, one
-refusal never undoing or blocking the others (issue 11 item 1)."""
+refusal never undoing or blocking the others."""
 
 import pytest
 from django.db import connection

@@ -1,6 +1,6 @@
 """Each rule asked in one place: a preflight answers exactly what its action would raise,
 changes nothing, and the pages that ask it stay within a fixed query budget; what a user may
-not read does not leak through the header poll or the VM pages (issue 9 item 6)."""
+not read does not leak through the header poll or the VM pages."""
 
 import re
 import threading

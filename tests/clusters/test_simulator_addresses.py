@@ -1,5 +1,5 @@
-"""Issue 9 item 6e: the simulator's RoCE addresses are valid for clusters of up to 1,024
-members and never shared by two clusters that hold fabric at the same time."""
+"""The simulator's RoCE addresses are valid for clusters of up to 1,024 members and
+never shared by two clusters that hold fabric at the same time."""
 
 import ipaddress
 

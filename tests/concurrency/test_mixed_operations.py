@@ -1,5 +1,5 @@
-"""SPEC §5.8 under load (issue 6 item 2): hundreds of conflicting operations from real
-threads, each with its own PostgreSQL connection and transactions, then the invariants.
+"""SPEC §5.8 under load: hundreds of conflicting operations from real threads, each
+with its own PostgreSQL connection and transactions, then the invariants.
 
 Tasks run eagerly (tests/settings.py), so each start/stop walks its transitional steps in
 the thread that asked for it, after its commit — interleaved with the other threads' locks.

@@ -1,4 +1,4 @@
-"""Issue 9 item 2: a broken broker never turns a saved change into a 500.
+"""A broken broker never turns a saved change into a 500.
 
 The embedded broker is three folders under var/celery. With ``var/celery/queue`` moved away
 a publish used to raise (FileNotFoundError / ChannelError) after the change had committed,

@@ -1,5 +1,5 @@
-"""/healthz checks that a worker consumes, not only that the broker answers (issue 9), and
-the filesystem broker's state stays under var/ (issue 10 item 2)."""
+"""/healthz checks that a worker consumes, not only that the broker answers, and the
+filesystem broker's state stays under var/."""
 
 import os
 import subprocess

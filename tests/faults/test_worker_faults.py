@@ -1,8 +1,8 @@
-"""Faults (issue 6 item 3): a real ``celery -A portal worker`` process on the test database
-and a private Redis, SIGKILLed in the middle of each transitional step; its database
-connections dropped mid-task; the broker restarted (empty) mid-task and down during a user's
-action. Afterwards ``clusters.progress.reconcile()`` runs with a short timeout and every
-object must be stable and consistent, with the audit trail complete.
+"""Faults: a real ``celery -A portal worker`` process on the test database and a private
+Redis, SIGKILLed in the middle of each transitional step; its database connections dropped
+mid-task; the broker restarted (empty) mid-task and down during a user's action. Afterwards
+``clusters.progress.reconcile()`` runs with a short timeout and every object must be stable
+and consistent, with the audit trail complete.
 
 The worker runs one task at a time (prefork, concurrency 1, prefetch 1, acks late) and its
 simulator's steps pass through a ``StepGate``: "mid-step" is a state the test waits for (the

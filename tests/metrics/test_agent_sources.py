@@ -1,8 +1,8 @@
-"""Where the agent's per-GPU and per-port figures come from (issue 13): NVML per GPU, sysfs
-per InfiniBand port (4-byte words, "400 Gb/sec (4X NDR)"), and the stock exporters'
-exposition text (here an 8-GPU node written in their format; ``test_exporters_real`` runs
-the parsers on output the exporters really produced), mapped onto the same fields; what
-``--source`` picks."""
+"""Where the agent's per-GPU and per-port figures come from: NVML per GPU, sysfs per
+InfiniBand port (4-byte words, "400 Gb/sec (4X NDR)"), and the stock exporters' exposition
+text (here an 8-GPU node written in their format; ``test_exporters_real`` runs the parsers
+on output the exporters really produced), mapped onto the same fields; what ``--source``
+picks."""
 
 import contextlib
 import http.server

@@ -1,5 +1,5 @@
-"""Per-GPU and per-port rows (issue 13): ingested with their sample, all or nothing, by every
-write path (one statement, COPY, the simulator's), rolled up like the host series."""
+"""Per-GPU and per-port rows: ingested with their sample, all or nothing, by every write path
+(one statement, COPY, the simulator's), rolled up like the host series."""
 
 import time
 from datetime import timedelta

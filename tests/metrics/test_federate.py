@@ -1,6 +1,6 @@
-"""/metrics/federate/ (issue 13 item 3): a project's latest samples in Prometheus' text format,
-parsed back with prometheus_client; the bearer token picks the project, through a function
-the API's tokens can replace."""
+"""/metrics/federate/: a project's latest samples in Prometheus' text format, parsed back with
+prometheus_client; the bearer token picks the project, through a function the API's tokens can
+replace."""
 
 import hashlib
 from datetime import timedelta

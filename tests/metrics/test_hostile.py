@@ -1,5 +1,5 @@
-"""Hostile ingest bodies (issue 9 items 3 and 6a): every one is a 4xx naming what is wrong,
-never a 500, and nothing is stored."""
+"""Hostile ingest bodies: every one is a 4xx naming what is wrong, never a 500, and nothing
+is stored."""
 
 import time
 from datetime import UTC, datetime
@@ -88,7 +88,7 @@ def test_huge_integers_in_samples_are_400(post, token, field, value, code, count
 
 
 # ---------------------------------------------------------------------------------------------
-# Timestamps are compared at the resolution they are stored at (issue 9 item 6a)
+# Timestamps are compared at the resolution they are stored at
 
 
 @pytest.mark.parametrize("count", [2, 8])  # one prepared INSERT; COPY

@@ -1,6 +1,6 @@
-"""The 메트릭 tab names the slow node (issue 13): the heatmap and 하위 5 equal an aggregate
-computed here from the raw rows; the straggler line; empty states; last received; device
-error events on the 활동 tab and as chart markers."""
+"""The 메트릭 tab names the slow node: the heatmap and 하위 5 equal an aggregate computed
+here from the raw rows; the straggler line; empty states; last received; device error
+events on the 활동 tab and as chart markers."""
 
 import json
 import random

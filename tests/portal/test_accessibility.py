@@ -1,7 +1,7 @@
-"""Accessibility of every console page (issue 11 item 8), checked on the rendered HTML and on
-the stylesheet: WCAG AA contrast of every text colour pair, unique ids, references that
-resolve, an accessible name on every control, labelled status badges, tabs per the ARIA tabs
-pattern. What only a browser can show (390 px, keys, focus) is in tests/browser."""
+"""Accessibility of every console page, checked on the rendered HTML and on the stylesheet:
+WCAG AA contrast of every text colour pair, unique ids, references that resolve, an
+accessible name on every control, labelled status badges, tabs per the ARIA tabs pattern.
+What only a browser can show (390 px, keys, focus) is in tests/browser."""
 
 import re
 from pathlib import Path
@@ -94,7 +94,7 @@ def colour_pairs():
 
 def test_contrast_helper_matches_known_ratios():
     assert round(contrast("#000", "#fff"), 1) == 21.0
-    assert round(contrast("#a86400", "#fff3dc"), 2) == 4.26  # the issue's 준비중/할당됨
+    assert round(contrast("#a86400", "#fff3dc"), 2) == 4.26  # the old 준비중/할당됨 badge
 
 
 def test_every_text_colour_pair_meets_wcag_aa():
@@ -241,7 +241,7 @@ def test_the_two_save_buttons_of_the_vm_page_are_told_apart(pages):
     assert len(names) == len(set(names)), names
 
 
-# -- English mode (item 9, the console part) ----------------------------------------------
+# -- English mode (the console; the admin is in test_admin_labels) ------------------------
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 

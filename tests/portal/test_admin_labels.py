@@ -1,5 +1,5 @@
-"""Issue 11 item 9 (admin): the Korean admin has no English labels left. Every column,
-filter, form field and model name of every registered admin, and the site's header."""
+"""The Korean admin has no English labels left: every column, filter, form field and model
+name of every registered admin, and the site's header."""
 
 import re
 

@@ -1,7 +1,7 @@
-"""Issue 9 item 5: the admin is scoped like the console. A staff user with every ``view_*``
-model permission and a role only in ``demo`` sees nothing of project ``other`` on any admin
-page: changelists (and their filters), change, delete and history pages, and no action
-touches ``other``'s rows. Driven from ``admin.site._registry``, so a new admin is covered."""
+"""The admin is scoped like the console. A staff user with every ``view_*`` model permission
+and a role only in ``demo`` sees nothing of project ``other`` on any admin page: changelists
+(and their filters), change, delete and history pages, and no action touches ``other``'s
+rows. Driven from ``admin.site._registry``, so a new admin is covered."""
 
 from datetime import timedelta
 
@@ -67,8 +67,8 @@ def other_data(world):
 
 @pytest.fixture(params=["view_", ""], ids=["view-permissions", "all-permissions"])
 def staff(other_data, client, request):
-    """The attack of the issue (every ``view_*``), and a staff user with every model
-    permission: Django's permissions say what kind of thing, the roles say whose."""
+    """A staff user with every ``view_*`` permission, and one with every model permission:
+    Django's permissions say what kind of thing, the roles say whose."""
     user = get_user_model().objects.create_user("ops", is_staff=True)
     user.user_permissions.set(Permission.objects.filter(codename__startswith=request.param))
     RoleBinding.objects.create(user=user, project=other_data.demo, role=builtin_role("admin"))

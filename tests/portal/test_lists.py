@@ -1,5 +1,5 @@
-"""Lists that scale (issue 11 item 7): filters and sort in the URL, a whitelist of sort keys,
-bad values ignored (never a 500), and the cluster list's query count flat in its size."""
+"""Lists that scale: filters and sort in the URL, a whitelist of sort keys, bad values
+ignored (never a 500), and the cluster list's query count flat in its size."""
 
 import re
 from datetime import UTC, datetime

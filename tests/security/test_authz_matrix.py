@@ -1,5 +1,5 @@
-"""The authorization matrix (SPEC §3, issue 6 item 1): every URL of the portal × anonymous /
-no role / viewer / operator / admin / another project's admin.
+"""The authorization matrix (SPEC §3): every URL of the portal × anonymous / no role /
+viewer / operator / admin / another project's admin.
 
 URLs are discovered from the URLconf, so a URL added without an entry in ``MATRIX`` shows up
 here as a failing case. Each case states what every role must get: a login redirect, a 404
@@ -403,8 +403,8 @@ MATRIX = {
         ),
     ],
     "clusters:operation_detail": both(Case("get", object_read(), target=an_operation)),
-    # 클러스터 검증 and 교체 (issue 14). The scene's running cluster has no running member,
-    # so a start is refused by the rule (409) once the permission allows it.
+    # 클러스터 검증 and 교체. The scene's running cluster has no running member, so a start
+    # is refused by the rule (409) once the permission allows it.
     "clusters:validation_section": [Case("get", object_read(), target="cluster")],
     "clusters:validation_start": [
         Case(

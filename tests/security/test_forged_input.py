@@ -1,5 +1,5 @@
-"""Forged form fields and parameters (issue 6 item 1): what a browser never sends but an
-attacker does. Each is refused, or ignored so the change lands where the user may act."""
+"""Forged form fields and parameters: what a browser never sends but an attacker does.
+Each is refused, or ignored so the change lands where the user may act."""
 
 import pytest
 from django.urls import reverse

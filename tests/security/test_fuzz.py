@@ -1,5 +1,5 @@
-"""Hostile input on every form and on the metrics ingest API (issue 6 item 4): unicode,
-control characters, huge strings, HTML/script, numbers out of range.
+"""Hostile input on every form and on the metrics ingest API: unicode, control
+characters, huge strings, HTML/script, numbers out of range.
 
 Never a 500 (the test client re-raises any exception a view lets escape), and markup we sent
 never comes back unescaped. Example counts are modest so the whole file stays well under 60 s.

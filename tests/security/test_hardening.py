@@ -1,5 +1,5 @@
-"""Production hardening (issue 6 item 5): ``check --deploy``, CSP with nonces, security
-headers, secure cookies, session rotation, login throttling, ``/healthz``, request ids."""
+"""Production hardening: ``check --deploy``, CSP with nonces, security headers, secure
+cookies, session rotation, login throttling, ``/healthz``, request ids."""
 
 import json
 import logging
@@ -345,8 +345,7 @@ def test_throttle_expires_after_its_window(scene, client, monkeypatch):
 @override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}})
 def test_throttle_survives_a_flood_of_ingest_requests_with_random_tokens(scene, client):
     """The default cache (local memory) keeps 300 entries: the ingest limit must not spend one
-    per unverified token, or a flood of made-up tokens evicts the login counters (issue 9
-    item 4)."""
+    per unverified token, or a flood of made-up tokens evicts the login counters."""
     for _attempt in range(settings.LOGIN_THROTTLE_PER_USER):
         _fail(client, "viewer")
     assert _fail(client, "viewer").status_code == 429

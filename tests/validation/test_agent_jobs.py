@@ -1,7 +1,7 @@
-"""The agent's job round trip on the live test server (issue 14 item 1): each member's agent
-fetches its jobs with its metrics token, runs the tools (stand-ins on PATH that print the
-real tools' output) through subprocess, posts the raw output, and the portal parses, judges
-and finishes the run. Plus the endpoints' refusals."""
+"""The agent's job round trip on the live test server: each member's agent fetches its jobs
+with its metrics token, runs the tools (stand-ins on PATH that print the real tools' output)
+through subprocess, posts the raw output, and the portal parses, judges and finishes the
+run. Plus the endpoints' refusals."""
 
 import json
 import os

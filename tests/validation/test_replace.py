@@ -1,5 +1,5 @@
-"""교체 (issue 14 item 4) and node_rank: the spare takes the replaced member's rank, every
-step through the single-VM services and their rules, one Operation."""
+"""교체 and node_rank: the spare takes the replaced member's rank, every step through the
+single-VM services and their rules, one Operation."""
 
 import pytest
 from django.utils import translation

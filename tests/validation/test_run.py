@@ -1,6 +1,6 @@
-"""A whole 클러스터 검증 run on the simulator (issue 14 items 1, 5): the phases, the verdicts,
-the straggler gpu-node-03 judged 불량 for GPU 5 and its port, the rest 정상, 응답 없음 for a
-member whose agent never answers, and the rule that refuses a run."""
+"""A whole 클러스터 검증 run on the simulator: the phases, the verdicts, the straggler
+gpu-node-03 judged 불량 for GPU 5 and its port, the rest 정상, 응답 없음 for a member whose
+agent never answers, and the rule that refuses a run."""
 
 from datetime import timedelta
 

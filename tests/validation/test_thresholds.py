@@ -1,6 +1,6 @@
-"""Default thresholds per GPU model and fabric (issue 14 item 2): the published figures for
-H100/H200 on 400 Gb/s ports, derived ones for L40S, a named fallback for the rest; the row
-is made once and the admin's edits are what later runs judge by."""
+"""Default thresholds per GPU model and fabric: the published figures for H100/H200 on
+400 Gb/s ports, derived ones for L40S, a named fallback for the rest; the row is made once
+and the admin's edits are what later runs judge by."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """The 검증 section, the verdict column with 교체 on 불량, raw output on demand and the
-replace page (issue 14 item 3, 4 UI), through the test client."""
+replace page, through the test client."""
 
 from django.urls import reverse
 

@@ -30,7 +30,7 @@ def test_vm_page_offers_only_eligible_clusters_and_guidance(world, login):
     page = body(login("admin").get(f"/vms/{vm.pk}/"))
     assert "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다" in page
     assert "수행할 작업" in page and "클러스터에 연결" in page
-    assert "클러스터에서 분리" not in page  # a VM in no cluster is not offered 분리 (issue 11)
+    assert "클러스터에서 분리" not in page  # a VM in no cluster is not offered 분리
     assert f'value="{good.pk}"' in page
     for name in ("other-type", "busy", "foreign"):
         assert name not in page

@@ -1,4 +1,4 @@
-"""``manage.py bench_metrics``: the figures issue 5 asks for, measured in one run.
+"""``manage.py bench_metrics``: the ingest, storage and chart figures, measured in one run.
 
 On PostgreSQL only (the storage being measured is PostgreSQL's). It works in a scratch
 database of its own (``tests.bench.scratch``: a fresh ``vc_scratch_…`` name, migrated, dropped
@@ -15,7 +15,7 @@ at the end unless ``--keep``), so it never touches the portal's data:
 3. the 메트릭 tab's server time per range (1h, 6h, 24h, 7d; aggregate and per member) and its
    per-device panel, each over the request floor measured in the same shuffled rounds
    (``tests.bench.metrics_tab``), with query counts and sizes;
-4. issue 13: every sample also has 8 GPU and 4 port rows (``tests.bench.devices``); the
+4. per device: every sample also has 8 GPU and 4 port rows (``tests.bench.devices``); the
    agent-sized batch carries them; the straggler view (heatmap + 하위 5) at 24 h over 1 h and
    its size.
 
@@ -71,7 +71,7 @@ TARGETS = {
 
 
 class Command(BenchCommand):
-    help = "Benchmark metrics ingest and charts on PostgreSQL (issue 5); prints the figures."
+    help = "Benchmark metrics ingest and charts on PostgreSQL; prints the figures."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
@@ -369,7 +369,7 @@ class Command(BenchCommand):
 
         total = per_round * rounds
         # Built ahead of the clock, so the client's own encoding does not count.
-        # Host rows only, as issue 5 measured them against a COPY of the same rows.
+        # Host rows only: the backlog ratio is the endpoint against a COPY of the same rows.
         bodies = [
             [
                 gzip.compress(

@@ -1,4 +1,4 @@
-"""``manage.py bench_operations``: the cluster-scale actions of issue 11 against what they
+"""``manage.py bench_operations``: the cluster-scale bulk actions against what they
 replace, in a scratch database of their own (``tests.bench.scratch``), on PostgreSQL:
 
 - 가상머신 연결 of 64 VMs in one request, against 64 × one attach from the VM page's 클러스터
@@ -39,7 +39,7 @@ START_MANY = 256
 
 
 class Command(BenchCommand):
-    help = "Benchmark issue 11's bulk actions against the single actions they replace."
+    help = "Benchmark the cluster-scale bulk actions against the single actions they replace."
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

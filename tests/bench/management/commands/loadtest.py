@@ -1,4 +1,4 @@
-"""``manage.py loadtest --seconds 60 --users 50``: the console under load (issue 6 item 6).
+"""``manage.py loadtest --seconds 60 --users 50``: the console under load.
 
 Everything runs on this machine and stops by itself:
 
