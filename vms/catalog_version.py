@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connections
 
 from portal.auth import read_with
+from portal.kept import Kept
 from vms.models import CatalogVersion, FabricOffering, InstanceType, Zone
 
 VERSION = CatalogVersion._meta.db_table
@@ -80,7 +81,7 @@ def current(user) -> int | None:
     return read_with(user, READ_AS)
 
 
-_KEPT: dict[tuple[Hashable, int], Any] = {}
+_KEPT = Kept(most=MOST_KEPT)
 
 
 def kept(key: Hashable, version: int | None, read: Callable[[], Any]) -> Any:
@@ -88,10 +89,5 @@ def kept(key: Hashable, version: int | None, read: Callable[[], Any]) -> Any:
     ``version``: read again when the version has changed, every time when it is None."""
     if version is None:
         return read()
-    entry = (key, version)
-    found = _KEPT.get(entry)
-    if found is None:
-        if len(_KEPT) >= MOST_KEPT:
-            _KEPT.clear()
-        found = _KEPT[entry] = read()
-    return found
+    found = _KEPT.get((key, version))
+    return found if found is not None else _KEPT.keep((key, version), read())

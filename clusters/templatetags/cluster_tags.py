@@ -13,7 +13,8 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, gettext
 
-from portal.templatetags.console import Kept, short_time, status_badge, url_pattern
+from portal.kept import Kept
+from portal.templatetags.console import short_time, status_badge, url_pattern
 from vms.models import FabricType
 
 register = template.Library()

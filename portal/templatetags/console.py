@@ -19,6 +19,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 from django_htmx.jinja import django_htmx_script
 
+from portal.kept import Kept
+
 register = template.Library()
 
 SPINNER = mark_safe('<span class="spinner" aria-hidden="true"></span>')
@@ -159,22 +161,6 @@ def _control(bound) -> str:
         for key, text in choices
     )
     return f'<select name="{name}" id="{control_id}">{options}</select>'
-
-
-class Kept(dict):
-    """HTML drawn once and kept per process under a key holding all it depends on: bounded
-    at ``most`` entries, emptied when full (what a page needs is drawn again on its next
-    request; an LRU's bookkeeping would cost more than the drawing it saves)."""
-
-    def __init__(self, most: int):
-        super().__init__()
-        self.most = most
-
-    def keep(self, key, value):
-        if len(self) >= self.most:
-            self.clear()
-        self[key] = value
-        return value
 
 
 def row_form(form_id: str, token, fields: str = "") -> SafeString:

@@ -42,3 +42,13 @@ def test_django_htmx_error_script_comes_in_debug_only(world, login, debug):
     with override_settings(DEBUG=debug):
         head = head_of(client.get("/clusters/"))
     assert ("django_htmx/django-htmx.js" in head) is debug
+
+
+def test_every_file_the_head_names_is_a_static_file():
+    """A path mistyped in the head would be a 404 on every page: each one is found."""
+    from django.contrib.staticfiles import finders
+
+    from portal.templatetags.console import FAVICON, HEAD_SCRIPTS, STYLESHEET
+
+    for path in (FAVICON, STYLESHEET, *HEAD_SCRIPTS, "clusters/operations.js"):
+        assert finders.find(path), path
