@@ -201,15 +201,17 @@ def write_for_token(
     ] + check
     for name in shape:
         indexes, stamps, *values = devices[name]
-        params += [list(map(datetime_of, stamps)), indexes, *map(_array, values), *check]
+        params += [*_arrays(stamps, indexes, values), *check]
     return _insert(_insert_sql(count, True, shape), params, micros, bool(shape)) == count
 
 
-def _array(column):
-    """A metric column as psycopg dumps an array: of one type (JSON mixes ints and floats)."""
-    if int in set(map(type, column)):
-        return [value if value is None else float(value) for value in column]
-    return list(column)
+def _arrays(stamps, indexes, values):
+    """A device table's columns as the small INSERT binds them (``binary.array``)."""
+    return [
+        binary.timestamps(stamps),
+        binary.array(binary.Int2Array, indexes),
+        *(binary.array(binary.Float8Array, column) for column in values),
+    ]
 
 
 def _write(vm_ids, micros, metrics, backlog, devices, clusters=None):
@@ -226,7 +228,7 @@ def _write(vm_ids, micros, metrics, backlog, devices, clusters=None):
         shape = tuple(name for name in DEVICES if name in devices)
         for name in shape:
             ids, indexes, stamps_, values = devices[name]
-            params += [ids, list(map(datetime_of, stamps_)), indexes, *map(_array, values)]
+            params += [binary.array(binary.Int8Array, ids), *_arrays(stamps_, indexes, values)]
         _insert(_insert_sql(len(micros), False, shape), params, micros, bool(shape))
     else:
         clusters = _clusters_of(vm_ids) if clusters is None else clusters
@@ -248,6 +250,7 @@ def _insert(sql, params, micros, counted):
         with scope, connection.wrap_database_errors:
             # Server-side binding and a statement prepared once per (pooled) connection:
             # Django's own cursors bind client-side, re-parsed and re-planned on every call.
+            binary.register(connection.connection.adapters)
             with psycopg.Cursor(connection.connection) as cursor:
                 cursor.execute(sql, params, prepare=True)
                 inserted.append(cursor.fetchone()[0] if counted else cursor.rowcount)

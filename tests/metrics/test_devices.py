@@ -99,6 +99,27 @@ def test_a_bad_device_entry_refuses_the_whole_batch(post, token, running_vm, mut
     assert not PortSample.objects.filter(vm=running_vm).exists()
 
 
+def test_a_column_mixing_values_and_nulls_is_stored_as_sent(post, token, running_vm):
+    """The one-statement path sends each device column as a binary array packed by hand
+    (``metrics.storage.binary.array``): nulls, JSON integers and the instant come back as
+    sent."""
+    devices = gpus()
+    devices[3]["util"] = None  # a counter the driver lost for one GPU
+    devices[5]["temp"] = None
+    response = post(token, {"samples": [sample(time.time(), gpus=devices, ports=ports())]})
+    assert response.status_code == 200, response.content
+    stored = list(
+        GpuSample.objects.filter(vm=running_vm)
+        .order_by("gpu")
+        .values_list("gpu", "util", "temp", "sm_clock", "ts")
+    )
+    (host_ts,) = Sample.objects.filter(vm=running_vm).values_list("ts", flat=True)
+    assert stored == [
+        (i, None if i == 3 else 97.0 - i, None if i == 5 else 60.0 + i, 1980.0, host_ts)
+        for i in range(8)
+    ]
+
+
 def test_a_resent_batch_with_devices_is_a_duplicate_and_stores_nothing_more(
     post, token, running_vm
 ):
