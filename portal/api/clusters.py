@@ -34,7 +34,7 @@ from portal.api.schemas import (
 from portal.api.vms import VmFilters, readable_vms, vm_page
 from portal.errors import ClusterNotFound
 from portal.kernel import check_perm
-from portal.models import readable
+from portal.models import permitted_projects, readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
@@ -83,14 +83,16 @@ def get_cluster(request, cluster_id: int):
     "/virtual-clusters/{int:cluster_id}/members", response=VmPage, summary="연결된 가상머신"
 )
 def list_members(request, cluster_id: int, filters: Query[VmFilters]):
-    # The cluster is a condition of the members' query, and is looked up on its own only
-    # for an empty page: a cluster the caller may not read is a 404, as everywhere.
-    clusters = readable(actor(request), Perm.CLUSTER_READ, VirtualCluster)
+    # A member is in its cluster's project (the attach rule), so its cluster is readable
+    # where the VM's own project grants cluster read: a condition on the VM row, no subquery
+    # (a deleted cluster has no members). The cluster is looked up on its own only for an
+    # empty page: a cluster the caller may not read is a 404, as everywhere.
+    user = actor(request)
     cid = path_id(cluster_id, ClusterNotFound)
-    members = readable_vms(actor(request)).filter(cluster__in=clusters.filter(pk=cid))
-    page = vm_page(request, members, filters)
+    members = readable_vms(user).filter(cluster_id=cid)
+    page = vm_page(request, members.within(permitted_projects(user, Perm.CLUSTER_READ)), filters)
     if not page.items:
-        clusters.get_or_404(cid)
+        readable(user, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cid)
     return page
 
 
