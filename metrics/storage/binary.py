@@ -112,19 +112,24 @@ def array(kind: type[_A], values: list) -> _A:
     element_oid, code, size = kind.element
     count = len(values)
     if None in values:
-        field = struct.Struct(f"!i{code}")
-        header = _array_layout(code, 0).pack(1, 1, element_oid, count, 1)
+        field = _FIELDS[code]
+        header = _ARRAY_HEADER.pack(1, 1, element_oid, count, 1)
         fields = [_NULL if value is None else field.pack(size, value) for value in values]
         return kind(b"".join((header, *fields)))
     elements = chain.from_iterable(zip(repeat(size), values))
     return kind(_array_layout(code, count).pack(1, 0, element_oid, count, 1, *elements))
 
 
+# ndim, has-nulls flag, element type; the one dimension: its length and lower bound.
+_ARRAY_HEADER = struct.Struct("!iiIii")
+# A length-prefixed element by its ``struct`` code, as COPY's fields are packed above.
+_FIELDS = {"d": _FLOAT8, "h": _INT2, "q": _INT8}
+
+
 @lru_cache(maxsize=256)
 def _array_layout(code, count):
-    """ndim, has-nulls flag, element type; the one dimension: its length and lower bound;
-    then ``count`` length-prefixed elements."""
-    return struct.Struct("!iiIii" + f"i{code}" * count)
+    """The header, then ``count`` length-prefixed elements: a whole array in one call."""
+    return struct.Struct(_ARRAY_HEADER.format + f"i{code}" * count)
 
 
 def timestamps(micros: list) -> Array:
