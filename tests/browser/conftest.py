@@ -103,34 +103,11 @@ def demo(monkeypatch):
 def celery_worker(demo, settings):
     """A real Celery worker in a thread, on kombu's in-memory broker (nothing shared with any
     other worker on this machine). Seed first: ``seed_demo`` itself runs eagerly."""
-    from celery.contrib.testing.worker import start_worker
-
     from portal.celery import app
+    from tests.faults.harness import thread_worker
 
-    saved = {
-        key: app.conf[key]
-        for key in ("task_always_eager", "broker_url", "broker_transport_options")
-    }
-    app.conf.update(
-        task_always_eager=False,
-        broker_url="memory://",
-        broker_transport_options={"polling_interval": 0.05},
-    )
-    _forget_connections(app)
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-            yield w
-    finally:
-        app.conf.update(saved)
-        _forget_connections(app)
-
-
-def _forget_connections(app):
-    # Connections and producers made for the previous broker must not be reused.
-    app._pool = None
-    amqp = app.__dict__.get("amqp")
-    if amqp is not None:
-        amqp._producer_pool = None
+    with thread_worker(app, "memory://", {"polling_interval": 0.05}, shutdown_timeout=30) as w:
+        yield w
 
 
 @pytest.fixture

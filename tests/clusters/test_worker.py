@@ -1,13 +1,12 @@
 """The whole life of a cluster through real Celery tasks on Redis, handled by a real worker."""
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.db import connection
 
 from clusters import services
 from clusters.models import ClusterStatus
 from portal.celery import app
-from tests.faults.harness import broker, wait_until
+from tests.faults.harness import thread_worker, wait_until
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
 
@@ -19,10 +18,7 @@ def worker(redis_server):
     """A worker thread on a private Redis (a shared database would let another run of the
     suite take this run's tasks, or flush them)."""
     redis_server.flush()  # nothing left over from an earlier test
-    with (
-        broker(app, redis_server.url),
-        start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10),
-    ):
+    with thread_worker(app, redis_server.url):
         yield
     connection.close()
 

@@ -1,6 +1,7 @@
 """Real processes for the fault suite: a private Redis, a Celery worker on the test database,
 and the means to kill them (SIGKILL, by the process group this suite started, nothing else)."""
 
+import logging
 import os
 import re
 import signal
@@ -11,6 +12,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.db import connection
 
@@ -263,6 +265,40 @@ def broker(app, url, transport_options=None):
             else:
                 os.environ[key] = value
         use(**saved)
+
+
+@contextmanager
+def thread_worker(app, url, transport_options=None, shutdown_timeout=10):
+    """A real Celery worker in a thread of this process (solo pool), on ``url``."""
+    with (
+        kept_logging(),
+        broker(app, url, transport_options),
+        start_worker(
+            app, pool="solo", perform_ping_check=False, shutdown_timeout=shutdown_timeout
+        ) as worker,
+    ):
+        yield worker
+
+
+@contextmanager
+def kept_logging():
+    """Logging as it was before a worker started in this process: its start configures
+    logging again (Django's setup, then Celery's ``setup_logging`` at the worker's level), which
+    would leave every later test's INFO records dropped and its handlers on this test's
+    streams."""
+    manager = logging.Logger.manager
+    loggers = [
+        manager.root,
+        *(x for x in manager.loggerDict.values() if isinstance(x, logging.Logger)),
+    ]
+    saved = [(x, x.handlers[:], x.level, x.propagate, x.disabled) for x in loggers]
+    try:
+        yield
+    finally:
+        for logger, handlers, level, propagate, disabled in saved:
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate, logger.disabled = propagate, disabled
 
 
 ENV_BROKER_KEYS = ("CELERY_BROKER_URL", "CELERY_BROKER_READ_URL", "CELERY_BROKER_WRITE_URL")
