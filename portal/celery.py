@@ -1,15 +1,45 @@
-"""The Celery application: transitions of SPEC §4 and the metrics rollups run here."""
+"""The Celery application: transitions of SPEC §4 and the metrics rollups run here.
 
+Worker and beat log as the web does: Django's ``LOGGING``, one line format with the request
+id. A task carries the ids of the request (or task) that queued it in a message header, so the
+worker's lines and audit events of a change name the click that caused it.
+"""
+
+import copy
+import logging
 import os
 
 from celery import Celery
-from celery.signals import before_task_publish, task_postrun
+from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+REQUEST_IDS_HEADER = "vc_request_ids"
+
+
+@setup_logging.connect
+def _django_logging(loglevel=None, logfile=None, **_kwargs):
+    """Django's LOGGING instead of Celery's own handlers (a receiver here stops Celery from
+    replacing the root logger's); ``--loglevel`` still sets the root level, and ``--logfile``
+    takes the lines that go to stderr otherwise (reopened when logrotate moves the file)."""
+    from django.conf import settings
+    from django.utils.log import configure_logging
+
+    config = settings.LOGGING
+    if logfile:
+        config = copy.deepcopy(config)
+        config["handlers"]["console"] = {
+            **config["handlers"]["console"],
+            "class": "logging.handlers.WatchedFileHandler",
+            "filename": logfile,
+            "encoding": "utf-8",
+        }
+    configure_logging(settings.LOGGING_CONFIG, config)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
 
 
 @before_task_publish.connect
@@ -18,6 +48,25 @@ def _ensure_broker_folders(**_kwargs):
     from portal import broker
 
     broker.ensure_folders()
+
+
+@before_task_publish.connect
+def _carry_request_ids(headers=None, **_kwargs):
+    from portal.middleware import carried_ids
+
+    ids = carried_ids()
+    if ids is not None and headers is not None:
+        headers[REQUEST_IDS_HEADER] = ids
+
+
+@task_prerun.connect
+def _adopt_request_ids(task=None, **_kwargs):
+    """A task a worker runs takes the ids it was queued with; one applied in place (eager)
+    already runs under its caller's."""
+    from portal.middleware import adopt_ids
+
+    if task is not None and not task.request.is_eager:
+        task.request.request_ids_token = adopt_ids(task.request.get(REQUEST_IDS_HEADER))
 
 
 @task_postrun.connect
@@ -31,3 +80,12 @@ def _stamp_heartbeat(task=None, **_kwargs):
 
     if task is not None and not task.request.is_eager:
         worker_heartbeat.touch()
+
+
+@task_postrun.connect
+def _forget_request_ids(task=None, **_kwargs):
+    from portal.middleware import forget_ids
+
+    token = getattr(task.request, "request_ids_token", None) if task is not None else None
+    if token is not None:
+        forget_ids(token)

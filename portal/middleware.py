@@ -3,8 +3,9 @@
 
 import contextvars
 import logging
+import re
 import uuid
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -32,6 +33,40 @@ def current_request_id() -> str:
     return _request_ids.get().server
 
 
+# The server ids this middleware makes (uuid4().hex); nothing else is taken for one.
+_SERVER_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def carried_ids() -> list[str] | None:
+    """What a task queued now carries to its worker: the ids of the request (or of the task)
+    that queued it; None outside both (beat's schedule)."""
+    ids = _request_ids.get()
+    return [ids.server, ids.client] if ids.server else None
+
+
+def adopt_ids(carried: Any) -> contextvars.Token[RequestIds] | None:
+    """Run a task under the ids it was queued with, so its log lines and audit events carry
+    the request that caused it. A message's headers come from whoever could publish: anything
+    but ids as this module makes them is ignored (None: nothing was set)."""
+    if not (isinstance(carried, list) and len(carried) == 2):
+        return None
+    server, client = carried
+    if not (isinstance(server, str) and _SERVER_ID.fullmatch(server)):
+        return None
+    return _request_ids.set(RequestIds(server, _client_id(client)))
+
+
+def forget_ids(token: contextvars.Token[RequestIds]) -> None:
+    _request_ids.reset(token)
+
+
+def _client_id(incoming: Any) -> str:
+    # A client's id may be anything (forged, reused, another tenant's): never our key.
+    if not (isinstance(incoming, str) and incoming.isascii() and incoming.isprintable()):
+        return ""
+    return incoming[:CLIENT_ID_MAX]
+
+
 class RequestIdFilter(logging.Filter):
     def filter(self, record):
         record.request_id = _request_ids.get().server or "-"
@@ -43,12 +78,9 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        # A client's id may be anything (forged, reused, another tenant's): never our key.
-        incoming = request.headers.get("X-Request-ID", "")
-        client = incoming if incoming.isascii() and incoming.isprintable() else ""
         rid = uuid.uuid4().hex
         request.request_id = rid
-        token = _request_ids.set(RequestIds(rid, client[:CLIENT_ID_MAX]))
+        token = _request_ids.set(RequestIds(rid, _client_id(request.headers.get("X-Request-ID"))))
         try:
             response = self.get_response(request)
         finally:
