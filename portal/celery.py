@@ -23,8 +23,9 @@ REQUEST_IDS_HEADER = "vc_request_ids"
 @setup_logging.connect
 def _django_logging(loglevel=None, logfile=None, **_kwargs):
     """Django's LOGGING instead of Celery's own handlers (a receiver here stops Celery from
-    replacing the root logger's); ``--loglevel`` still sets the root level, and ``--logfile``
-    takes the lines that go to stderr otherwise (reopened when logrotate moves the file)."""
+    replacing the root logger's). ``--loglevel`` sets the root level (in place of LOG_LEVEL;
+    Celery's default is WARNING); ``--logfile`` takes the log lines that go to stderr
+    otherwise, reopened when logrotate moves the file (what code prints is not logged)."""
     from django.conf import settings
     from django.utils.log import configure_logging
 
