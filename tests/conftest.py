@@ -169,3 +169,18 @@ def redis_server(tmp_path_factory):
     server.start()
     yield server
     server.kill()
+
+
+@pytest.fixture
+def redis_worker(redis_server):
+    """A worker thread (``thread_worker``) on the module's private Redis: a shared database
+    would let another run of the suite take this run's tasks, or flush them."""
+    from django.db import connection
+
+    from portal.celery import app
+    from tests.faults.harness import thread_worker
+
+    redis_server.flush()  # nothing left over from an earlier test
+    with thread_worker(app, redis_server.url):
+        yield
+    connection.close()

@@ -1,26 +1,14 @@
 """The whole life of a cluster through real Celery tasks on Redis, handled by a real worker."""
 
 import pytest
-from django.db import connection
 
 from clusters import services
 from clusters.models import ClusterStatus
-from portal.celery import app
-from tests.faults.harness import thread_worker, wait_until
+from tests.faults.harness import wait_until
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def worker(redis_server):
-    """A worker thread on a private Redis (a shared database would let another run of the
-    suite take this run's tasks, or flush them)."""
-    redis_server.flush()  # nothing left over from an earlier test
-    with thread_worker(app, redis_server.url):
-        yield
-    connection.close()
 
 
 def wait_for(read, expected, timeout=60):
@@ -28,7 +16,7 @@ def wait_for(read, expected, timeout=60):
     wait_until(lambda: read() == expected, timeout, interval=0.05, what=f"{expected!r}")
 
 
-def test_full_lifecycle_through_the_worker(world, worker):
+def test_full_lifecycle_through_the_worker(world, redis_worker):
     admin = world.admin
     cluster = services.create_cluster(**world.new_cluster("worker-ib"))
     status = lambda: type(cluster).objects.get(pk=cluster.pk).status  # noqa: E731

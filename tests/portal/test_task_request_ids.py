@@ -6,7 +6,6 @@ import logging
 import pytest
 from celery.signals import task_prerun
 from django.conf import settings
-from django.db import connection
 from django.urls import reverse
 
 from clusters import operations
@@ -14,7 +13,7 @@ from clusters.models import ClusterStatus
 from portal.celery import app
 from portal.middleware import adopt_ids, carried_ids, forget_ids, request_ids
 from portal.models import AuditEvent
-from tests.faults.harness import kept_logging, thread_worker, wait_until
+from tests.faults.harness import kept_logging, wait_until
 from tests.pages import HX
 from vms.models import VirtualMachine, VmStatus
 
@@ -94,12 +93,14 @@ def test_a_worker_logfile_takes_the_same_lines(restored_logging, tmp_path):
     ]
 
 
-@pytest.fixture
-def worker(redis_server):
-    redis_server.flush()
-    with thread_worker(app, redis_server.url):
-        yield
-    connection.close()
+def test_logging_is_as_it_was_once_an_in_process_worker_has_configured_it(restored_logging):
+    root, django_logger = logging.getLogger(), logging.getLogger("django")
+    before = (root.handlers[:], root.level, django_logger.handlers[:])
+    with kept_logging():
+        type(app.log)._setup = False
+        app.log.setup(loglevel="ERROR")  # what each thread_worker's start does
+        assert root.level == logging.ERROR and root.handlers != before[0]
+    assert (root.handlers, root.level, django_logger.handlers) == before
 
 
 @pytest.fixture
@@ -118,7 +119,7 @@ def tasks_run():
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_change_is_audited_in_the_worker_under_the_request_that_made_it(
-    world, login, worker, tasks_run
+    world, login, redis_worker, tasks_run
 ):
     world.capacity(10)
     cluster = world.cluster(status=ClusterStatus.RUNNING)
