@@ -1,5 +1,5 @@
 """The ``vc`` CLI end to end: over HTTP against the live test server, a real Celery worker on
-Redis running every transition (tests/clusters/test_worker.py's worker)."""
+Redis running every transition (the ``redis_worker`` fixture)."""
 
 import json
 
@@ -10,7 +10,6 @@ import vc_cli.main as cli
 from clusters.models import ClusterStatus, VirtualCluster
 from portal import tokens
 from portal.errors import NotEnoughMembers
-from tests.clusters.test_worker import worker  # noqa: F401 - the fixture
 from vc_cli import http, output
 from vms.models import VirtualMachine, VmStatus
 
@@ -40,7 +39,7 @@ def ok(result):
     return out
 
 
-def test_cluster_life_through_the_cli(vc, world, worker):  # noqa: F811
+def test_cluster_life_through_the_cli(vc, world, redis_worker):
     place = ("--zone", "kr-central-1a", "--instance-type", "gpu.h100x8")
     created = json.loads(
         ok(
@@ -148,7 +147,7 @@ def test_cluster_rename_through_the_cli(vc, world):
     assert code == http.EXIT_REFUSED and "이름에는" in err
 
 
-def test_validate_and_replace_through_the_cli(vc, world, worker):  # noqa: F811
+def test_validate_and_replace_through_the_cli(vc, world, redis_worker):
     """``vc cluster validate --wait`` finds the straggler (exit 1, its row 불량 with GPU 5
     in the reasons), ``vc cluster replace`` swaps it for a spare that takes its node_rank
     and runs, on a real worker."""
