@@ -25,16 +25,28 @@ second after it began) around request-shaped keys, while login failures are coun
 signals where there may be no request; django-axes keeps failures in the database too but
 needs its own app, middleware and backend, replaces the login flow, and does nothing for the
 request rates, which would keep a second mechanism.
+
+A lost cache degrades, never fails a request: while the cache's server (``CACHE_URL``) does
+not answer, request rates are counted in this process's memory (``FALLBACK``), so requests are
+served and still limited, each process on its own; one warning says the outage began and one
+line that it ended (``OUTAGE``), and ``/healthz`` reports the cache as degraded
+(``cache_check``). Login failures never depend on the cache.
 """
 
 import hashlib
 import ipaddress
+import logging
+import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import redis.exceptions
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.dispatch import receiver
@@ -43,6 +55,16 @@ from django.utils.translation import gettext_lazy as _
 from portal.auth import SessionUserBackend
 
 MESSAGE = _("로그인 시도가 너무 많습니다. 잠시 후 다시 시도하세요.")
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# What a cache operation raises when the cache's server (not our code) fails: redis-py's
+# errors (refused, reset, timed out, still loading, out of memory, read-only) and raw socket
+# errors. The local-memory cache raises none of them.
+CACHE_ERRORS = (redis.exceptions.RedisError, OSError)
+# Where request rates are counted while the cache is lost: this process's memory. Its keys
+# are verified tokens only (module docstring), far fewer than it holds.
+FALLBACK = LocMemCache("portal.throttle.fallback", {"OPTIONS": {"MAX_ENTRIES": 10_000}})
 
 
 def now() -> float:
@@ -83,34 +105,100 @@ def client_address(request):
     return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
 
 
+class Outage:
+    """Whether the cache failed this process's last operation on it. Logs a warning when an
+    outage begins and a line when the cache answers again: one of each per outage, never one
+    per request, whatever the number of threads."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self._lock = threading.Lock()
+
+    def failed(self, exc: Exception) -> None:
+        with self._lock:
+            began, self.down = not self.down, True
+        if began:
+            log.warning(
+                "cache unreachable (%s: %s): request rates are counted in this process "
+                "until it answers again",
+                type(exc).__name__,
+                exc,
+            )
+
+    def answered(self) -> None:
+        if not self.down:  # the hot path: no lock while the cache answers
+            return
+        with self._lock:
+            ended, self.down = self.down, False
+        if ended:
+            log.info("cache answers again: request rates are counted in it")
+
+
+OUTAGE = Outage()
+
+
+def _in_cache(operation: Callable[[Any], T]) -> T:
+    """``operation(cache)``; ``operation(FALLBACK)`` when the cache's server fails it. An
+    operation is done in one place or the other whole, never half in each."""
+    try:
+        result = operation(cache)
+    except CACHE_ERRORS as exc:
+        OUTAGE.failed(exc)
+        return operation(FALLBACK)
+    OUTAGE.answered()
+    return result
+
+
+def cache_check() -> str:
+    """``"ok"`` when the cache answers now, else ``"error: <why>"`` (``/healthz``); either
+    is noted in ``OUTAGE`` as a count would be."""
+    try:
+        cache.get("portal:healthz")
+    except CACHE_ERRORS as exc:
+        OUTAGE.failed(exc)
+        return f"error: {type(exc).__name__}"
+    OUTAGE.answered()
+    return "ok"
+
+
+def _incr(store: Any, entry: str) -> int:
+    try:
+        return int(store.incr(entry))
+    except ValueError:  # no open window
+        return 0
+
+
+def _open(store: Any, entry: str, seconds: int) -> int:
+    if store.add(entry, 1, timeout=seconds):
+        return 1
+    count = _incr(store, entry)
+    if count:
+        return count
+    store.set(entry, 1, timeout=seconds)  # ...and it has expired already
+    return 1
+
+
 class CacheStore:
     """Windows in Django's default cache: one operation per event once a window is open
-    (atomic on Redis). An entry may be evicted: for request rates only (module docstring)."""
+    (atomic on Redis). An entry may be evicted: for request rates only (module docstring).
+    While the cache's server fails, in ``FALLBACK``: per process, and the windows start again
+    in the cache once it answers (a burst let through once, as after an eviction)."""
 
     def counts(self, entries: list[str]) -> dict[str, int]:
-        found = cache.get_many(entries)
+        found = _in_cache(lambda store: store.get_many(entries))
         return {entry: found.get(entry, 0) for entry in entries}
 
     def hit_open(self, entry: str) -> int:
-        try:
-            return cache.incr(entry)
-        except ValueError:
-            return 0
+        return _in_cache(lambda store: _incr(store, entry))
 
     def open(self, entry: str, seconds: int) -> int:
-        if cache.add(entry, 1, timeout=seconds):
-            return 1
-        count = self.hit_open(entry)
-        if count:
-            return count
-        cache.set(entry, 1, timeout=seconds)  # ...and it has expired already
-        return 1
+        return _in_cache(lambda store: _open(store, entry, seconds))
 
     def hit(self, entry: str, seconds: int) -> int:
-        return self.hit_open(entry) or self.open(entry, seconds)
+        return _in_cache(lambda store: _incr(store, entry) or _open(store, entry, seconds))
 
     def reset(self, entry: str) -> None:
-        cache.delete(entry)
+        _in_cache(lambda store: store.delete(entry))
 
 
 class DatabaseStore:

@@ -19,6 +19,9 @@ from django.views.decorators.http import require_GET, require_POST
 from portal import throttle
 from portal.projects import choose_project
 
+# The dependencies /healthz reports without failing: the portal serves without them.
+DEGRADABLE = frozenset({"cache"})
+
 
 def home(request):
     return redirect("clusters:cluster_list")
@@ -93,8 +96,14 @@ def switch_project(request):
 @never_cache
 @require_GET
 def healthz(request):
-    """Liveness and readiness: the database answers, the broker can accept a message, and a
-    worker consumed a task within WORKER_HEARTBEAT_MAX_AGE_SECONDS (``portal.heartbeat``).
+    """Liveness and readiness: the database answers, the broker can accept a message, a
+    worker consumed a task within WORKER_HEARTBEAT_MAX_AGE_SECONDS (``portal.heartbeat``), and
+    the cache answers (``portal.throttle.cache_check``).
+
+    Each check is ``"ok"`` or ``"error: <why>"``. Any failed check but the cache's is 503 with
+    ``"status": "error"``. A failed cache alone is 200 with ``"status": "degraded"``: the portal
+    still serves every request (rate limits are then counted per process), so a load balancer
+    keeps sending it traffic while monitoring sees the cache is lost.
 
     The worker check is left out in eager mode, where tasks run in the web process.
     """
@@ -123,9 +132,10 @@ def healthz(request):
                 checks["worker"] = f"error: no task consumed for {age:.0f}s (bound {bound:g}s)"
             else:
                 checks["worker"] = "ok"
-    healthy = all(v == "ok" for v in checks.values())
-    status = 200 if healthy else 503
-    return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=status)
+    checks["cache"] = throttle.cache_check()
+    failed = {name for name, value in checks.items() if value != "ok"}
+    status = "error" if failed - DEGRADABLE else "degraded" if failed else "ok"
+    return JsonResponse({"status": status, **checks}, status=503 if status == "error" else 200)
 
 
 def csrf_failure(request, reason=""):

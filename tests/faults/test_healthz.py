@@ -34,7 +34,13 @@ def test_healthz_fails_until_a_worker_has_consumed(client, not_eager):
     heartbeat.touch()
     response = client.get(reverse("healthz"))
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok", "worker": "ok"}
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "broker": "ok",
+        "worker": "ok",
+        "cache": "ok",
+    }
 
 
 def test_healthz_fails_when_the_worker_stopped_consuming(client, not_eager, settings):

@@ -400,7 +400,7 @@ def test_admin_login_is_throttled_too(scene, client, django_user_model):
 def test_healthz_reports_database_and_broker(client, db):
     response = client.get(reverse("healthz"))
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok", "cache": "ok"}
     assert "no-cache" in response["Cache-Control"] or "max-age=0" in response["Cache-Control"]
 
 
