@@ -4,10 +4,12 @@ base classes from, through this module)."""
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Q
 from django.utils.translation import gettext_lazy as _
 
 from portal.admin_base import (
@@ -36,19 +38,43 @@ admin.site.index_title = _("관리")
 admin.site.enable_nav_sidebar = False
 
 
-class VisibleProjectFilter(admin.RelatedFieldListFilter):
-    """A project filter on global rows (users): only the projects the staff user is in."""
+class VisibleBindingFilter(admin.RelatedFieldListFilter):
+    """A filter of accounts by their role bindings (``role_bindings__role``, ``__project``)
+    that, for project staff, reads only the bindings of their projects, in the list and in
+    its counts (facets): what an account holds in another project is that project's business.
+    """
+
+    def __init__(self, field, request, params, model, model_admin, field_path):
+        self.viewer = request.user
+        super().__init__(field, request, params, model, model_admin, field_path)
+
+    def holders(self, values):
+        """The accounts holding one of ``values`` in a binding of the viewer's projects."""
+        bindings = RoleBinding.objects.filter(project__in=visible_projects(self.viewer))
+        return bindings.filter(**{f"{self.field.name}__in": values}).values("user_id")
+
+    def queryset(self, request, queryset):
+        if self.viewer.is_superuser or not self.lookup_val:
+            return super().queryset(request, queryset)
+        try:
+            return queryset.filter(pk__in=self.holders(self.lookup_val))
+        except (ValueError, ValidationError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+    def get_facet_counts(self, pk_attname, filtered_qs):
+        counts = super().get_facet_counts(pk_attname, filtered_qs)
+        if not self.viewer.is_superuser:
+            for pk, _label in self.lookup_choices:
+                counts[f"{pk}__c"] = Count(pk_attname, filter=Q(pk__in=self.holders([pk])))
+        return counts
+
+
+class VisibleProjectFilter(VisibleBindingFilter):
+    """The project filter on accounts: only the projects the staff user is in (one typed into
+    the URL that is not theirs lists no one)."""
 
     def field_choices(self, field, request, model_admin):
         return [(project.pk, str(project)) for project in visible_projects(request.user)]
-
-    def queryset(self, request, queryset):
-        """A project typed into the URL that is not the staff user's lists no one: who is in
-        another project is that project's business."""
-        visible = {str(pk) for pk in visible_projects(request.user).values_list("pk", flat=True)}
-        if self.lookup_val and not set(self.lookup_val) <= visible:
-            return queryset.none()
-        return super().queryset(request, queryset)
 
 
 class ProjectBindingInline(ProjectChoices, admin.TabularInline):
@@ -269,7 +295,7 @@ class PortalUserAdmin(UserAdmin, ConsoleAdmin):
     inlines = [UserRoleBindingInline]
     list_filter = [
         *UserAdmin.list_filter,
-        "role_bindings__role",
+        ("role_bindings__role", VisibleBindingFilter),
         ("role_bindings__project", VisibleProjectFilter),
     ]
 

@@ -5,18 +5,18 @@ the same ``restrict``/``visible_to`` querysets (superusers see all). ``ProjectSc
 applies the gate once to the changelist, its filters, the change, delete and history pages
 and the actions (all of which start from ``get_queryset``); an object out of scope is
 answered like one that does not exist. Accounts are scoped the same way (``visible_users``):
-project staff see the usernames of their projects' members, nobody else's.
+project staff see the usernames of their projects' members, nobody else's, and get answers
+only to the lookups a list offers (``portal.admin_sight``).
 """
 
 from django.contrib import admin
-from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
-from django.contrib.contenttypes.models import ContentType
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from portal.models import Project, RoleBinding, project_permissions
+from portal.admin_sight import StaffSight, visible_users
+from portal.models import Project, project_permissions
 from portal.permissions import ALL_PERMISSIONS
 
 
@@ -32,26 +32,6 @@ def managed_projects(user) -> QuerySet:
         return Project.objects.all()
     managed = [pid for pid, perms in project_permissions(user).items() if perms >= ALL_PERMISSIONS]
     return Project.objects.filter(pk__in=managed)
-
-
-def visible_users(user) -> QuerySet:
-    """The accounts whose username ``user`` may see in the admin (its lists, filters, choices
-    and autocompletes): the members of the projects they hold a role in, themselves, and an
-    account they added that has no role yet (to bind it next); superusers: every account.
-    Who is in another project is that project's business."""
-    User = get_user_model()
-    if user.is_superuser:
-        return User.objects.all()
-    members = RoleBinding.objects.filter(project__in=visible_projects(user)).values("user_id")
-    added = LogEntry.objects.filter(
-        user_id=user.pk,
-        action_flag=ADDITION,
-        content_type=ContentType.objects.get_for_model(User),
-    ).values_list("object_id", flat=True)
-    unbound = Q(pk__in=[int(pk) for pk in added if pk.isdigit()], is_superuser=False) & ~Q(
-        pk__in=RoleBinding.objects.values("user_id")
-    )
-    return User.objects.filter(Q(pk__in=members) | Q(pk=user.pk) | unbound)
 
 
 class ProjectChoices:
@@ -85,7 +65,7 @@ class ReadOnly(MadeElsewhere):
         return False
 
 
-class ConsoleAdmin(admin.ModelAdmin):
+class ConsoleAdmin(StaffSight, admin.ModelAdmin):
     """Every admin of the portal, and the one place that decides who may write what.
 
     A model is *global* (the catalog, roles, thresholds, simulator capacity, groups: rows
@@ -94,7 +74,8 @@ class ConsoleAdmin(admin.ModelAdmin):
     whatever model permissions a staff user has been given.
 
     Deleting a catalog row or a role that is still in use lists the rows using it, which may
-    be any project's: a staff user is told only that it is."""
+    be any project's: a staff user is told only that it is. What staff see of accounts, and
+    which lookups a list answers them, is ``StaffSight``'s."""
 
     project_scoped = False
     # Rows only a platform admin may even see (GPU hosts: the machines under every project).

@@ -382,3 +382,12 @@ class CountInvalid(InvalidInput):
 class IdempotencyConflict(RuleViolation):
     code = "idempotency_conflict"
     default_message = _("같은 Idempotency-Key의 요청이 이미 처리되고 있습니다")
+
+
+class FilterNotOffered(InvalidInput):
+    """An admin list asked for a lookup it does not offer (a query string made by hand):
+    refused before it runs, with one answer whatever it would have found."""
+
+    code = "filter_not_offered"
+    status = 400
+    default_message = _("이 목록에서 쓸 수 없는 필터입니다. 목록에 있는 필터를 사용하세요.")
