@@ -30,6 +30,7 @@ NOTICES = {
     "domain_missing": _("호스트에 도메인이 없어 중지됨으로 표시합니다."),
     "stray_domain": _("어떤 가상머신에도 속하지 않는 도메인 %(name)s이 있습니다 (삭제하지 않음)."),
     "port_link_down": _("패브릭 포트 %(port)d의 링크가 끊어졌습니다 (누적 %(count)d회)."),
+    "host_synced": _("장치 %(count)d개를 읽었습니다."),
 }
 
 ACTION_LABELS = {
@@ -54,6 +55,7 @@ ACTION_LABELS = {
     "vm.stray_domain": _("소속 없는 도메인 발견"),
     "vm.delete": _("가상머신 삭제"),
     "vm.metrics_token": _("메트릭 토큰 발급"),
+    "vm.metrics_token_revoke": _("메트릭 토큰 폐기"),
     "operation.attach": _("가상머신 연결"),
     "operation.detach": _("가상머신 분리"),
     "operation.start_members": _("멤버 시작"),
@@ -67,6 +69,10 @@ ACTION_LABELS = {
     "vm.link_down": _("패브릭 링크 끊김"),
     "token.create": _("API 토큰 발급"),
     "token.revoke": _("API 토큰 폐기"),
+    "host.create": _("GPU 호스트 등록"),
+    "host.update": _("GPU 호스트 변경"),
+    "host.delete": _("GPU 호스트 삭제"),
+    "host.sync": _("GPU 호스트 동기화"),
 }
 
 # What an event is about, one of a kind (an audit row names one target).
@@ -74,6 +80,7 @@ TARGET_LABELS = {
     "cluster": pgettext_lazy("target", "클러스터"),
     "vm": pgettext_lazy("target", "가상머신"),
     "api_token": pgettext_lazy("target", "API 토큰"),
+    "gpu_host": pgettext_lazy("target", "GPU 호스트"),
 }
 
 

@@ -1,11 +1,14 @@
 """GPU hosts in the admin: platform admins (superusers) only. Project staff neither see nor
 change hosts, their inventory, placements or fabric partitions. Inventory, placements and
-partitions are written by the backend, never by hand (``ReadOnly``)."""
+partitions are written by the backend, never by hand (``ReadOnly``). A host's add, change,
+delete and 동기화 go through ``clusters.hosts``, which audits each; its URI is checked by
+the model's ``clean`` (``uri_refusal``), whose allowed forms the field's help lists."""
 
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
+from clusters import hosts
+from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement, uri_help
 from portal.admin import ConsoleAdmin, ReadOnly
 from portal.errors import BackendError
 
@@ -36,13 +39,26 @@ class GpuHostAdmin(ConsoleAdmin):
     inlines = [DeviceInline]
     actions = ["sync"]
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "uri":
+            kwargs["help_text"] = uri_help()
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        hosts.save_host(obj, actor=request.user)
+
+    def delete_model(self, request, obj):
+        hosts.delete_host(obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for host in queryset:
+            hosts.delete_host(host, actor=request.user)
+
     @admin.action(description=_("동기화"))
     def sync(self, request, queryset):
-        from portal.compute.backends.libvirt.inventory import sync_host
-
         for host in queryset:
             try:
-                count = sync_host(host)
+                count = hosts.sync(host, actor=request.user)
             except BackendError as exc:
                 self.message_user(request, f"{host}: {exc.message}", messages.ERROR)
                 continue

@@ -9,14 +9,137 @@ binds a VM to a host and holds the devices it was given; capacity is the invento
 what placements hold.
 """
 
+import ipaddress
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from portal.errors.hosts import HostUriRefused
 from vms.models import FabricType, cluster_reference, vm_reference, zone_reference
 
 # qemu: a local or remote libvirtd (ssh, tls); test: libvirt's test driver (tests, benches).
 URI_SCHEMES = ("qemu", "qemu+ssh", "qemu+tls", "test")
+REMOTE_SCHEMES = ("qemu+ssh", "qemu+tls")
+QEMU_PATHS = ("/system", "/session")
+# The URI parameters the portal opens a host with, per scheme, and the values each may take;
+# every other one (command, socket, netcat, keyfile, no_verify, name, pkipath, proxy,
+# known_hosts…) is refused: they run programs, read files or turn checks off.
+URI_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "qemu": {"mode": ("auto", "direct", "legacy")},
+    "qemu+ssh": {"mode": ("auto", "direct", "legacy"), "no_tty": ("1",)},
+    "qemu+tls": {},
+    "test": {},
+}
+_URI_CHARS = re.compile(r"[A-Za-z0-9._/:@?&=+\[\]-]*")
+_URI = re.compile(
+    r"(?P<scheme>[a-z+]+)://(?:(?P<user>[^@/?]*)@)?"
+    r"(?P<host>\[[^\]/?@]*\]|[^:/?@\[\]]*)(?::(?P<port>[^/?]*))?"
+    r"(?P<path>/[^?]*)?(?:\?(?P<query>.*))?"
+)
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
+_FILE_PART = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def uri_refusal(uri: str) -> HostUriRefused | None:
+    """Why the portal would not open ``uri``, or None. Allowed, and nothing else:
+
+    - ``qemu:///system`` or ``qemu:///session`` (this machine's libvirtd);
+    - ``qemu+ssh://[user@]host[:port]/system`` (or ``/session``): ``user`` of letters,
+      digits, ``._-``, not starting with ``-``, no password;
+    - ``qemu+tls://host[:port]/system`` (or ``/session``);
+    - ``test:///default`` or ``test:///<absolute path>.xml`` (libvirt's test driver);
+    - parameters: ``mode=auto|direct|legacy`` (qemu, qemu+ssh) and ``no_tty=1`` (qemu+ssh);
+      test and qemu+tls take none.
+
+    A host is a DNS name (labels of letters, digits and ``-``, never starting with ``-``),
+    an IPv4 address or a bracketed IPv6 address; a port is 1-65535. The whole URI is of
+    letters, digits and ``._/:@?&=+[]-``: no escapes (``%``), no fragment, no spaces.
+    """
+    scheme = uri.split("://", 1)[0] if "://" in uri else ""
+    if not _URI_CHARS.fullmatch(uri):
+        return HostUriRefused(reason="chars")
+    if scheme not in URI_SCHEMES:
+        schemes = ", ".join(f"{s}://" for s in URI_SCHEMES)
+        return HostUriRefused(reason="scheme", schemes=schemes)
+    parts = _URI.fullmatch(uri)
+    if parts is None:
+        return HostUriRefused(reason="host")
+    user, host, port, path, query = parts.group("user", "host", "port", "path", "query")
+    if user is not None and (scheme != "qemu+ssh" or not _SSH_USER.fullmatch(user)):
+        return HostUriRefused(reason="user")
+    if scheme not in REMOTE_SCHEMES and (host or port is not None):
+        return HostUriRefused(reason="host_forbidden", scheme=scheme)
+    if scheme in REMOTE_SCHEMES and not host:
+        return HostUriRefused(reason="host_required", scheme=scheme)
+    if host and not (_host_ok(host) and _port_ok(port)):
+        return HostUriRefused(reason="host")
+    if scheme == "test":
+        if not _test_path_ok(path or ""):
+            return HostUriRefused(reason="test_path")
+    elif path not in QEMU_PATHS:
+        return HostUriRefused(reason="path", scheme=scheme, paths=", ".join(QEMU_PATHS))
+    return _params_refusal(scheme, query or "")
+
+
+def _host_ok(host: str) -> bool:
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return False
+        return True
+    return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.split("."))
+
+
+def _port_ok(port: str | None) -> bool:
+    return port is None or (port.isdigit() and 1 <= int(port) <= 65535)
+
+
+def _test_path_ok(path: str) -> bool:
+    if path == "/default":
+        return True
+    parts = path.split("/")[1:]
+    return (
+        path.endswith(".xml")
+        and bool(parts)
+        and all(_FILE_PART.fullmatch(p) and p not in (".", "..") for p in parts)
+    )
+
+
+def _params_refusal(scheme: str, query: str) -> HostUriRefused | None:
+    """Each ``name=value`` of the query is one the scheme allows (libvirt skips empty ones)."""
+    allowed = URI_PARAMS[scheme]
+    for item in query.split("&"):
+        name, _sep, value = item.partition("=")
+        if not item or value in allowed.get(name, ()):
+            continue
+        if not allowed:
+            return HostUriRefused(reason="no_params", scheme=scheme, param=item[:60])
+        listed = ", ".join(f"{n}={'|'.join(v)}" for n, v in allowed.items())
+        return HostUriRefused(reason="param", scheme=scheme, param=item[:60], allowed=listed)
+    return None
+
+
+def uri_help() -> str:
+    """The URI field's help in the admin, in the reader's language."""
+    return str(URI_HELP) % {
+        "params": ", ".join(
+            f"{name}={'|'.join(values)} ({scheme})"
+            for scheme, params in URI_PARAMS.items()
+            for name, values in params.items()
+        )
+    }
+
+
+URI_HELP = _(
+    "qemu:///system, qemu+ssh://[사용자@]호스트[:포트]/system, qemu+tls://호스트[:포트]/system"
+    "(/session도 가능) 또는 test:///default, test:///절대/경로.xml. 쓸 수 있는 매개변수는 "
+    "%(params)s뿐이며 command, socket, netcat, keyfile, no_verify 등 그 밖의 매개변수는 "
+    "거부됩니다."
+)
 
 
 class GpuHost(models.Model):
@@ -70,14 +193,10 @@ class GpuHost(models.Model):
         return self.emulated_gpus > 0
 
     def clean(self):
-        """A libvirt URI of a driver the backend speaks; declared GPUs name their model."""
-        if self.uri.split(":", 1)[0] not in URI_SCHEMES:
-            raise ValidationError(
-                {
-                    "uri": _("libvirt URI는 %(schemes)s 중 하나로 시작해야 합니다.")
-                    % {"schemes": ", ".join(f"{s}://" for s in URI_SCHEMES)}
-                }
-            )
+        """A libvirt URI the portal opens (``uri_refusal``); declared GPUs name their model."""
+        refusal = uri_refusal(self.uri)
+        if refusal is not None:
+            raise ValidationError({"uri": refusal.message})
         if self.emulated_gpus and not self.emulated_gpu_model.strip():
             raise ValidationError(
                 {"emulated_gpu_model": _("에뮬레이트 GPU가 있으면 모델을 입력하세요.")}

@@ -2,6 +2,9 @@
 
 The test driver (``test:///<file>``) keeps its state per connection, which this cache also
 makes the state of the process: tests and the backend see the same hosts.
+
+A URI is checked (``uri_refusal``) right before it is opened, whoever stored it: one the rule
+refuses (saved before the rule, or written around the admin's form) is never opened.
 """
 
 import logging
@@ -11,7 +14,9 @@ from urllib.parse import urlsplit
 import libvirt
 from django.conf import settings
 
+from clusters.models.hosts import uri_refusal
 from portal.errors import BackendError
+from portal.errors.hosts import HostUriRefused
 
 log = logging.getLogger(__name__)
 _connections: dict = {}
@@ -39,6 +44,18 @@ def connect(host) -> "libvirt.virConnect":
     failed = _failed.get(host.uri)
     if failed is not None and time.monotonic() - failed < RETRY_SECONDS:
         raise BackendError()
+    refusal = uri_refusal(host.uri)
+    if refusal is not None:
+        # What was wrong goes to the log; the error raised names nothing of the URI (a VM's
+        # error may show it to the VM's project).
+        log.error(
+            "host %s: libvirt URI %r refused, not opened (%s %s)",
+            getattr(host, "name", "?"),
+            host.uri,
+            refusal.code,
+            refusal.params,
+        )
+        raise HostUriRefused()
     try:
         conn = libvirt.open(host.uri)
     except libvirt.libvirtError as exc:

@@ -12,9 +12,10 @@ import xml.etree.ElementTree as ET
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models.hosts import GpuHost, HostDevice
+from clusters.models.hosts import GpuHost, HostDevice, uri_refusal
 from portal.compute.backends.libvirt.connection import connect
 from portal.errors import BackendError
+from portal.errors.hosts import HostUriRefused
 
 log = logging.getLogger(__name__)
 NVIDIA, MELLANOX = "0x10de", "0x15b3"
@@ -96,15 +97,27 @@ def read_cpus(conn) -> dict:
 
 
 def sync_host(host: GpuHost) -> int:
-    """Read ``host``'s inventory into its rows; return how many devices it has."""
+    """Read ``host``'s inventory into its rows; return how many devices it has. A host whose
+    URI the rule refuses (``uri_refusal``) is not synced, emulated or not: the refusal, which
+    says why, is raised and its code kept as the host's ``sync_error``."""
     try:
+        refusal = uri_refusal(host.uri)
+        if refusal is not None:
+            log.error(
+                "동기화 refused for host %s: libvirt URI %r (%s)",
+                host.name,
+                host.uri,
+                refusal.params,
+            )
+            raise refusal
         if host.emulated:
             found, cpus = emulated_devices(host), {}
         else:
             conn = connect(host)
             found, cpus = read_devices(conn), read_cpus(conn)
-    except BackendError:
-        GpuHost.objects.filter(pk=host.pk).update(sync_error="unreachable")
+    except BackendError as exc:
+        error = exc.code if isinstance(exc, HostUriRefused) else "unreachable"
+        GpuHost.objects.filter(pk=host.pk).update(sync_error=error)
         raise
     with transaction.atomic():
         host = GpuHost.objects.select_for_update().get(pk=host.pk)
@@ -134,7 +147,7 @@ def sync_all() -> dict[str, str]:
     for host in GpuHost.objects.order_by("pk"):
         try:
             results[host.name] = str(sync_host(host))
-        except BackendError:
-            log.warning("동기화 failed for host %s (%s)", host.name, host.uri)
-            results[host.name] = "unreachable"
+        except BackendError as exc:
+            log.warning("동기화 failed for host %s (%r)", host.name, host.uri)
+            results[host.name] = exc.code if isinstance(exc, HostUriRefused) else "unreachable"
     return results
