@@ -26,7 +26,8 @@ of up to 1,000 (compact form, gzipped when large). A failed post (portal down, 5
 token) is retried with exponential backoff and jitter while sampling continues; a batch the
 portal refuses as invalid (400) or already stored (409) is dropped so it cannot block the
 rest. A missing or failing device yields null fields, never a crash. The token may come
-from ``METRICS_AGENT_TOKEN`` instead of the command line (keeps it out of ``ps``)."""
+from ``METRICS_AGENT_TOKEN`` instead of the command line (keeps it out of ``ps``), and goes
+only to that URL: a redirect is logged and never followed (``agent_http``)."""
 
 import argparse
 import gzip
@@ -43,7 +44,7 @@ import urllib.request
 from collections import deque
 from itertools import islice
 
-from . import agent_devices, agent_jobs
+from . import agent_devices, agent_http, agent_jobs
 from .agent_collect import Collector
 
 log = logging.getLogger("metrics.agent")
@@ -168,12 +169,14 @@ class Agent:
             headers["Content-Encoding"] = "gzip"
         request = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with agent_http.urlopen(request, timeout=self.timeout) as response:
                 response.read()
             return OK, None
         except urllib.error.HTTPError as exc:
-            detail = exc.read(2000).decode("utf-8", "replace")
             status = exc.code
+            if 300 <= status < 400:  # logged by agent_http, never followed: kept, retried
+                return RETRY, None
+            detail = exc.read(2000).decode("utf-8", "replace")
             if status == 413 and len(batch) > 1:
                 return SPLIT, None
             if status in (400, 409, 413):
@@ -223,7 +226,7 @@ def check(url, token, timeout=10.0):
             "User-Agent": USER_AGENT,
         },
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with agent_http.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())["vm"]
 
 

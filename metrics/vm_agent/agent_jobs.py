@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import toolparse
+from . import agent_http, toolparse
 
 log = logging.getLogger("metrics.agent.jobs")
 POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch
@@ -145,7 +145,7 @@ class JobRunner:
                 "User-Agent": USER_AGENT,
             },
         )
-        with urllib.request.urlopen(request, timeout=self.http_timeout) as response:
+        with agent_http.urlopen(request, timeout=self.http_timeout) as response:
             return json.loads(response.read() or b"{}")
 
     def poll_once(self) -> list[threading.Thread]:
