@@ -1,4 +1,4 @@
-"""The one state change metrics has: issuing (or rotating) a VM's agent token."""
+"""The state changes metrics has: issuing (or rotating) a VM's agent token, and revoking it."""
 
 import secrets
 
@@ -37,3 +37,24 @@ def rotate_token(vm_id, *, actor):
             },
         )
     return vm, token
+
+
+def revoke_token(vm_id, *, actor) -> bool:
+    """Revoke VM ``vm_id``'s token, if it has one: from now on it writes nothing (401) until
+    a token is issued again. The libvirt backend calls it when the VM stops, so a stopped
+    VM's seed carries no token that works; its next start issues a new one.
+
+    Needs ``Resource.VirtualMachine.UPDATE`` on the VM, as issuing does. Audited when there
+    was a token to revoke; returns whether there was one.
+    """
+    # None, or a deleted VM's (the ingest refuses that one already), or a VM the actor may
+    # not read: nothing to revoke, nothing to record.
+    vms = readable(actor, Perm.VM_READ, VirtualMachine)
+    if not MetricsToken.objects.filter(vm_id=vm_id, vm__in=vms).exists():
+        return False
+    with attempt("vm.metrics_token_revoke", actor=actor, target_type="vm", target_id=vm_id) as att:
+        vm = vms.get_or_404(vm_id)
+        att.about(vm)
+        check_perm(actor, Perm.VM_UPDATE, vm)
+        revoked, _by_model = MetricsToken.objects.filter(vm=vm).delete()
+    return revoked > 0

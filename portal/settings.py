@@ -382,9 +382,10 @@ if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", LIBVIRT_NAME_PREFIX):
     raise ImproperlyConfigured("LIBVIRT_NAME_PREFIX: 1-12 lowercase letters and digits")
 # The portal as a guest reaches it (the user-mode NIC makes the host 10.0.2.2).
 LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
-# Issues the guest agent's metrics token written into its seed: ``(vm_id, *, actor)`` ->
-# ``(vm, token)``. Named here so the backends (portal.compute) import nothing of metrics.
+# Issue the guest agent's metrics token its seed carries (-> ``(vm, token)``) and revoke it at
+# the VM's stop, both ``(vm_id, *, actor)``; named so portal.compute imports nothing of metrics.
 LIBVIRT_AGENT_TOKEN = "metrics.services.rotate_token"
+LIBVIRT_AGENT_TOKEN_REVOKE = "metrics.services.revoke_token"
 LIBVIRT_BASE_VOLUME = os.environ.get("LIBVIRT_BASE_VOLUME", "")
 LIBVIRT_DISK_GIB = int(os.environ.get("LIBVIRT_DISK_GIB", "4"))
 # Guests on hosts with emulated slots get this much instead of the instance type's size.

@@ -213,6 +213,7 @@ class LibvirtBackend(ComputeBackend):
                 dom.create()
         except (libvirt.libvirtError, BackendError, OSError) as exc:
             log.warning("start of %s failed: %s", names.domain_name(vm.pk), exc)
+            volumes.revoke_token(vm.pk)  # it stays stopped: the seed just written is void
             if cluster is None:  # a standalone VM holds nothing unless it runs
                 placement.unbind(Placement.objects.filter(pk=placed.pk))
             raise BackendError() from exc
@@ -295,6 +296,7 @@ class LibvirtBackend(ComputeBackend):
             dom = volumes.own_domain(connect(placed.domain_host), vm.pk)
             if dom is not None and dom.isActive():
                 self._power_off(dom)
+        volumes.revoke_token(vm.pk)  # once the guest is off: its last samples are in
         if placed is not None and placed.cluster_id is None and placed.held:
             placement.unbind(Placement.objects.filter(pk=placed.pk))  # a member keeps its node
 

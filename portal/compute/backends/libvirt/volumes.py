@@ -31,7 +31,8 @@ def ensure_disk(pool, vm, boot):
 
 def write_seed(host, pool, vm, address, partition):
     """The NoCloud seed, rewritten at each start (the fabric address may have changed)
-    with a fresh metrics token. The test driver keeps no file contents: only the volume."""
+    with a fresh metrics token: the stop revoked the last one (``revoke_token``). The test
+    driver keeps no file contents: the seed is made, but only its volume is kept."""
     name = seed_volume(vm.pk)
     vol = lookup(pool.storageVolLookupByName, name)
     if vol is None:
@@ -40,8 +41,6 @@ def write_seed(host, pool, vm, address, partition):
             "<target><format type='raw'/></target></volume>",
             0,
         )
-    if host.uri.startswith("test:"):
-        return
     seed_address = address
     if partition is not None and address is not None and not address.ip:
         seed_address = FabricAddress(ip=fabric.member_ip(partition.block, address.lid - 1))
@@ -51,6 +50,8 @@ def write_seed(host, pool, vm, address, partition):
         portal_url=settings.LIBVIRT_PORTAL_URL,
         metrics_token=import_string(settings.LIBVIRT_AGENT_TOKEN)(vm.pk, actor=None)[1],
     )
+    if host.uri.startswith("test:"):
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, name)
         guest.write_seed_iso(files, path)
@@ -59,6 +60,12 @@ def write_seed(host, pool, vm, address, partition):
     vol.upload(stream, 0, len(data), 0)
     stream.send(data)
     stream.finish()
+
+
+def revoke_token(vm_id):
+    """A stopped VM's seed (and the env file its guest wrote from it) holds no token that
+    writes: the one its last start issued is revoked, through the service that issued it."""
+    import_string(settings.LIBVIRT_AGENT_TOKEN_REVOKE)(vm_id, actor=None)
 
 
 def own_domain(conn, vm_id):
