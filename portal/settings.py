@@ -380,7 +380,7 @@ LIBVIRT_PORTAL_ID = os.environ.get("LIBVIRT_PORTAL_ID", "vc-portal")
 LIBVIRT_NAME_PREFIX = os.environ.get("LIBVIRT_NAME_PREFIX", "vc")
 if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", LIBVIRT_NAME_PREFIX):
     raise ImproperlyConfigured("LIBVIRT_NAME_PREFIX: 1-12 lowercase letters and digits")
-# The portal as a guest reaches it (the user-mode NIC makes the host 10.0.2.2).
+# The portal as its guests reach it: an IPv4 address, the host's side of the management network.
 LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
 # Issue the guest agent's metrics token its seed carries (-> ``(vm, token)``) and revoke it at
 # the VM's stop, both ``(vm_id, *, actor)``; named so portal.compute imports nothing of metrics.

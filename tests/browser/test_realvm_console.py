@@ -43,9 +43,9 @@ def real_console(transactional_db, live_server, settings):
     """Ids far from other databases' before the demo is seeded; the libvirt backend."""
     image_or_skip()
     base = far_ids()
-    use_libvirt(settings, live_server)
-    yield base
-    destroy_everything(range(base, base + 1000), range(base, base + 1000))
+    with use_libvirt(settings):
+        yield base
+        destroy_everything(range(base, base + 1000), range(base, base + 1000))
 
 
 def all_members(page, button, status):

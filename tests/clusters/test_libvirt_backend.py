@@ -10,7 +10,7 @@ from django.utils import translation
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus
 from clusters.models.hosts import FabricPartition, HostDevice, Placement
-from portal.compute.backends.libvirt import LibvirtBackend, domain, names
+from portal.compute.backends.libvirt import LibvirtBackend, domain, management, names
 from portal.errors import CapacityUnavailable
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
@@ -116,7 +116,9 @@ def test_infiniband_domain_xml(world, hosts):
     assert got == expected and len(got) == 5  # 4 GPUs + the VF, as plain hostdevs
     assert root.find("devices/interface[@type='hostdev']") is None
     assert root.find("numatune/memory").get("nodeset") == str(placed.numa_node)
-    assert root.find("devices/interface[@type='user']") is not None
+    (mgmt,) = root.findall("devices/interface[@type='network']")
+    assert mgmt.find("source").get("network") == management.network_name()
+    assert mgmt.find("filterref").get("filter") == management.filter_name()
 
 
 def test_roce_domain_xml(world, hosts):
@@ -186,7 +188,8 @@ def test_delete_leaves_nothing(world, hosts):
     for h in hosts_all(hosts):
         conn = hosts.conn(h)
         assert [d.name() for d in conn.listAllDomains(0) if d.name().startswith(ours)] == []
-        assert [n.name() for n in conn.listAllNetworks() if n.name().startswith(ours)] == []
+        nets = [n.name() for n in conn.listAllNetworks() if n.name().startswith(ours)]
+        assert set(nets) <= {management.network_name()}  # the host's own, for its guests
         pool = conn.storagePoolLookupByName(h.storage_pool)
         assert [v for v in pool.listVolumes() if v.startswith(ours)] == []
     assert not Placement.objects.exists() and not FabricPartition.objects.exists()

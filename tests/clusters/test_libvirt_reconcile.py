@@ -11,7 +11,7 @@ import pytest
 from clusters import progress
 from clusters import services as cluster_services
 from clusters.models.hosts import FabricPartition, Placement
-from portal.compute.backends.libvirt import LibvirtBackend, fabric, names
+from portal.compute.backends.libvirt import LibvirtBackend, fabric, management, names
 from portal.compute.backends.libvirt.fabric import UfmClient
 from portal.errors import BackendError
 from portal.models import AuditEvent
@@ -69,7 +69,7 @@ def test_leaked_fabric_network_freed_by_reconciler(world, hosts):
     host = hosts.add("h0", emulated_gpus=8, emulated_gpu_model="H100", emulated_vfs=8)
     cluster = world.cluster("leaky", status="TERMINATED")
     conn = hosts.conn(host)
-    fabric.FabricManager(lambda h: conn).ensure_network(host, cluster.pk, 7)
+    fabric.FabricManager(lambda h: conn).ensure_network(host, cluster.pk)
     conn.networkDefineXML("<network><name>vc-fab-other</name></network>")  # not ours
     # Another portal's network with one of our names (same prefix, its own UUID).
     theirs = names.network_name(cluster.pk + 1000)
@@ -88,7 +88,7 @@ def test_a_fabric_network_of_another_portal_is_never_joined(world, hosts):
     name = names.network_name(4242)
     conn.networkDefineXML(f"<network><name>{name}</name><uuid>{uuid4()}</uuid></network>")
     with pytest.raises(BackendError):
-        fabric.FabricManager(lambda h: conn).ensure_network(host, 4242, 3)
+        fabric.FabricManager(lambda h: conn).ensure_network(host, 4242)
     assert not conn.networkLookupByName(name).isActive()  # left as it was
 
 
@@ -101,11 +101,15 @@ def test_emulated_fabric_is_an_isolated_network_per_cluster(world, hosts):
     net = hosts.conn(host).networkLookupByName(names.network_name(cluster.pk))
     root = ET.fromstring(net.XMLDesc(0))
     assert root.find("forward") is None and net.isActive()
+    assert root.find("ip") is None  # the host has no address on a fabric
     dom = hosts.conn(host).lookupByName(names.domain_name(members[0].pk))
     xml = ET.fromstring(dom.XMLDesc(0))
     assert xml.find("devices/hostdev") is None  # declared slots: no device is passed
-    nic = xml.find("devices/interface[@type='network']/source")
-    assert nic.get("network") == names.network_name(cluster.pk)
+    nics = xml.findall("devices/interface[@type='network']/source")
+    assert [n.get("network") for n in nics] == [
+        management.network_name(),
+        names.network_name(cluster.pk),
+    ]
 
 
 def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world, hosts):
@@ -292,7 +296,7 @@ def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
     from portal.compute.backends.libvirt import connection
     from portal.errors import BackendError
 
-    host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tcp://127.0.0.1:1/system")
+    host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tls://127.0.0.1:1/system")
     caplog.set_level("WARNING", logger="portal.compute.backends.libvirt.connection")
     for _ in range(3):
         with pytest.raises(BackendError):

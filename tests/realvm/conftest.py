@@ -19,10 +19,11 @@ def built_image():
 
 
 @pytest.fixture
-def real(built_image, world, live_server, settings):
-    """The libvirt backend on this machine, guests reporting to the live server; ids far from
-    other test databases', and everything of theirs destroyed after."""
-    use_libvirt(settings, live_server)
-    base = far_ids()
-    yield built_image
-    destroy_everything(range(base, base + 1000), range(base, base + 1000))
+def real(built_image, world, settings):
+    """The libvirt backend on this machine, guests reporting to a live server on the
+    management network; ids far from other test databases', and everything of theirs
+    destroyed after."""
+    with use_libvirt(settings):
+        base = far_ids()
+        yield built_image
+        destroy_everything(range(base, base + 1000), range(base, base + 1000))

@@ -2,6 +2,7 @@
 with declared GPU slots, the QEMU guest agent, and what must be gone afterwards."""
 
 import base64
+import contextlib
 import json
 import os
 import random
@@ -11,7 +12,7 @@ import subprocess
 import pytest
 
 from clusters.models.hosts import GpuHost
-from portal.compute.backends.libvirt import guest_image, guest_install, names
+from portal.compute.backends.libvirt import guest_image, guest_install, management, names
 from tests.waiting import wait_until
 
 URI = "qemu:///system"
@@ -63,13 +64,30 @@ def far_ids():
     return base
 
 
-def use_libvirt(settings, live_server):
-    """This process's portal on the libvirt backend, guests reporting to ``live_server``."""
+@contextlib.contextmanager
+def use_libvirt(settings):
+    """This process's portal on the libvirt backend, and a second live server of it where its
+    guests post: on the management network's host address, as a production portal listens
+    on its management address (the network is made first: the address is the host's side
+    of it). Yields that server."""
+    from pytest_django.live_server_helper import LiveServer
+
     settings.COMPUTE_BACKEND = "portal.compute.backends.libvirt.LibvirtBackend"
     settings.LIBVIRT_DOMAIN_TYPE = "qemu"
-    settings.LIBVIRT_PORTAL_URL = f"http://10.0.2.2:{live_server.thread.port}"
-    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "10.0.2.2"]
     settings.GUEST_AGENT_INTERVAL = 5
+    address = management.portal_endpoint()[0]
+    c = conn()
+    try:
+        management.ensure(c)
+    finally:
+        c.close()
+    server = LiveServer(f"{address}:0")
+    settings.LIBVIRT_PORTAL_URL = f"http://{address}:{server.thread.port}"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, str(address)]
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def missing_tools():
@@ -202,3 +220,25 @@ def destroy_everything(vm_ids, cluster_ids):
                         pass
     finally:
         c.close()
+
+
+PROBE = """
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=4).close()
+        print(target, "open")
+    except OSError:
+        print(target, "closed")
+"""
+
+
+def reachable(dom, *targets):
+    """Which ``host:port`` targets a TCP connect from inside the guest reaches."""
+    code, out = guest_exec(dom, "/usr/bin/python3", "-c", PROBE, *targets, seconds=60)
+    assert code == 0, out
+    return {
+        target: state == "open"
+        for target, state in (line.split() for line in out.split("\n") if line)
+    }

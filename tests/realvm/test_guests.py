@@ -1,14 +1,18 @@
 """Real guests (marker ``realvm``): two clusters of two TCG guests from the built image boot,
 their agents' samples arrive through the ingest API, each member reaches its own cluster's
-peer on the fabric and not the other cluster's, 클러스터 검증 on them names the missing GPU
+peer on the fabric and not the other cluster's, a guest reaches nothing on the management
+network but the portal's port, 클러스터 검증 on them names the missing GPU
 tools (점검 필요), ACPI shuts a guest down, and stop / start / delete leave no domain,
 network or volume behind."""
 
 import ipaddress
+import socket
 import time
+from urllib.parse import urlsplit
 
 import libvirt
 import pytest
+from django.conf import settings
 
 from clusters import operations
 from clusters import services as cluster_services
@@ -17,14 +21,42 @@ from clusters.models.hosts import FabricPartition
 from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics.models import Sample
-from portal.compute.backends.libvirt import fabric, names
+from portal.compute.backends.libvirt import fabric, guest, management, names
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
 from vms.progress import repair_drift
 
-from .guests import BOOT_SECONDS, agent_up, conn, guest_exec, leftovers, local_host, wait_for
+from .guests import (
+    BOOT_SECONDS,
+    agent_up,
+    conn,
+    guest_exec,
+    leftovers,
+    local_host,
+    reachable,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.realvm, pytest.mark.slow]
+INGEST_STATUS = """
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], b"{}"), timeout=10).status)
+except urllib.error.HTTPError as error:
+    print(error.code)
+"""
+
+
+def management_ip(dom):
+    """The guest's address on the management network (its DHCP lease, as the guest has it)."""
+    block = management.network_block().network
+    _code, out = guest_exec(dom, "/bin/sh", "-c", "ip -4 -o addr show")
+    (address,) = [
+        a.split("/")[0]
+        for a in out.split()
+        if "/" in a and ipaddress.ip_address(a.split("/")[0]) in block
+    ]
+    return address
 
 
 def fabric_ip(vm):
@@ -123,6 +155,22 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     assert ipaddress.ip_address(fabric_ip(a1)) not in ipaddress.ip_network(
         f"{fabric_ip(b1)}/{fabric.BLOCK_PREFIX}", strict=False
     )
+
+    # The management network: a guest reaches the portal's port on the host and nothing else
+    # there (PostgreSQL, Redis, SSH, a service listening on every address), nor another guest.
+    portal = urlsplit(settings.LIBVIRT_PORTAL_URL)
+    with socket.create_server(("0.0.0.0", 0)) as listener:
+        others = [f"{portal.hostname}:{p}" for p in (5432, 6379, 22, listener.getsockname()[1])]
+        socket.create_connection((portal.hostname, listener.getsockname()[1]), 4).close()
+        assert reachable(doms[a1.pk], portal.netloc, *others) == {
+            portal.netloc: True,
+            **{other: False for other in others},
+        }
+    ingest = guest.ingest_url(settings.LIBVIRT_PORTAL_URL)
+    code, out = guest_exec(doms[a1.pk], "/usr/bin/python3", "-c", INGEST_STATUS, ingest)
+    assert (code, out.strip()) == (0, "401")  # the ingest answers: no token, no entry
+    peer = management_ip(doms[b1.pk])
+    assert guest_exec(doms[a1.pk], "/bin/ping", "-c", "2", "-W", "3", peer)[0] != 0
 
     # The guest powers off on the ACPI power button (what virDomainShutdown sends); the
     # reconciler then makes the portal say so, and the member starts again.

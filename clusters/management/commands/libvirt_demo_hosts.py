@@ -2,13 +2,15 @@
 demo): builds the guest image (cached), registers this machine's libvirtd as GPU hosts with
 declared GPU slots matching the demo's capacity — 4 H100 nodes per fabric in kr-central-1a,
 1 L40S RoCE node there (a start of 2 shows the capacity error), 1 H100 node in kr-central-1b
-— and puts the image's base volume in the hosts' storage pool; then the demo's running VM,
-whose start at seeding found no host yet, is started for real. Idempotent."""
+— puts the image's base volume in the hosts' storage pool and makes the management network;
+then the demo's running VM, whose start at seeding found no host yet, is started for real.
+Idempotent."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters.models.hosts import GpuHost
-from portal.compute.backends.libvirt import guest_image, guest_install
+from portal.compute.backends.libvirt import guest_image, guest_install, management
+from portal.compute.backends.libvirt.connection import connect
 from portal.compute.backends.libvirt.inventory import sync_host
 from portal.management.commands.seed_demo import DEMO_VMS
 from vms import progress as vm_progress
@@ -59,6 +61,7 @@ def prepare(out) -> list[GpuHost]:
         sync_host(host)
         hosts.append(host)
     volume = guest_install.install(hosts[0], image)  # one pool: the hosts share this libvirtd
+    management.ensure(connect(hosts[0]))  # where the guests reach the portal
     out.write(f"GPU hosts {', '.join(HOSTS)} on {URI}, base volume {volume}\n")
     running = [name for name, spec in DEMO_VMS.items() if spec[-1]]
     for vm in VirtualMachine.objects.filter(

@@ -22,11 +22,12 @@ from portal import heartbeat
 from portal.supervisor import Child, Supervisor
 
 
-def stack(env: dict[str, str]) -> Supervisor:
-    """The supervised worker and beat of the demo."""
+def stack(env: dict[str, str], extra: tuple[Child, ...] = ()) -> Supervisor:
+    """The supervised worker and beat of the demo (and ``extra``)."""
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     return Supervisor(
         [
+            *extra,
             Child(
                 "worker",
                 [*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2"],
@@ -77,8 +78,8 @@ def check_port(addrport: str) -> None:
 
 def use_libvirt(addrport: str) -> dict[str, str]:
     """The libvirt backend with TCG domains for this process and, through the returned
-    environment, its worker and beat; guests reach the portal at 10.0.2.2 (QEMU user
-    networking maps the host's loopback there), so that name is an allowed host."""
+    environment, its worker and beat; guests reach the portal at 10.0.2.2, the host's side
+    of the management network (``guest_web``), so that name is an allowed host."""
     port = addrport.rsplit(":", 1)[-1]
     env = {
         "COMPUTE_BACKEND": "portal.compute.backends.libvirt.LibvirtBackend",
@@ -92,6 +93,18 @@ def use_libvirt(addrport: str) -> dict[str, str]:
     settings.LIBVIRT_PORTAL_URL = env["LIBVIRT_PORTAL_URL"]
     settings.ALLOWED_HOSTS = env["ALLOWED_HOSTS"].split(",")
     return env
+
+
+def guest_web() -> Child:
+    """The portal where its guests post: a second web server on the management network's
+    host address (``libvirt_demo_hosts`` made the network; its filter lets guests reach only
+    this port), as a production portal listens on its management address too."""
+    from portal.compute.backends.libvirt import management
+
+    address, port = management.portal_endpoint()
+    check_port(f"{address}:{port}")
+    runserver = ["runserver", "--noreload", "--skip-checks", f"{address}:{port}"]
+    return Child("guest-web", [sys.executable, "-m", "django", *runserver])
 
 
 class Command(BaseCommand):
@@ -113,9 +126,11 @@ class Command(BaseCommand):
             env.update(use_libvirt(addrport))
         call_command("migrate", interactive=False, verbosity=0)
         call_command("seed_demo")
+        extra: tuple[Child, ...] = ()
         if backend == "libvirt":
             call_command("libvirt_demo_hosts")  # the image, this machine as GPU hosts
-        supervisor = stack(env).start()
+            extra = (guest_web(),)
+        supervisor = stack(env, extra).start()
         self.stdout.write(
             self.style.SUCCESS(f"Portal at http://{addrport}/ — worker and beat are running.")
         )

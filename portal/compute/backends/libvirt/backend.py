@@ -26,7 +26,15 @@ from portal.compute.backends.base import (
     Observed,
     private_ip,
 )
-from portal.compute.backends.libvirt import domain, fabric, guest, names, placement, volumes
+from portal.compute.backends.libvirt import (
+    domain,
+    fabric,
+    guest,
+    management,
+    names,
+    placement,
+    volumes,
+)
 from portal.compute.backends.libvirt.connection import connect, domain_type
 from portal.errors import BackendError, CapacityUnavailable
 from vms.models import FabricType, VirtualMachine, VmStatus
@@ -207,7 +215,7 @@ class LibvirtBackend(ComputeBackend):
             address = self._address(vm, 0, partition)
         try:
             if partition is not None and placed.host.emulated:
-                self.fabric.ensure_network(placed.host, cluster.pk, partition.block)
+                self.fabric.ensure_network(placed.host, cluster.pk)
             dom = self._define(vm, placed, partition, address)
             if not dom.isActive():
                 dom.create()
@@ -257,6 +265,7 @@ class LibvirtBackend(ComputeBackend):
         if placed.domain_host_id and placed.domain_host_id != host.pk:
             volumes.remove_domain(placed.domain_host, vm.pk)
         conn = connect(host)
+        management.ensure(conn)
         pool = conn.storagePoolLookupByName(host.storage_pool)
         if not pool.isActive():
             pool.create()

@@ -5,12 +5,13 @@ cluster, project), the qcow2 overlay and the seed cdrom from the host's pool, NU
 from the placement, and the devices: GPUs as managed PCI hostdevs; an InfiniBand member's VF
 as a plain hostdev; a RoCEv2 member's VF as ``<interface type='hostdev'>`` with the cluster's
 VLAN. A host with emulated slots gets no hostdev: its fabric is the cluster's isolated
-network, joined with a virtio NIC. Every guest has a user-mode management NIC (the host is
-10.0.2.2 from inside).
+network, joined with a virtio NIC. Every guest has a management NIC on the host's management
+network, under the filter that lets it reach the portal and nothing else (``management``).
 """
 
 from xml.sax.saxutils import escape, quoteattr
 
+from portal.compute.backends.libvirt import management
 from portal.compute.backends.libvirt.guest import fabric_mac
 from portal.compute.backends.libvirt.names import (
     disk_volume,
@@ -67,7 +68,7 @@ def build(vm, *, host, domain_type, placement, gpus, vf, partition, boot, memory
         "<disk type='volume' device='cdrom'><driver name='qemu' type='raw'/>"
         f"<source pool={pool} volume='{seed_volume(vm.pk)}'/>"
         "<target dev='sda' bus='sata'/><readonly/></disk>",
-        "<interface type='user'><model type='virtio'/></interface>",
+        management.interface_xml(),
         "<serial type='pty'/><console type='pty'/>",
         # The QEMU guest agent's channel (guest-exec, fs-freeze); shutdown still works by ACPI.
         "<channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>",

@@ -32,7 +32,7 @@ from portal.errors import BackendError
 log = logging.getLogger(__name__)
 
 # A cluster's address block: one /21 of 172.16.0.0/12, the simulator's RoCE blocks; member
-# ``i`` is host ``10 + i``; the host side of an isolated network is host 1.
+# ``i`` is host ``10 + i``.
 NETWORK = simulator.ROCE_NETWORK
 BLOCK_PREFIX = simulator.ROCE_BLOCK_PREFIX
 BLOCK_SIZE = simulator.ROCE_BLOCK_SIZE
@@ -52,15 +52,12 @@ def member_ip(block, index) -> str:
     return str(block_network(block).network_address + FIRST_HOST + index)
 
 
-def gateway_ip(block) -> str:
-    return str(block_network(block).network_address + 1)
-
-
-def network_xml(cluster_id, block) -> str:
-    net = block_network(block)
+def network_xml(cluster_id) -> str:
+    """A bridge with no address of the host's: the members reach each other on it, and the
+    host (its services) is not on the fabric at all."""
     return (
         f"<network><name>{network_name(cluster_id)}</name><uuid>{network_uuid(cluster_id)}</uuid>"
-        f"<ip address='{gateway_ip(block)}' netmask='{net.netmask}'/></network>"
+        "</network>"
     )
 
 
@@ -73,7 +70,7 @@ class FabricManager:
     def ensure(self, partition, hosts) -> None:
         for host in hosts:
             if host.emulated:
-                self.ensure_network(host, partition.cluster_id, partition.block)
+                self.ensure_network(host, partition.cluster_id)
         if partition.pkey is not None and any(not h.emulated for h in hosts):
             ufm = UfmClient.from_settings()
             if ufm is not None:
@@ -84,7 +81,7 @@ class FabricManager:
         if ufm is not None and partition.pkey is not None and guids:
             ufm.add_guids(partition.pkey_hex, guids)
 
-    def ensure_network(self, host, cluster_id, block) -> None:
+    def ensure_network(self, host, cluster_id) -> None:
         import libvirt
 
         conn = self.connect(host)
@@ -92,7 +89,7 @@ class FabricManager:
         try:
             net = conn.networkLookupByName(name)
         except libvirt.libvirtError:
-            net = conn.networkDefineXML(network_xml(cluster_id, block))
+            net = conn.networkDefineXML(network_xml(cluster_id))
         if owned_network(net) != cluster_id:  # another portal's: never join our members to it
             log.error("network %s on host %s is not this portal's", name, host)
             raise BackendError()

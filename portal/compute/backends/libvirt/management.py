@@ -1,0 +1,125 @@
+"""The management network: how a guest reaches the portal, and nothing else on its host.
+
+Every guest has one management NIC. On a host it is the portal's network ``<prefix>-mgmt``:
+an isolated libvirt network (no ``<forward>``, so nothing is routed past the host) whose host
+side is the address guests post to (``LIBVIRT_PORTAL_URL``'s, 10.0.2.2 by default), with
+DHCP for the guests. The portal listens there for its guests' agents.
+
+The NIC carries the network filter ``<prefix>-portal-only`` (libvirt's nwfilter, enforced by
+the host's kernel on the guest's tap device, whatever the guest does): ARP, DHCP from the
+network's own server, and TCP to the portal's address and port, with the answers to those
+connections. Everything else is dropped: the host's other ports (PostgreSQL, Redis,
+libvirtd, SSH), other guests on the network, other addresses of the host, IPv6 altogether.
+A cluster's fabric is a network of its own (``fabric``), and the host has no address there.
+
+A host whose operator defined ``<prefix>-mgmt`` already (for example a bridge onto the site's
+management VLAN, ``<forward mode='bridge'>``) keeps it: the portal only creates the network
+when it is missing, and the filter applies to the guest's NIC either way. The filter is
+defined from ``filter_xml`` once per process and host, and again when its rules change;
+the portal's address and port are parameters of each guest's NIC, set at its start.
+"""
+
+import ipaddress
+import logging
+import uuid
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from portal.compute.backends.libvirt.connection import lookup
+from portal.errors import BackendError
+
+log = logging.getLogger(__name__)
+_filters: dict[str, str] = {}  # host URI -> the filter this process defined there
+
+
+def network_name() -> str:
+    return f"{settings.LIBVIRT_NAME_PREFIX}-mgmt"
+
+
+def filter_name() -> str:
+    return f"{settings.LIBVIRT_NAME_PREFIX}-portal-only"
+
+
+def _uuid(space: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{settings.LIBVIRT_PORTAL_ID}/{space}"))
+
+
+def portal_endpoint() -> tuple[ipaddress.IPv4Address, int]:
+    """The address and port a guest may reach, from ``LIBVIRT_PORTAL_URL``: an IPv4 address,
+    never a name (a filter is written in addresses, and a name could change under it)."""
+    parts = urlsplit(settings.LIBVIRT_PORTAL_URL)
+    try:
+        address = ipaddress.IPv4Address(parts.hostname or "")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        log.error("LIBVIRT_PORTAL_URL must name the portal by an IPv4 address and port")
+        raise BackendError() from None
+    return address, port
+
+
+def network_block() -> ipaddress.IPv4Interface:
+    """The host's side of the management network: the portal's address in a /24."""
+    address, _port = portal_endpoint()
+    return ipaddress.IPv4Interface(f"{address}/24")
+
+
+def network_xml() -> str:
+    side = network_block()
+    hosts = [h for h in side.network.hosts() if h != side.ip]
+    first, last = hosts[len(hosts) // 2], hosts[-1]  # the upper half: leases
+    return (
+        f"<network><name>{network_name()}</name><uuid>{_uuid('mgmt')}</uuid>"
+        f"<ip address='{side.ip}' netmask='{side.netmask}'>"
+        f"<dhcp><range start='{first}' end='{last}'/></dhcp></ip></network>"
+    )
+
+
+def filter_xml() -> str:
+    """Rules are read in priority order; the first that matches decides. The ``out``
+    direction is the guest's traffic; an accepted outgoing TCP connection also accepts its
+    answers (libvirt's connection tracking). The portal's address and port are the
+    interface's parameters (``interface_xml``), read from the settings at each start."""
+    return (
+        f"<filter name='{filter_name()}' chain='root'><uuid>{_uuid('portal-only')}</uuid>"
+        "<rule action='accept' direction='inout' priority='-700'>"
+        "<mac protocolid='arp'/></rule>"
+        "<rule action='drop' direction='inout' priority='-600'>"
+        "<mac protocolid='ipv6'/></rule>"
+        "<rule action='accept' direction='out' priority='100'>"
+        "<udp srcportstart='68' dstportstart='67'/></rule>"
+        "<rule action='accept' direction='in' priority='100'>"
+        "<udp srcportstart='67' dstportstart='68'/></rule>"
+        "<rule action='accept' direction='out' priority='200'>"
+        "<tcp dstipaddr='$PORTAL_IP' dstportstart='$PORTAL_PORT'/></rule>"
+        "<rule action='drop' direction='inout' priority='1000'><all/></rule>"
+        "</filter>"
+    )
+
+
+def interface_xml() -> str:
+    """The guest's management NIC, on the network, under the filter."""
+    address, port = portal_endpoint()
+    return (
+        f"<interface type='network'><source network='{network_name()}'/>"
+        f"<model type='virtio'/><filterref filter='{filter_name()}'>"
+        f"<parameter name='PORTAL_IP' value='{address}'/>"
+        f"<parameter name='PORTAL_PORT' value='{port}'/></filterref></interface>"
+    )
+
+
+def ensure(conn) -> None:
+    """The network (created and started when missing) and the filter on ``conn``'s host.
+    libvirt's test driver has networks but no filters: there, the filter is left out."""
+    net = lookup(conn.networkLookupByName, network_name())
+    if net is None:
+        net = conn.networkDefineXML(network_xml())
+    if not net.isActive():
+        net.create()
+    uri = conn.getURI()
+    if uri.startswith("test:"):
+        return
+    rules = filter_xml()
+    if _filters.get(uri) != rules or lookup(conn.nwfilterLookupByName, filter_name()) is None:
+        conn.nwfilterDefineXML(rules)
+        _filters[uri] = rules
