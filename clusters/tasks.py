@@ -72,8 +72,10 @@ def watch(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery key
 
 @shared_task(**LATE)
 def watch_stale() -> None:
-    """The beat's look at open operations whose watcher is gone (``fanout.watch_stale``)."""
+    """The beat's look at open operations whose watcher is gone (``fanout.watch_stale``) or
+    whose 교체 walk is (``replace.walk_stale``)."""
     fanout.watch_stale()
+    replace.walk_stale()
 
 
 @shared_task(**LATE)

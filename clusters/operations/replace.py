@@ -33,7 +33,7 @@ from clusters.operations.fanout import _actor_of
 from portal.audit import Attempt, build_event, record_many
 from portal.broker import publish
 from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_cluster, lock_members, lock_vm
+from portal.compute.locking import lock_cluster, lock_members, lock_vm, lock_vms
 from portal.errors import (
     ClusterChanging,
     InvalidTransition,
@@ -91,12 +91,12 @@ def replace_member(
     when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is)."""
     with _vm_update_frame("operation.replace", actor, cluster_id) as (att, cluster):
-        member = VirtualMachine.objects.filter(pk=id_for_lookup(member_vm_id)).first()
-        # Locked: a start, delete or attach of the spare waits for this replace, then sees
+        # Both locked, by id (a request naming both, attach_many, takes them in that order
+        # too): a start, delete or attach of the spare waits for this replace, then sees
         # the hold (``portal.compute.holds``).
-        spare = (
-            VirtualMachine.objects.select_for_update().filter(pk=id_for_lookup(spare_vm_id)).first()
-        )
+        locked = {vm.pk: vm for vm in lock_vms(member_vm_id, spare_vm_id)}
+        member = locked.get(id_for_lookup(member_vm_id))
+        spare = locked.get(id_for_lookup(spare_vm_id))
         raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
         assert member is not None and spare is not None  # refused above if missing
         operation = _cluster_operation(K.REPLACE, cluster, actor=actor, idempotency=idempotency)
@@ -132,13 +132,15 @@ def _swap(
 ) -> None:
     """Attach the spare at the member's rank, then detach the member, an audit event each.
     Both rules are asked before either write, the detach's on the members as they will be
-    with the spare (so a running cluster of two can swap); a refusal changes nothing."""
-    cluster = lock_cluster(operation.cluster_id, actor, Perm.CLUSTER_READ)
-    members = {vm.pk: vm for vm in lock_members(cluster)}
-    member = members.get(member_item.vm_id) if member_item.vm_id is not None else None
+    with the spare (so a running cluster of two can swap); a refusal, the cluster's lookup
+    too (the actor may no longer read it), changes nothing and ends the replace."""
     attach = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=spare_item.vm_id)
     detach = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=member_item.vm_id)
+    cluster = member = None
     try:
+        cluster = lock_cluster(operation.cluster_id, actor, Perm.CLUSTER_READ)
+        members = {vm.pk: vm for vm in lock_members(cluster, spare_item.vm_id)}
+        member = members.get(member_item.vm_id) if member_item.vm_id is not None else None
         spare = lock_vm(spare_item.vm_id, actor, Perm.VM_UPDATE, attach)
         raise_if(services.attach_refusal(spare, cluster))
         if member is None:
@@ -172,14 +174,17 @@ def _swap(
 
 
 def _put_back(
-    member: VirtualMachine | None, member_item: OperationItem, cluster: VirtualCluster, actor: Actor
+    member: VirtualMachine | None,
+    member_item: OperationItem,
+    cluster: VirtualCluster | None,
+    actor: Actor,
 ) -> None:
     """Start again the member this replace stopped (``started_at`` is set only then), so a
     refused swap leaves the running cluster as it was; a start refused now is audited by
     ``start_vm`` and leaves the member stopped."""
     if member is None or member_item.started_at is None or member.status != VmStatus.STOPPED:
         return
-    if cluster.status != ClusterStatus.RUNNING:
+    if cluster is None or cluster.status != ClusterStatus.RUNNING:
         return
     try:
         vm_services.start_vm(member.pk, actor=actor)
@@ -210,8 +215,9 @@ def _step(operation: Operation, actor: Actor) -> bool:
     if spare is not None and spare.status == VmStatus.RUNNING:
         _succeed(spare_item).save(update_fields=["status", "finished_at"])
         _finish(operation)
-    else:
-        _fail(operation, [spare_item], (spare.last_error if spare else None) or NotMember())
+    else:  # joined but not 실행중 (its start failed, or it was stopped): not NotMember
+        why = NotMember() if spare is None else spare.last_error or InvalidTransition()
+        _fail(operation, [spare_item], why)
     return True
 
 
@@ -227,3 +233,13 @@ def advance_replace(operation_id: int) -> bool:
             return False
         moved = _step(operation, _actor_of(operation))
         return not moved and operation.items.filter(status=ItemStatus.PENDING).exists()
+
+
+def walk_stale() -> None:
+    """The beat's look at open replaces whose walk is gone (a worker killed between two
+    steps, a lost message): each is moved on from what its items and VMs show, as
+    ``advance_replace`` does; a step that starts the spare queues the walk again."""
+    for operation_id in (
+        Operation.objects.open().filter(kind=K.REPLACE).values_list("pk", flat=True)
+    ):
+        advance_replace(operation_id)

@@ -1,15 +1,17 @@
-"""Row locks in the one fixed order (cluster before VM, members by id) and the writes that
-follow them. Every service of ``clusters`` and ``vms`` takes its locks here, so two
-transitions can never wait on each other in opposite orders. A backend's capacity comes
-last: the simulator's pool row, or the libvirt backend's GPU host rows of the zone (by id,
-``portal.compute.backends.libvirt.placement.lock_hosts``).
+"""Row locks in the one fixed order (cluster before VM; VMs by id, the members and any VM
+taken with them) and the writes that follow them. Every service of ``clusters`` and ``vms``
+takes its locks here, so two transitions can never wait on each other in opposite orders. A
+backend's capacity comes last: the simulator's pool row, or the libvirt backend's GPU host
+rows of the zone (by id, ``portal.compute.backends.libvirt.placement.lock_hosts``).
 """
 
 from typing import TYPE_CHECKING
 
+from django.db.models import Q
+
 from clusters.models import VirtualCluster
 from portal.errors import ClusterChanging, VmNotFound
-from portal.kernel import Actor, check_perm, require_id
+from portal.kernel import Actor, check_perm, id_for_lookup, require_id
 from portal.models import readable
 from portal.permissions import Perm
 from vms.models import VirtualMachine
@@ -53,8 +55,19 @@ def lock_cluster(
     return cluster
 
 
-def lock_members(cluster: VirtualCluster) -> list[VirtualMachine]:
-    return list(VirtualMachine.objects.select_for_update().filter(cluster=cluster).order_by("pk"))
+def lock_members(cluster: VirtualCluster, *joining: object) -> list[VirtualMachine]:
+    """The cluster's members, locked by id; with them, in the same id order, ``joining``
+    (the ids of VMs about to join it: a 교체's spare), which are locked but not returned."""
+    ids = [id_for_lookup(vm_id) for vm_id in joining]
+    rows = VirtualMachine.objects.select_for_update().filter(Q(cluster=cluster) | Q(pk__in=ids))
+    return [vm for vm in rows.order_by("pk") if vm.cluster_id == cluster.pk]
+
+
+def lock_vms(*vm_ids: object) -> list[VirtualMachine]:
+    """The VMs ``vm_ids`` (those that exist), locked by id: a transaction that takes two VMs
+    takes them in the order every other one does, never one and then a lower one."""
+    ids = [id_for_lookup(vm_id) for vm_id in vm_ids]
+    return list(VirtualMachine.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
 
 
 def lock_vm(vm_id, actor, permission, att=None) -> VirtualMachine:
