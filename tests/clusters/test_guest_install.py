@@ -49,3 +49,16 @@ def test_a_new_base_prunes_the_old_bases_no_vm_stands_on(pool):
     pool.storageVolLookupByName("vc-vm-7.qcow2").delete(0)  # the last VM on it is deleted
     assert prune_bases(pool, keep="vc-base-new.qcow2") == ["vc-base-used.qcow2"]
     assert prune_bases(pool, keep="vc-base-new.qcow2") == []
+
+
+def test_an_old_base_takes_its_kernel_and_initramfs_with_it(pool):
+    for key in ("old", "new"):
+        for suffix in (".qcow2", ".vmlinux", ".initrd"):
+            volume(pool, f"vc-base-{key}{suffix}")
+
+    assert prune_bases(pool, keep="vc-base-new.qcow2") == ["vc-base-old.qcow2"]
+    assert sorted(pool.listVolumes()) == [
+        "vc-base-new.initrd",
+        "vc-base-new.qcow2",
+        "vc-base-new.vmlinux",
+    ]

@@ -85,5 +85,5 @@ def test_without_a_built_image_starting_says_to_build_it(settings, tmp_path):
     settings.GUEST_IMAGE_DIR = str(tmp_path)
     assert guest_image.current() is None
     with pytest.raises(GuestImageMissing) as raised:
-        guest.guest_boot(Vm(1, "a"))
+        guest.guest_boot(Vm(1, "a"), pool=None)
     assert "build_guest_image" in raised.value.message

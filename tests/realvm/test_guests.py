@@ -7,7 +7,9 @@ network or volume behind."""
 
 import ipaddress
 import socket
+import subprocess
 import time
+import xml.etree.ElementTree as ET
 from urllib.parse import urlsplit
 
 import libvirt
@@ -92,7 +94,7 @@ def stop_all(world, clusters):
 def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_nothing(
     world, real
 ):
-    local_host(world.zone_a, FabricType.INFINIBAND)
+    local = local_host(world.zone_a, FabricType.INFINIBAND)
     clusters = []
     for name in ("rv-a", "rv-b"):
         cluster = world.cluster(name, fabric_type=FabricType.INFINIBAND)
@@ -108,6 +110,19 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     c = conn()
     doms = {vm.pk: c.lookupByName(names.domain_name(vm.pk)) for vm in vms}
     assert all(dom.isActive() for dom in doms.values())
+    # The guests boot from the host's pool, which the hypervisor's user can read, never from
+    # this checkout (a clone in a 0700 folder is closed to that user).
+    os_xml = ET.fromstring(doms[vm_ids[0]].XMLDesc(0)).find("os")
+    pool = c.storagePoolLookupByName(local.storage_pool)
+    folder = ET.fromstring(pool.XMLDesc(0)).findtext("target/path")
+    for boot_file in (os_xml.findtext("kernel"), os_xml.findtext("initrd")):
+        assert boot_file.startswith(folder + "/"), boot_file
+        assert (
+            subprocess.run(
+                ["runuser", "-u", "libvirt-qemu", "--", "test", "-r", boot_file]
+            ).returncode
+            == 0
+        )
 
     # Each guest's agent reports through the ingest API with the token of its seed.
     started, first = time.monotonic(), {}

@@ -269,7 +269,7 @@ class LibvirtBackend(ComputeBackend):
         pool = conn.storagePoolLookupByName(host.storage_pool)
         if not pool.isActive():
             pool.create()
-        boot = guest.guest_boot(vm)
+        boot = guest.guest_boot(vm, pool)
         if prepare:
             volumes.ensure_disk(pool, vm, boot)
             volumes.write_seed(host, pool, vm, address, partition)

@@ -25,7 +25,7 @@ from django.conf import settings
 from clusters.models.hosts import Placement
 from portal.errors import GuestImageMissing
 
-from . import fabric, guest_image, names
+from . import fabric, guest_image, guest_install, names
 
 INGEST_PATH = "/api/metrics/ingest"
 ENV_FILE = "/etc/vc-metrics.env"
@@ -63,10 +63,11 @@ class GuestBoot:
     base_volume: str | None  # a volume of the host's pool; None: an empty disk
 
 
-def guest_boot(vm) -> GuestBoot:
-    """Direct kernel boot of the built image (``manage.py build_guest_image``), its base
-    volume named as ``guest_install`` puts it in the host's pool. ``LIBVIRT_BASE_VOLUME``
-    instead boots that volume's own kernel (a cloud image with cloud-init)."""
+def guest_boot(vm, pool) -> GuestBoot:
+    """Direct kernel boot of the built image (``manage.py build_guest_image``): its kernel,
+    initramfs and base volume as ``guest_install`` puts them in the host's ``pool`` (the
+    kernel and initramfs put there now if they are missing). ``LIBVIRT_BASE_VOLUME`` instead
+    boots that volume's own kernel (a cloud image with cloud-init)."""
     if getattr(settings, "LIBVIRT_BASE_VOLUME", ""):
         return GuestBoot(None, None, "", settings.LIBVIRT_BASE_VOLUME)
     if _on_test_driver(vm):
@@ -74,7 +75,9 @@ def guest_boot(vm) -> GuestBoot:
     image = guest_image.current()
     if image is None:
         raise GuestImageMissing()
-    return GuestBoot(str(image.kernel), str(image.initrd), image.cmdline, image.base_volume_name)
+    guest_install.ensure_boot_files(pool, image)
+    kernel, initrd = guest_install.boot_paths(pool, image) or (None, None)
+    return GuestBoot(kernel, initrd, image.cmdline, image.base_volume_name)
 
 
 def _on_test_driver(vm) -> bool:

@@ -64,6 +64,7 @@ PLACED = {
 # acpid, findfs, killall, ping), never replacing a Debian program.
 BUSYBOX_OWNS = ("sbin/init", "sbin/poweroff", "sbin/reboot", "sbin/halt")
 BASE_VOLUME = "vc-base-{key}.qcow2"  # the image's base volume in a host's storage pool
+BOOT_SUFFIXES = (".vmlinux", ".initrd")  # its kernel and initramfs there, beside it
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,12 @@ class Image:
     def base_volume_name(self) -> str:
         """Its name in a host's storage pool (``guest_install``)."""
         return BASE_VOLUME.format(key=self.directory.name.removeprefix("image-"))
+
+    @property
+    def boot_volumes(self) -> dict[str, Path]:
+        """The pool's names of its kernel and initramfs, and the files they are made from."""
+        stem = self.base_volume_name.removesuffix(".qcow2")
+        return dict(zip((stem + s for s in BOOT_SUFFIXES), (self.kernel, self.initrd), strict=True))
 
 
 def root() -> Path:
@@ -135,7 +142,7 @@ def build(out=sys.stdout, force=False) -> tuple[Image, bool]:
     """(the image for today's inputs, whether it was built now)."""
     base = root()
     base.mkdir(parents=True, exist_ok=True)
-    os.chmod(base, 0o755)  # QEMU runs as another user and reads kernel and disk from here
+    os.chmod(base, 0o755)  # readable by the portal's other users (guest_install copies it)
     key = input_key()
     directory = base / f"image-{key}"
     if (directory / "manifest.json").exists() and not force:

@@ -1,9 +1,10 @@
 """Put the built guest image where a host's domains use it: the host's storage pool (a
 directory pool under ``/var/lib/libvirt/images`` is defined when the host has none) gets the
 image's base volume (``vc-base-<key>.qcow2``, uploaded through libvirt's stream API, so a
-remote ``qemu+ssh://`` host works the same), on which each VM's overlay is made. The kernel
-and initramfs are booted from the portal machine's path: on a remote host, build the image
-there too (or set ``LIBVIRT_BASE_VOLUME`` to a cloud image with cloud-init and no kernel)."""
+remote ``qemu+ssh://`` host works the same), on which each VM's overlay is made, and its
+kernel and initramfs (``vc-base-<key>.vmlinux``, ``.initrd``, mode 0644), which the domains
+boot from there: never from the portal's checkout, which the hypervisor's user may not be
+able to enter (a clone in a 0700 folder), and which a remote host does not have."""
 
 import json
 import subprocess
@@ -94,14 +95,61 @@ def ensure_base(pool, image: "guest_image.Image") -> str:
     return name
 
 
+def ensure_boot_files(pool, image: "guest_image.Image") -> None:
+    """The image's kernel and initramfs in ``pool``, uploaded once each (again if a copy's
+    size is not the file's: an interrupted upload)."""
+    for name, path in image.boot_volumes.items():
+        size = path.stat().st_size
+        existing = lookup(pool.storageVolLookupByName, name)
+        if existing is not None:
+            if existing.info()[1] == size:
+                continue
+            existing.delete(0)
+        _upload_raw(pool, name, path, size)
+
+
+def _upload_raw(pool, name: str, path: Path, size: int) -> None:
+    """``path`` as the raw volume ``name``, readable by every user (the hypervisor's among
+    them); the final name is written only once the upload is whole."""
+    partial = f"{name}.partial"
+    stale = lookup(pool.storageVolLookupByName, partial)
+    if stale is not None:
+        stale.delete(0)
+    target = "<target><format type='raw'/><permissions><mode>0644</mode></permissions></target>"
+    volume = pool.createXML(
+        f"<volume><name>{partial}</name><capacity unit='B'>{size}</capacity>{target}</volume>", 0
+    )
+    stream = pool.connect().newStream(0)
+    volume.upload(stream, 0, size, 0)
+    with path.open("rb") as source:
+        while chunk := source.read(CHUNK):
+            stream.send(chunk)
+    stream.finish()
+    pool.createXMLFrom(
+        f"<volume><name>{name}</name><capacity unit='B'>{size}</capacity>{target}</volume>",
+        volume,
+        0,
+    )
+    volume.delete(0)
+    pool.refresh(0)
+
+
+def boot_paths(pool, image: "guest_image.Image") -> tuple[str, str] | None:
+    """The paths on the host of the image's kernel and initramfs in ``pool``; None if they
+    were never installed there."""
+    found = [lookup(pool.storageVolLookupByName, name) for name in image.boot_volumes]
+    if None in found:
+        return None
+    kernel, initrd = (volume.path() for volume in found)
+    return kernel, initrd
+
+
 def prune_bases(pool, keep: str) -> list[str]:
     """Delete the base volumes of earlier images that no volume of the pool is backed by any
     more (a VM made on an old image keeps its base until the VM is deleted); returns their
     names. Run when a new base arrives, so a pool holds one base per image still in use."""
     names = pool.listVolumes()
-    bases = {
-        n for n in names if n.startswith(BASE_PREFIX) and n != keep and not n.endswith(".partial")
-    }
+    bases = {n for n in names if n.startswith(BASE_PREFIX) and n != keep and n.endswith(".qcow2")}
     if not bases:
         return []
     paths = {pool.storageVolLookupByName(n).path(): n for n in bases}
@@ -111,6 +159,10 @@ def prune_bases(pool, keep: str) -> list[str]:
             paths.pop(used.text or "", None)
     for name in paths.values():
         pool.storageVolLookupByName(name).delete(0)
+    gone = {name.removesuffix(".qcow2") for name in paths.values()}
+    for name in names:  # their kernels and initramfs go with them
+        if any(name == stem + suffix for stem in gone for suffix in guest_image.BOOT_SUFFIXES):
+            pool.storageVolLookupByName(name).delete(0)
     return sorted(paths.values())
 
 
@@ -119,4 +171,6 @@ def install(host, image=None) -> str:
     image = image or guest_image.current()
     if image is None:
         raise guest_image.ImageError("no guest image: run manage.py build_guest_image first")
-    return ensure_base(ensure_pool(connect(host), host.storage_pool), image)
+    pool = ensure_pool(connect(host), host.storage_pool)
+    ensure_boot_files(pool, image)
+    return ensure_base(pool, image)
