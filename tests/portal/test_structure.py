@@ -1,4 +1,4 @@
-"""The shape of the code, checked: modules stay small, no module imports another app's private
+"""The shape of the code, checked: modules stay under a size budget, no module imports another app's private
 names, module imports never form a cycle (so nothing needs an import inside a function to
 dodge one) and go only down the layers (``LAYERS``), tasks live in tasks modules, and each
 rule's message text lives only in its error class."""
@@ -8,6 +8,7 @@ import importlib
 import inspect
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ from portal.errors import RuleViolation
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("portal", "clusters", "vms", "metrics")
-MAX_LINES = 400
+# A module past BUDGET_LINES is worth a look (a warning names it); past MAX_LINES it fails.
+# What hurts a reader is a function's complexity, which ruff caps (C901, PLR0915).
+BUDGET_LINES, MAX_LINES = 400, 700
 
 
 def app_modules():
@@ -55,13 +58,14 @@ def imports_of(path):
                 yield alias.name, [], nested
 
 
-def test_no_module_of_app_code_is_over_400_lines():
-    long = {
-        str(path.relative_to(ROOT)): n
-        for path in app_modules()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+def test_no_module_of_app_code_is_over_700_lines():
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in app_modules()
     }
-    assert long == {}
+    over_budget = {name: n for name, n in sizes.items() if n > BUDGET_LINES}
+    if over_budget:
+        warnings.warn(f"modules over {BUDGET_LINES} lines: {over_budget}", stacklevel=1)
+    assert {name: n for name, n in over_budget.items() if n > MAX_LINES} == {}
 
 
 def test_no_module_imports_another_apps_private_names():
