@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
@@ -12,6 +11,3 @@ class VmsConfig(AppConfig):
         from vms import catalog_version  # models are ready only now
 
         read_with_user(catalog_version.READ_AS, catalog_version.VERSION_SQL)
-        post_migrate.connect(
-            catalog_version.on_migrate, sender=self, dispatch_uid="vms.catalog_version"
-        )

@@ -9,70 +9,30 @@ So a process that sees the new number reads the new rows. A process that read th
 under the old number keeps them under that number, and reads them again once it sees the
 new one.
 
-The triggers are (re)installed after every ``migrate`` and ``flush`` (``VmsConfig.ready``),
-which raise the number too: nothing kept before a flush is used after it. PostgreSQL only:
-on the demo's SQLite the number reads as None, and nothing is kept.
+The number comes from a sequence, which never hands one out twice: a change rolled back took
+its number with it, so what was kept under that number (by the process that made the change,
+reading its own transaction) is never taken for a later catalog's. The sequence, the function
+and the triggers are schema, installed by migration ``vms.0006_catalog_version_triggers``; the
+function writes the number's row back if it is missing, so a ``flush`` (whose TRUNCATE fires
+the triggers) raises the number too: nothing kept before a flush is used after it. PostgreSQL
+only: on the demo's SQLite the number reads as None, and nothing is kept.
 """
 
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from django.db import connections
-
 from portal.auth import read_with
 from portal.kept import Kept
-from vms.models import CatalogVersion, FabricOffering, InstanceType, Zone
+from vms.models import CatalogVersion
 
 VERSION = CatalogVersion._meta.db_table
-CATALOG = tuple(m._meta.db_table for m in (Zone, InstanceType, FabricOffering))
 # The name the number is read with the user under (``portal.auth.read_with``).
 READ_AS = "catalog_version"
 # How many things are kept at most: the store is emptied when full.
 MOST_KEPT = 256
 
-# The numbers come from a sequence, which never hands one out twice: a change rolled back
-# took its number with it, so what was kept under that number (by the process that made the
-# change, reading its own transaction) is never taken for a later catalog's.
-NUMBERS = f"{VERSION}_numbers"
-_RAISE = f"""CREATE OR REPLACE FUNCTION {VERSION}_raise() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  UPDATE {VERSION} SET value = nextval('{NUMBERS}') WHERE id = 1;
-  RETURN NULL;
-END $$"""
-
-
-def _install_statements() -> list[str]:
-    statements = [f"CREATE SEQUENCE IF NOT EXISTS {NUMBERS}", _RAISE]
-    for table in CATALOG:
-        statements += [
-            f"DROP TRIGGER IF EXISTS {VERSION}_raised ON {table}",
-            f"CREATE TRIGGER {VERSION}_raised AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
-            f" ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {VERSION}_raise()",
-        ]
-    statements.append(
-        f"INSERT INTO {VERSION} (id, value) VALUES (1, nextval('{NUMBERS}'))"
-        f" ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value"
-    )
-    return statements
-
-
-def install(using: str = "default") -> None:
-    """Create or replace the triggers, and raise the number (making its row if need be)."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        for sql in _install_statements():
-            cursor.execute(sql)
-
-
-def on_migrate(sender, using="default", **kwargs) -> None:
-    """``post_migrate`` (after ``migrate`` and ``flush``): the triggers in place."""
-    install(using)
-
-
 # The number, as the scalar subquery read with the user's row (null without its row).
-VERSION_SQL = f"SELECT value FROM {VERSION} WHERE id = 1"
+VERSION_SQL = f"SELECT value FROM {VERSION} WHERE id = 1"  # noqa: S608 - names from the models and constants; values are parameters
 
 
 def current(user) -> int | None:

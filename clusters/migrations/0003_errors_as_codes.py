@@ -5,7 +5,52 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
-from portal.errors import last_error_to_code
+# Frozen: each Korean message a row stored in ``last_error`` before codes could hold, with its
+# code (portal.errors as of this migration). A text not here, a message with its placeholders
+# filled in among them, becomes the generic refusal's code.
+CODE_OF_TEXT = {
+    "대상을 찾을 수 없습니다.": "not_found",
+    "클러스터를 찾을 수 없습니다.": "cluster_not_found",
+    "가상머신을 찾을 수 없습니다.": "vm_not_found",
+    "이름을 입력하세요.": "name_required",
+    "이름에는 영문, 숫자, 한글과 하이픈(-)만 쓸 수 있습니다.": "name_invalid",
+    "가용 영역을 선택하세요.": "zone_required",
+    "인스턴스 유형을 선택하세요.": "instance_type_required",
+    "이 가용 영역에서 제공하지 않는 인스턴스 유형입니다.": "instance_type_not_offered",
+    "패브릭 타입을 선택하세요.": "fabric_type_required",
+    "과금 유형을 선택하세요.": "billing_type_required",
+    "이 프로젝트에 같은 이름의 가상머신이 이미 있습니다": "vm_name_taken",
+    "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다": "vm_not_eligible",
+    "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다": "spot_or_dr_vm",
+    "이미 다른 클러스터에 연결된 가상머신입니다": "already_member",
+    "클러스터에 연결되지 않은 가상머신입니다": "not_member",
+    "클러스터 상태가 변경되는 중에는 가상머신을 연결하거나 분리할 수 없습니다": "cluster_changing",
+    "가상머신 2대 이상이 필요합니다": "not_enough_members",
+    "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 종료해야 합니다": "members_still_running",
+    "클러스터가 실행중일 때만 멤버 가상머신을 시작할 수 있습니다": "cluster_not_running",
+    "현재 상태에서는 이 작업을 할 수 없습니다": "invalid_transition",
+    "선택한 인스턴스 유형은 이 가용 영역에서 해당 패브릭을 지원하지 않습니다": "fabric_not_offered",
+    "이 프로젝트에 같은 이름의 클러스터가 이미 있습니다": "name_taken",
+    "가용 영역의 자원이 부족하여 시작할 수 없습니다. 잠시 후 다시 시도하세요": "capacity_unavailable",
+    "컴퓨트 백엔드 오류로 작업을 완료하지 못했습니다": "backend_error",
+    "전환이 시간 내에 끝나지 않아 되돌렸습니다.": "transition_timed_out",
+    "중지된 가상머신만 분리하거나 삭제할 수 있습니다": "vm_not_stopped",
+    "클러스터에 연결된 가상머신은 먼저 클러스터에서 분리해야 합니다": "vm_is_member",
+}
+GENERIC = "rule_violation"
+
+
+def last_error_to_code(app_label, model_name):
+    """Rows stored before codes kept ``last_error`` as Korean text: name it by its code
+    (``error_code``) instead."""
+
+    def forwards(apps, schema_editor):
+        rows = apps.get_model(app_label, model_name).objects.exclude(last_error="")
+        for row in rows:
+            row.error_code = CODE_OF_TEXT.get(row.last_error.strip(), GENERIC)
+            row.save(update_fields=["error_code"])
+
+    return forwards
 
 
 class Migration(migrations.Migration):

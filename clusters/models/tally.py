@@ -1,10 +1,11 @@
 """Live clusters per project, kept as deltas: the cluster list's total read from a project's
-few rows instead of counting its clusters (0.34 ms at 10,000, growing with them).
+few rows instead of counting its clusters (a count grows with them).
 
 Database triggers append +1 or -1 as a cluster row is inserted, deleted, or crosses the line
 between live and 삭제됨, whatever writes it (services, the admin, a bulk load, SQL by hand):
 append-only, so no writer waits on another. Beat merges each project's deltas into one
-(``clusters.tally``). The triggers and the merge are in ``clusters.tally``.
+(``clusters.tally``). The triggers are migration ``0014_live_cluster_tally_triggers``'s;
+the merge is in ``clusters.tally``.
 """
 
 from django.db import models

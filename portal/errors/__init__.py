@@ -1,4 +1,5 @@
-"""Typed errors: every refusal a user can meet, each with its message from SPEC §5.
+"""Typed errors: every refusal a user can meet, each with its message
+(docs/rules.md#error-catalogue lists them all).
 
 An error is a stable ``code`` plus its ``params`` (Zulip's ``JsonableError``): that pair is
 what gets stored (a cluster's ``last_error``, an audit event), and ``message`` renders it in
@@ -7,7 +8,6 @@ the reader's language when it is shown. Each message text lives in exactly one c
 Views catch ``RuleViolation`` (and only it) and show ``message``; anything else is a bug.
 """
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.utils.translation import gettext_lazy as _
@@ -336,29 +336,6 @@ class VmIsMember(RuleViolation):
 class VmHeldForReplace(RuleViolation):
     code = "vm_held_for_replace"
     default_message = _("진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요")
-
-
-def code_of_text(text: str) -> str:
-    """The code whose Korean message is ``text`` (for rows stored before codes), else the
-    generic refusal's."""
-    from django.utils import translation
-
-    with translation.override("ko"):
-        by_text = {str(cls.default_message): code for code, cls in RuleViolation.registry.items()}
-    return by_text.get(text.strip(), RuleViolation.code)
-
-
-def last_error_to_code(app_label: str, model_name: str) -> Callable[[Any, Any], None]:
-    """A migration step: rows stored before codes kept ``last_error`` as Korean text; name it
-    by its code instead (``error_code``)."""
-
-    def forwards(apps: Any, schema_editor: Any) -> None:
-        rows = apps.get_model(app_label, model_name).objects.exclude(last_error="")
-        for row in rows:
-            row.error_code = code_of_text(row.last_error)
-            row.save(update_fields=["error_code"])
-
-    return forwards
 
 
 class TargetsRequired(InvalidInput):
