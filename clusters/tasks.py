@@ -1,9 +1,10 @@
-"""Celery tasks for SPEC §4 and the operations: thin wrappers; the logic is in
+"""Celery tasks for the clusters' lifecycle and the operations: thin wrappers; the logic is in
 ``clusters.progress`` and ``clusters.operations`` (which queue these by name, since they
 cannot import this module back), and ``clusters.validation.agent_sim`` for the simulator.
 
 Tasks take primary keys and are idempotent, so they are acked late and requeued if a worker
-dies; the reconciler (beat) repairs whatever is left past its timeout.
+dies; the reconciler (beat queues it for its own worker) repairs whatever is left past its
+timeout.
 """
 
 from typing import Any
@@ -62,7 +63,7 @@ def run_items(operation_id: int, positions: list[int], then_watch: bool = True) 
 
 
 @shared_task(**LATE)
-def watch(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+def watch(operation_id: int, round: int = 0) -> None:  # `round`: Celery's keyword
     """Settle an operation's items as their VMs settle; look again shortly until done. After
     the transition timeout the reconciler (``watch_stale``) takes over."""
     rounds = settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
@@ -79,7 +80,7 @@ def watch_stale() -> None:
 
 
 @shared_task(**LATE)
-def advance_replace(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+def advance_replace(operation_id: int, round: int = 0) -> None:  # `round`: Celery's keyword
     """Walk a 교체 until its spare is settled; while a VM is on its way, look again shortly."""
     rounds = 2 * settings.TRANSITION_TIMEOUT_SECONDS / WATCH_EVERY
     waiting = replace.advance_replace(operation_id)
@@ -88,7 +89,7 @@ def advance_replace(operation_id: int, round: int = 0) -> None:  # noqa: A002 - 
 
 
 @shared_task(**LATE)
-def watch_validation(operation_id: int, round: int = 0) -> None:  # noqa: A002 - Celery keyword
+def watch_validation(operation_id: int, round: int = 0) -> None:  # `round`: Celery's keyword
     """Settle a 검증 run (time-outs, phases, the end); look again every few seconds until done."""
     rounds = validate.watch_validation(operation_id) / WATCH_EVERY
     if round < rounds and not watch_validation.app.conf.task_always_eager:

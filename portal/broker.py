@@ -1,8 +1,9 @@
 """Talking to the broker without letting its failures become the user's.
 
 A change the user made is committed before its task is sent (``queue_after_commit``): if
-the broker cannot take the message, the change still stands and the reconciler (run by
-beat, ``portal.beat``) finishes the step later. So a failed send is a warning, never a 500.
+the broker cannot take the message, the change still stands and the reconciler (its own
+worker's queue, ``RECONCILE_QUEUE``) finishes the step later. So a failed send is a
+warning, never a 500.
 
 On the embedded ``filesystem://`` broker the "broker" is three folders under
 ``var/celery``; a folder that went missing is made again before each publish and by

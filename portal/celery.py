@@ -1,4 +1,4 @@
-"""The Celery application: transitions of SPEC §4 and the metrics rollups run here.
+"""The Celery application: the lifecycles' transitions and the metrics rollups run here.
 
 Worker and beat log as the web does: Django's ``LOGGING``, one line format with the request
 id. A task carries the ids of the request (or task) that queued it in a message header, so the
@@ -8,6 +8,7 @@ worker's lines and audit events of a change name the click that caused it.
 import copy
 import logging
 import os
+from typing import Any
 
 from celery import Celery
 from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun
@@ -29,7 +30,7 @@ def _django_logging(loglevel=None, logfile=None, **_kwargs):
     from django.conf import settings
     from django.utils.log import configure_logging
 
-    config = settings.LOGGING
+    config: Any = settings.LOGGING
     if logfile:
         config = copy.deepcopy(config)
         config["handlers"]["console"] = {
@@ -74,12 +75,16 @@ def _adopt_request_ids(task=None, **_kwargs):
 def _stamp_heartbeat(task=None, **_kwargs):
     """A task ran to its end in a worker: its pool consumes (``portal.tasks.heartbeat``).
 
-    Not for a task applied in place (eager mode, beat's reconciler): that proves nothing
-    about a worker.
+    Not for a task applied in place (eager mode): that proves nothing about a worker; nor
+    for one of the reconciler's own queue: its worker stamping would hide a wedged worker of
+    the queue every change goes through.
     """
+    from django.conf import settings
+
     from portal import heartbeat as worker_heartbeat
 
-    if task is not None and not task.request.is_eager:
+    queue = (task.request.delivery_info or {}).get("routing_key") if task is not None else None
+    if task is not None and not task.request.is_eager and queue != settings.RECONCILE_QUEUE:
         worker_heartbeat.touch()
 
 

@@ -115,6 +115,13 @@ def repair_drift() -> list[int]:
     return changed
 
 
+def domain_stopped(vm_id, reason, seen_at) -> bool:
+    """A guest that stopped on its own, as libvirt announced it (a lifecycle event, seen at
+    ``seen_at``): the VM becomes 중지됨 now, with the event naming why, as the reconciler's
+    next pass would make it. A stop the portal asked for finds the VM no longer 실행중."""
+    return _mark_stopped(vm_id, reason, seen_at)
+
+
 def _mark_stopped(vm_id, reason, observed_since) -> bool:
     """A VM that became 실행중 after the observation began is left to the next pass: its
     domain may have started after the backend looked."""

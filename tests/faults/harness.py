@@ -136,8 +136,18 @@ def children_of(pid):
 class Worker:
     """``celery -A portal worker`` on the test database and the private broker."""
 
-    def __init__(self, broker_url, logdir, step_seconds=1.0, concurrency=1, var_dir=None, **env):
+    def __init__(
+        self,
+        broker_url,
+        logdir,
+        step_seconds=1.0,
+        concurrency=1,
+        var_dir=None,
+        queue="celery",
+        **env,
+    ):
         self.broker_url = broker_url
+        self.queue = queue
         self.log_path = Path(logdir) / f"worker-{time.monotonic_ns()}.log"
         self.var_dir = var_dir or self.log_path.parent / "var"
         self.env = {"SIMULATOR_STEP_SECONDS": step_seconds, **env}
@@ -158,13 +168,13 @@ class Worker:
             "--without-gossip",
             "--without-heartbeat",
             "-Q",
-            "celery",
+            self.queue,
             "--loglevel=INFO",
-            f"--hostname=fault-{os.getpid()}-{time.monotonic_ns()}@%h",
+            f"--hostname=fault-{self.queue}-{os.getpid()}-{time.monotonic_ns()}@%h",
         ]
 
     def start(self):
-        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in kill()
+        self.log = open(self.log_path, "w")  # closed in kill()
         self.process = subprocess.Popen(
             self.command(),
             cwd=BASE_DIR,

@@ -1,5 +1,6 @@
-"""The whole Celery side of the portal as real processes: a worker and beat under
-``portal.supervisor`` (as ``rundemo`` runs them), on the test database and either broker."""
+"""The whole Celery side of the portal as real processes: a worker, the reconciler's worker
+and beat under ``portal.supervisor`` (as ``rundemo`` runs them), on the test database and
+either broker."""
 
 import signal
 import subprocess
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from celery import current_app
+from django.conf import settings
 
 from clusters.models import TRANSITIONAL as CLUSTER_TRANSITIONAL
 from portal import heartbeat
@@ -26,6 +28,7 @@ from tests.faults.harness import (
 from vms import services as vm_services
 from vms.models import VM_TRANSITIONAL, VirtualMachine, VmStatus
 
+RECONCILE_QUEUE = settings.RECONCILE_QUEUE
 # Short enough for a fast suite, long enough for a loaded 2-core machine.
 TRANSITION_TIMEOUT = 2.5
 RECONCILE_EVERY = 2.0
@@ -66,8 +69,13 @@ class Stack:
             "--schedule",
             str(self.var_dir / "celerybeat-schedule"),
         ]
+        reconciler = Worker(broker_url, workdir, var_dir=self.var_dir, queue=RECONCILE_QUEUE)
         self.supervisor = Supervisor(
-            [Child("worker", worker.command(), watch_heartbeat=True), Child("beat", beat)],
+            [
+                Child("worker", worker.command(), watch_heartbeat=True),
+                Child("reconciler", reconciler.command()),
+                Child("beat", beat),
+            ],
             env=celery_env(
                 broker_url,
                 self.var_dir,
@@ -84,7 +92,7 @@ class Stack:
     def _log_file(self, child):
         path = self.workdir / f"{child.name}-{child.restarts}.log"
         self.logs.setdefault(child.name, []).append(path)
-        return open(path, "w")  # noqa: SIM115 - the child owns it
+        return open(path, "w")  # the child owns it
 
     def output(self, name):
         return "".join(path.read_text(errors="replace") for path in self.logs.get(name, []))

@@ -1,11 +1,12 @@
 """No single SIGKILL wedges the portal, on either broker.
 
-A supervised worker (prefork, two children) and beat run as real processes, as ``rundemo``
-runs them, with a short transition timeout and reconcile period (``tests.faults.stack``).
+A supervised worker (prefork, two children), the reconciler's worker and beat run as real
+processes, as ``rundemo`` runs them, with a short transition timeout and reconcile period
+(``tests.faults.stack``).
 One process of the stack is SIGKILLed while a two-member cluster starts: the web process
 right after it committed (before it could queue the task), or, once the first step has
 started (seen at the simulator's gate), the worker's main process, both of its pool
-children, or beat.
+children, the reconciler's worker, or beat.
 Then no cluster or VM may stay transitional longer than TRANSITION_TIMEOUT_SECONDS + 2 ×
 RECONCILE_EVERY_SECONDS, the killed process comes back, and the worker consumes again (a
 heartbeat stamped after the kill).
@@ -21,7 +22,7 @@ from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal import heartbeat
 from portal.compute.backends.simulator import StepGate
-from tests.faults.harness import wait_until
+from tests.faults.harness import children_of, wait_until
 from tests.faults.stack import (
     BOUND,
     running_stack,
@@ -33,7 +34,7 @@ from vms.models import VirtualMachine
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-VICTIMS = ["web", "worker-main", "worker-children", "beat"]
+VICTIMS = ["web", "worker-main", "worker-children", "reconciler", "beat"]
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def test_no_single_sigkill_leaves_a_cluster_transitional(stack, gate, victim):
     world, stack = stack
     cluster = world.cluster("fault")
     world.members(cluster, 2)
-    before = {name: stack.pid(name) for name in ("worker", "beat")}
+    before = {name: stack.pid(name) for name in ("worker", "reconciler", "beat")}
 
     if victim == "web":
         start_in_a_web_process_that_dies_after_commit(stack, cluster, world.admin)
@@ -79,6 +80,7 @@ def test_no_single_sigkill_leaves_a_cluster_transitional(stack, gate, victim):
         pids = {
             "worker-main": [before["worker"]],
             "worker-children": pool,
+            "reconciler": [before["reconciler"]],
             "beat": [before["beat"]],
         }[victim]
         for pid in pids:
@@ -90,7 +92,7 @@ def test_no_single_sigkill_leaves_a_cluster_transitional(stack, gate, victim):
     assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.RUNNING
 
     # What was killed is back, and the worker consumes again: new work flows end to end.
-    if victim in ("worker-main", "beat"):
+    if victim in ("worker-main", "reconciler", "beat"):
         name = victim.split("-")[0]
         wait_until(lambda: stack.pid(name) != before[name], 5, what=f"{name} restarted")
     stack.wait_consumed_since(killed, "the worker to consume again")
@@ -98,15 +100,16 @@ def test_no_single_sigkill_leaves_a_cluster_transitional(stack, gate, victim):
 
 
 def test_a_long_repair_does_not_starve_the_worker_heartbeat(world, tmp_path):
-    """Beat repairs in a thread: while a repair is held mid-step, beat keeps queueing the
-    heartbeat and the idle worker keeps stamping it, so the worker is not taken for a wedged
-    one (and SIGKILLed by the supervisor).
+    """The reconciler repairs on a worker of its own: while a repair is held mid-step, beat
+    keeps queueing the heartbeat and the idle worker keeps stamping it, so the worker is not
+    taken for a wedged one (and SIGKILLed by the supervisor).
 
     Decided by state, not by a step longer than the heartbeat's max age: the simulator's
-    step gate holds beat's repair at its first step until the heartbeat has been stamped
-    three more times. Were the repair run in beat's own loop, no heartbeat would be queued
-    while it is held. The supervisor's stall limit is set far above any scheduling delay of
-    a loaded machine: the stamps, not a margin, are what this test looks at."""
+    step gate holds the reconciler's repair at its first step until the heartbeat has been
+    stamped three more times. Were the repair run on the worker's own queue, its two pool
+    processes would be the only ones to stamp it. The supervisor's stall limit is set far
+    above any scheduling delay of a loaded machine: the stamps, not a margin, are what this
+    test looks at."""
     world.capacity(64)
     gate = StepGate(tmp_path / "gate")
     gate.close()
@@ -116,13 +119,12 @@ def test_a_long_repair_does_not_starve_the_worker_heartbeat(world, tmp_path):
         cluster = world.cluster("slow")
         world.members(cluster, 2)
         start_in_a_web_process_that_dies_after_commit(stack, cluster, world.admin)
-        beat = stack.pid("beat")
-        wait_until(
-            lambda: any(f"-{beat}-" in marker for marker in gate.started()),
-            120,
-            interval=0.1,
-            what="beat's repair to start its first step",
-        )
+
+        def repairing():
+            pids = {stack.pid("reconciler"), *children_of(stack.pid("reconciler"))}
+            return any(f"-{pid}-" in marker for marker in gate.started() for pid in pids)
+
+        wait_until(repairing, 120, interval=0.1, what="the reconciler's repair's first step")
         stamps = set()
 
         def stamped_three_more_times():

@@ -24,12 +24,16 @@ from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics.models import Sample
 from portal.compute.backends.libvirt import fabric, guest, management, names
+from portal.compute.backends.libvirt.events import Watcher
+from portal.models import AuditEvent
+from vms import progress as vm_progress
 from vms import services as vm_services
 from vms.models import FabricType, VirtualMachine, VmStatus
 from vms.progress import repair_drift
 
 from .guests import (
     BOOT_SECONDS,
+    URI,
     agent_up,
     conn,
     guest_exec,
@@ -174,7 +178,7 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     # The management network: a guest reaches the portal's port on the host and nothing else
     # there (PostgreSQL, Redis, SSH, a service listening on every address), nor another guest.
     portal = urlsplit(settings.LIBVIRT_PORTAL_URL)
-    with socket.create_server(("0.0.0.0", 0)) as listener:
+    with socket.create_server(("0.0.0.0", 0)) as listener:  # noqa: S104 - what guests must miss
         others = [f"{portal.hostname}:{p}" for p in (5432, 6379, 22, listener.getsockname()[1])]
         socket.create_connection((portal.hostname, listener.getsockname()[1]), 4).close()
         assert reachable(doms[a1.pk], portal.netloc, *others) == {
@@ -195,6 +199,23 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     assert VirtualMachine.objects.get(pk=b2.pk).status == VmStatus.STOPPED
     vm_services.start_vm(b2.pk, actor=world.admin)
     assert doms[b2.pk].isActive()
+
+    # libvirt's lifecycle event (``watch_domains``): a guest destroyed outside the portal
+    # shows 중지됨, with the reason, without waiting for the reconciler.
+    wait_for(lambda: VirtualMachine.objects.get(pk=b2.pk).status == VmStatus.RUNNING, 120, "b2")
+    watcher = Watcher()
+    assert watcher.watch([local]) == []
+    destroyed = time.monotonic()
+    subprocess.run(["virsh", "-q", "-c", URI, "destroy", names.domain_name(b2.pk)], check=True)
+    watcher.drain(
+        lambda stop: vm_progress.domain_stopped(stop.vm_id, stop.reason, stop.seen_at), 60
+    )
+    took = time.monotonic() - destroyed
+    watcher.close()
+    assert VirtualMachine.objects.get(pk=b2.pk).status == VmStatus.STOPPED
+    assert AuditEvent.objects.filter(action="vm.stopped", target_id=b2.pk, code="domain_destroyed")
+    print(f"virsh destroy to 중지됨 (domain_destroyed): {took:.2f} s")
+    vm_services.start_vm(b2.pk, actor=world.admin)
 
     # Stop, start again, then stop and delete: nothing of theirs is left in libvirt.
     stop_all(world, clusters)

@@ -1,10 +1,12 @@
-"""One command for a fresh machine: migrate, seed the demo, then run web + worker + beat.
+"""One command for a fresh machine: migrate, seed the demo, then run web + worker +
+reconciler + beat.
 
 Everything runs on the embedded default (SQLite file, filesystem Celery broker), so no
-external service is needed. The worker and beat are supervised (``portal.supervisor``): one
-that exits, or a worker that stops consuming, is restarted with a log line. Ctrl-C stops all
-three; if rundemo ends any other way (SIGKILL included) the worker and beat end with it
-(``portal.supervisor``). A port already in use is refused before anything starts.
+external service is needed. The worker, the reconciler's worker (its own queue) and beat are
+supervised (``portal.supervisor``): one that exits, or a worker that stops consuming, is
+restarted with a log line. Ctrl-C stops them all; if rundemo ends any other way (SIGKILL
+included) they end with it (``portal.supervisor``). A port already in use is refused before
+anything starts.
 """
 
 import errno
@@ -23,16 +25,17 @@ from portal.supervisor import Child, Supervisor
 
 
 def stack(env: dict[str, str], extra: tuple[Child, ...] = ()) -> Supervisor:
-    """The supervised worker and beat of the demo (and ``extra``)."""
+    """The supervised worker, the reconciler's worker and beat of the demo (and ``extra``)."""
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     return Supervisor(
         [
             *extra,
             Child(
                 "worker",
-                [*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2"],
+                [*celery, "worker", "--loglevel", "WARNING", "--concurrency", "2", "-Q", "celery"],
                 watch_heartbeat=True,
             ),
+            Child("reconciler", reconciler_command(celery)),
             Child(
                 "beat",
                 [
@@ -49,6 +52,22 @@ def stack(env: dict[str, str], extra: tuple[Child, ...] = ()) -> Supervisor:
         heartbeat_age=heartbeat.age,
         heartbeat_max_age=settings.WORKER_HEARTBEAT_MAX_AGE_SECONDS,
     )
+
+
+def reconciler_command(celery: list[str]) -> list[str]:
+    """The reconciler's worker: its own queue, one at a time, named apart from the worker."""
+    return [
+        *celery,
+        "worker",
+        "--loglevel",
+        "WARNING",
+        "--concurrency",
+        "1",
+        "-Q",
+        settings.RECONCILE_QUEUE,
+        "--hostname",
+        "reconciler@%h",
+    ]
 
 
 def check_port(addrport: str) -> None:
@@ -129,7 +148,8 @@ class Command(BaseCommand):
         extra: tuple[Child, ...] = ()
         if backend == "libvirt":
             call_command("libvirt_demo_hosts")  # the image, this machine as GPU hosts
-            extra = (guest_web(),)
+            events = [sys.executable, "-m", "django", "watch_domains"]
+            extra = (guest_web(), Child("domain-events", events))
         supervisor = stack(env, extra).start()
         self.stdout.write(
             self.style.SUCCESS(f"Portal at http://{addrport}/ — worker and beat are running.")

@@ -9,6 +9,7 @@ start, so one attached to a running cluster gets them and a detached one loses t
 
 import logging
 import time
+from concurrent.futures import CancelledError, ThreadPoolExecutor, wait
 
 import libvirt
 from django.conf import settings
@@ -113,6 +114,7 @@ class LibvirtBackend(ComputeBackend):
             chosen = self._place(
                 hosts, cluster.instance_type, cluster.zone, cluster.fabric_type, want, prefer, True
             )
+            pairs: list[tuple[object, int | None, Placement | None]]
             pairs = [(slot, pk, homes.get(pk)) for pk, slot in zip(need, chosen, strict=False)]
             pairs += [(slot, None, None) for slot in chosen[len(need) :]]
             placement.bind_many(pairs, cluster)
@@ -127,7 +129,7 @@ class LibvirtBackend(ComputeBackend):
         roce = cluster.fabric_type == FabricType.ROCE_V2
         table = FabricPartition._meta.db_table
         sql = (
-            "WITH RECURSIVE b(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n < %s)"
+            "WITH RECURSIVE b(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n < %s)"  # noqa: S608 - names from the models and constants; values are parameters
             f" INSERT INTO {table} (cluster_id, fabric, block, pkey, vlan, configured, created_at)"
             " SELECT %s, %s, n, CAST(%s AS integer) + n, CAST(%s AS integer) + n, %s, %s FROM b"
             f" WHERE NOT EXISTS (SELECT 1 FROM {table} p WHERE p.block = b.n)"
@@ -194,7 +196,8 @@ class LibvirtBackend(ComputeBackend):
         )
         for host in GpuHost.objects.order_by("pk"):
             try:
-                ids |= {names.cluster_id_of(n) for n in self.fabric.networks(host)}
+                found = (names.cluster_id_of(n) for n in self.fabric.networks(host))
+                ids |= {cluster_id for cluster_id in found if cluster_id is not None}
             except (BackendError, libvirt.libvirtError):
                 log.warning("fabric networks of host %s unreadable", host.name)
         return sorted(ids)
@@ -349,21 +352,18 @@ class LibvirtBackend(ComputeBackend):
     # -- observation --------------------------------------------------------------------
 
     def observe(self):
-        """Every domain of ours (``names.owned_domain``) on the hosts it can reach. A VM is
-        seen missing only when its host answered: one on an unreachable host is not reported."""
+        """Every domain of ours (``names.owned_domain``) on the hosts it can reach, all hosts
+        read at once, each within ``LIBVIRT_OBSERVE_SECONDS``: one slow or dead host costs
+        the pass that long at most, never the others' answers. A VM is seen missing only when
+        its host answered: one on an unreachable host is not reported."""
         seen, domains_seen, unreachable = {}, [], set()
-        for host in GpuHost.objects.order_by("pk"):
-            try:
-                domains = connect(host).listAllDomains(0)
-            except (BackendError, libvirt.libvirtError):
+        hosts = list(GpuHost.objects.order_by("pk"))
+        for host, found in zip(hosts, _read_all(hosts), strict=True):
+            if found is None:
                 log.warning("domains of host %s unreadable", host.name)
                 unreachable.add(host.pk)
                 continue
-            for dom in domains:
-                vm_id = names.owned_domain(dom)
-                if vm_id is None:
-                    continue  # not ours (another name, or our name with another portal's UUID)
-                state, reason = dom.state()
+            for vm_id, name, state, reason in found:
                 if state in RUNNING_STATES:
                     seen[vm_id] = Observed(True)
                 elif vm_id not in seen:
@@ -372,7 +372,7 @@ class LibvirtBackend(ComputeBackend):
                     else:
                         why = SHUTOFF_REASONS.get(reason, "domain_stopped")
                     seen[vm_id] = Observed(False, why)
-                domains_seen.append((vm_id, dom.name()))
+                domains_seen.append((vm_id, name))
         live = set(VirtualMachine.objects.filter(pk__in=seen).values_list("pk", flat=True))
         strays = sorted(name for vm_id, name in domains_seen if vm_id not in live)
         unknown = Q(placement__domain_host__in=unreachable) | Q(placement__host__in=unreachable)
@@ -382,3 +382,34 @@ class LibvirtBackend(ComputeBackend):
         for vm_id in missing.exclude(pk__in=seen).exclude(unknown).values_list("pk", flat=True):
             seen[vm_id] = Observed(False, "domain_missing")
         return Observation(vms=seen, strays=strays)
+
+
+def _domains_of(host) -> list[tuple[int, str, int, int]]:
+    """(VM id, name, state, reason) of every domain of ours on ``host`` (libvirt calls only:
+    it runs in a thread of ``_read_all``)."""
+    found = []
+    for dom in connect(host).listAllDomains(0):
+        vm_id = names.owned_domain(dom)
+        if vm_id is None:
+            continue  # not ours (another name, or our name with another portal's UUID)
+        state, reason = dom.state()
+        found.append((vm_id, dom.name(), state, reason))
+    return found
+
+
+def _read_all(hosts) -> list:
+    """``_domains_of`` each host, in parallel; None for a host that failed or did not answer
+    within ``LIBVIRT_OBSERVE_SECONDS`` (its thread is left to finish on its own)."""
+    if not hosts:
+        return []
+    pool = ThreadPoolExecutor(max_workers=min(len(hosts), settings.LIBVIRT_OBSERVE_THREADS))
+    futures = [pool.submit(_domains_of, host) for host in hosts]
+    wait(futures, timeout=settings.LIBVIRT_OBSERVE_SECONDS)
+    pool.shutdown(wait=False, cancel_futures=True)
+    answers = []
+    for future in futures:
+        try:
+            answers.append(future.result(timeout=0) if future.done() else None)
+        except (BackendError, libvirt.libvirtError, OSError, CancelledError):
+            answers.append(None)
+    return answers
