@@ -25,12 +25,12 @@ class ClusterCreateForm(CatalogChoiceForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if not self.zone_id:  # a type is chosen after its zone
-            self.fields["instance_type"].queryset = InstanceType.objects.none()
+            self.fields["instance_type"].queryset = InstanceType.objects.none()  # type: ignore[attr-defined]
         fabrics = (
             offered_fabrics(self.zone_id, self.type_id) if self.zone_id and self.type_id else []
         )
         labels = dict(FabricType.choices)
-        self.fields["fabric_type"].choices = [("", _("패브릭 타입 선택"))] + [
+        self.fields["fabric_type"].choices = [("", _("패브릭 타입 선택"))] + [  # type: ignore[attr-defined]
             (value, labels[value]) for value in fabrics
         ]
 

@@ -6,6 +6,8 @@ from typing import Annotated
 from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict
 
+from clusters.operations.common import MAX_TARGETS
+
 
 def _query_int(value):
     """A query string's integer is decimal digits only (not ``1.0``, ``+1``, ``1_000``)."""
@@ -50,7 +52,9 @@ class StopIn(StrictIn):
 
 
 class AttachIn(StrictIn):
-    vm_ids: list[int] = Field(min_length=1, max_length=500)
+    # The operation's limit, documented here and kept there: past it the request is refused
+    # with the operation's own error (too_many_targets), as in the console.
+    vm_ids: list[int] = Field(min_length=1, json_schema_extra={"maxItems": MAX_TARGETS})
 
 
 class VmCreateIn(StrictIn):

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import ClusterStatus, Operation, VirtualCluster
+from clusters.operations.common import MAX_TARGETS
 from portal.errors import MembersStillRunning, NotEnoughMembers, SpotOrDrVm
 from tests.api.bodies import cluster_body, vm_body
 from vms.models import BillingType, VirtualMachine, VmStatus
@@ -98,6 +99,33 @@ def test_attach_is_one_operation_with_an_item_per_vm(api, world, secrets):
     )
     assert detach.json()["items"][0]["status"] == "SUCCEEDED"
     assert not cluster.members.exists()
+
+
+def test_an_attach_takes_max_targets_vms_and_refuses_one_more_whole(api, world, secrets):
+    """One limit, the operation's (``MAX_TARGETS``): the OpenAPI document states it, a request
+    at it is taken (an item per id), one past it is refused whole with the operation's own
+    Korean error, and nothing is attached."""
+    assert _attach_schema()["properties"]["vm_ids"]["maxItems"] == MAX_TARGETS
+    cluster = world.cluster("c")
+    good = world.vm("good")
+    url = f"/virtual-clusters/{cluster.pk}/members"
+    ids = [good.pk, *range(10_000, 10_000 + MAX_TARGETS)]  # the others name no VM
+    over = api.post(url, {"vm_ids": ids}, token=secrets["operator"])
+    assert over.status_code == 422
+    problem = over.json()
+    assert (problem["code"], problem["field"]) == ("too_many_targets", "vm_ids")
+    assert problem["detail"] == f"한 번에 최대 {MAX_TARGETS}대까지 처리할 수 있습니다."
+    assert not Operation.objects.exists() and not cluster.members.exists()
+    at = api.post(url, {"vm_ids": ids[:MAX_TARGETS]}, token=secrets["operator"])
+    assert at.status_code == 202
+    assert len(at.json()["items"]) == MAX_TARGETS
+    assert list(cluster.members.values_list("name", flat=True)) == ["good"]
+
+
+def _attach_schema():
+    from tests.api.conftest import openapi_document
+
+    return openapi_document()["components"]["schemas"]["AttachIn"]
 
 
 @pytest.mark.parametrize(

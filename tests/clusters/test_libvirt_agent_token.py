@@ -14,6 +14,7 @@ from clusters import progress
 from clusters.models.hosts import Placement
 from metrics import services as metrics_services
 from metrics.models import MetricsToken
+from portal.compute import hooks
 from portal.compute.backends.libvirt import guest, names
 from portal.errors import PermissionRequired
 from portal.models import AuditEvent
@@ -142,3 +143,27 @@ def test_a_start_that_fails_after_the_seed_was_written_leaves_no_token(
     assert vm.status == VmStatus.STOPPED and vm.error_code
     (token,) = seed_tokens
     assert ingest(token) == 401
+
+
+def test_the_metrics_app_registers_the_agent_tokens_as_it_loads():
+    """The compute layer calls the metrics service through the hook the app registered in
+    ``ready()`` (it imports nothing of metrics)."""
+    tokens = hooks.agent_tokens()
+    assert tokens.issue is metrics_services.rotate_token
+    assert tokens.revoke is metrics_services.revoke_token
+
+
+def test_without_the_hook_a_start_fails_as_the_backends_error(world, hosts, monkeypatch, caplog):
+    """No app registered the tokens: the start fails as a backend error the VM shows (never
+    an AttributeError out of the task), the log names the hook, and nothing is left running
+    or held."""
+    monkeypatch.setattr(hooks, "_agent_tokens", None)
+    host = hosts.add("h0")
+    vm = world.vm("solo", instance_type=hosts.h100x4)
+    vm_services.start_vm(vm.pk, actor=world.admin)
+    vm.refresh_from_db()
+    assert (vm.status, vm.error_code) == (VmStatus.STOPPED, "backend_error")
+    assert "register_agent_tokens" in caplog.text
+    assert names.domain_name(vm.pk) not in [d.name() for d in hosts.conn(host).listAllDomains(0)]
+    assert not Placement.objects.filter(vm=vm, held=True).exists()
+    assert not MetricsToken.objects.filter(vm=vm).exists()

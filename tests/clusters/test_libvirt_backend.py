@@ -2,6 +2,7 @@
 leaf and NUMA, the InfiniBand and RoCE domain XML, idempotency, delete leaving nothing."""
 
 import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
@@ -119,6 +120,58 @@ def test_infiniband_domain_xml(world, hosts):
     (mgmt,) = root.findall("devices/interface[@type='network']")
     assert mgmt.find("source").get("network") == management.network_name()
     assert mgmt.find("filterref").get("filter") == management.filter_name()
+
+
+HOSTILE = "a<b>'c\"d&amp;e]]>f<!--g--><![CDATA[h]]>\u00e9\ud55c"
+
+
+def test_hostile_values_round_trip_through_the_metadata(world, hosts):
+    """A VM name holding markup (``<``, quotes, ``&``, ``]]>``, a comment, a CDATA opener)
+    reads back from libvirt exactly as it was, and the domain is what the portal built: the
+    document stays well formed and no value adds an element or an attribute."""
+    hosts.add("h0")
+    vm = world.vm(HOSTILE, instance_type=hosts.h100x4)  # stored around the name rule
+    vm_services.start_vm(vm.pk, actor=world.admin)
+    vm.refresh_from_db()
+    assert vm.status == VmStatus.RUNNING, vm.error_code
+    _dom, root = dom_xml(hosts, vm)
+    meta = root.find(f"metadata/{{{domain.NAMESPACE}}}vm")
+    assert meta.findtext(f"{{{domain.NAMESPACE}}}name") == HOSTILE
+    assert [child.tag.split("}")[1] for child in meta] == ["id", "project", "cluster", "name"]
+    assert meta.findtext(f"{{{domain.NAMESPACE}}}id") == str(vm.pk)
+    assert root.findtext("name") == names.domain_name(vm.pk)
+    # What the portal hands libvirt parses by itself, says the same, and has the shape of a
+    # plain VM's document: no value added an element or an attribute.
+    placed = Placement.objects.select_related("host").get(vm=vm)
+
+    def built(name, text):
+        vm.name = name
+        boot = SimpleNamespace(kernel=f"/boot/{text}", initrd="", cmdline=text)
+        return ET.fromstring(
+            domain.build(
+                vm,
+                host=placed.host,
+                domain_type="test",
+                placement=placed,
+                gpus=[],
+                vf=None,
+                partition=None,
+                boot=boot,
+                memory_mib=1024,
+                vcpus=1,
+            )
+        )
+
+    hostile, plain = built(HOSTILE, HOSTILE), built("plain", "plain")
+    ns = f"{{{domain.NAMESPACE}}}"
+    assert hostile.findtext(f"metadata/{ns}vm/{ns}name") == HOSTILE
+    assert hostile.findtext("os/kernel") == f"/boot/{HOSTILE}"
+    assert hostile.findtext("os/cmdline") == HOSTILE
+
+    def shape(root):
+        return [(el.tag, sorted(el.attrib)) for el in root.iter()]
+
+    assert shape(hostile) == shape(plain)
 
 
 def test_roce_domain_xml(world, hosts):

@@ -12,6 +12,7 @@ import pytest
 from django.urls import reverse
 
 from clusters.models import ClusterStatus, Operation, OperationItem
+from clusters.operations.common import MAX_TARGETS
 from portal.models import AuditEvent
 from tests.pages import HX, SAME_TYPE_STOPPED, SPOT_OR_DR, UNATTACHABLE, body
 from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
@@ -145,6 +146,18 @@ def test_attach_with_no_or_nonsense_selection_changes_nothing(world, login, valu
     assert (
         "가상머신을 하나 이상 선택하세요." in page or "선택한 가상머신을 찾을 수 없습니다." in page
     )
+    assert not Operation.objects.exists() and not cluster.members.exists()
+
+
+def test_attach_past_the_operations_limit_is_refused_in_the_panel(world, login):
+    """The console's limit is the operation's (``MAX_TARGETS``, which the API documents):
+    one VM more is refused whole in the panel, in Korean, and nothing is attached."""
+    cluster = world.cluster()
+    good = world.vm("n1")
+    values = [good.pk, *range(10_000, 10_000 + MAX_TARGETS)]
+    response = login("admin").post(url("cluster_attach", cluster.pk), {"vm": values}, **HX)
+    assert response.status_code == 422
+    assert f"한 번에 최대 {MAX_TARGETS}대까지 처리할 수 있습니다." in body(response)
     assert not Operation.objects.exists() and not cluster.members.exists()
 
 

@@ -22,6 +22,7 @@ the portal's address and port are parameters of each guest's NIC, set at its sta
 import ipaddress
 import logging
 import uuid
+import xml.etree.ElementTree as ET
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -79,7 +80,7 @@ def filter_xml() -> str:
     """Rules are read in priority order; the first that matches decides. The ``out``
     direction is the guest's traffic; an accepted outgoing TCP connection also accepts its
     answers (libvirt's connection tracking). The portal's address and port are the
-    interface's parameters (``interface_xml``), read from the settings at each start."""
+    interface's parameters (``interface``), read from the settings at each start."""
     return (
         f"<filter name='{filter_name()}' chain='root'><uuid>{_uuid('portal-only')}</uuid>"
         "<rule action='accept' direction='inout' priority='-700'>"
@@ -97,15 +98,17 @@ def filter_xml() -> str:
     )
 
 
-def interface_xml() -> str:
-    """The guest's management NIC, on the network, under the filter."""
+def interface() -> ET.Element:
+    """The guest's management NIC, on the network, under the filter (an element of the
+    domain's ``<devices>``)."""
     address, port = portal_endpoint()
-    return (
-        f"<interface type='network'><source network='{network_name()}'/>"
-        f"<model type='virtio'/><filterref filter='{filter_name()}'>"
-        f"<parameter name='PORTAL_IP' value='{address}'/>"
-        f"<parameter name='PORTAL_PORT' value='{port}'/></filterref></interface>"
-    )
+    nic = ET.Element("interface", type="network")
+    ET.SubElement(nic, "source", network=network_name())
+    ET.SubElement(nic, "model", type="virtio")
+    filterref = ET.SubElement(nic, "filterref", filter=filter_name())
+    ET.SubElement(filterref, "parameter", name="PORTAL_IP", value=str(address))
+    ET.SubElement(filterref, "parameter", name="PORTAL_PORT", value=str(port))
+    return nic
 
 
 def ensure(conn) -> None:

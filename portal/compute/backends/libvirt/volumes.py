@@ -5,8 +5,8 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.utils.module_loading import import_string
 
+from portal.compute import hooks
 from portal.compute.backends.base import FabricAddress
 from portal.compute.backends.libvirt import fabric, guest
 from portal.compute.backends.libvirt.connection import connect, lookup
@@ -48,7 +48,7 @@ def write_seed(host, pool, vm, address, partition):
         vm,
         fabric_address=seed_address,
         portal_url=settings.LIBVIRT_PORTAL_URL,
-        metrics_token=import_string(settings.LIBVIRT_AGENT_TOKEN)(vm.pk, actor=None)[1],
+        metrics_token=hooks.agent_tokens().issue(vm.pk, actor=None)[1],
     )
     if host.uri.startswith("test:"):
         return
@@ -64,8 +64,10 @@ def write_seed(host, pool, vm, address, partition):
 
 def revoke_token(vm_id):
     """A stopped VM's seed (and the env file its guest wrote from it) holds no token that
-    writes: the one its last start issued is revoked, through the service that issued it."""
-    import_string(settings.LIBVIRT_AGENT_TOKEN_REVOKE)(vm_id, actor=None)
+    writes: the one its last start issued is revoked, through the service that issued it
+    (the metrics app's, registered in ``hooks``; none registered: none was issued)."""
+    if hooks.has_agent_tokens():
+        hooks.agent_tokens().revoke(vm_id, actor=None)
 
 
 def own_domain(conn, vm_id):
