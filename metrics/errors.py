@@ -2,7 +2,8 @@
 
 Each class is one stable ``code`` the agent can act on and one HTTP ``status``; the message
 says precisely what was wrong (which sample, which field) and is translated when raised. The
-view answers ``{"error": code, "detail": message}`` (metrics/README.md lists them).
+view answers a problem document (``portal.problems``: ``code``, ``detail`` the message …);
+metrics/README.md lists them, ``metrics.openapi`` documents them.
 """
 
 from django.utils.translation import gettext_lazy as _

@@ -12,6 +12,8 @@ urlpatterns = [
     # The agents' job API (클러스터 검증): a bearer token like ingest, hence the names.
     path("api/metrics/jobs/next", jobs.next_jobs, name="ingest_jobs_next"),
     path("api/metrics/jobs/result", jobs.job_result, name="ingest_job_result"),
+    # What the four above take and answer, refusals included (metrics.openapi).
+    path("api/metrics/openapi.json", agent.agent_openapi, name="agent_openapi"),
     path("vms/<int:pk>/metrics/token/", views.vm_token_rotate, name="vm_token_rotate"),
     path("clusters/<int:pk>/metrics/charts/", views.cluster_charts, name="cluster_charts"),
     path("clusters/<int:pk>/metrics/devices/", views.cluster_devices, name="cluster_devices"),

@@ -4,20 +4,18 @@ metrics token, as it posts samples; the portal never connects to a VM.
 ``POST /api/metrics/jobs/next`` → ``{"jobs": [{"id", "kind", "params", "timeout"}]}``: the
 jobs of the token's VM that may run now, each handed out once. ``POST
 /api/metrics/jobs/result`` with ``{"job": id, "outputs": [{"tool", "stdout", "exit_code", …}],
-"seconds"}`` → ``{"status"}``. Refusals are ``{"error", "detail"}``: 401 bad token, 400
-malformed, 404 not this VM's job, 409 already finished (or timed out), 413 too large, 429
-more than ``METRICS_JOBS_RATE_PER_MINUTE`` requests of the token's in the minute since its
-first (both endpoints counted together, apart from ingest's).
+"seconds"}`` → ``{"status"}``. Refusals are problem documents (``metrics.views.agent``):
+401 bad token, 400 malformed, 404 not this VM's job, 409 already finished (or timed out),
+413 too large, 429 more than ``METRICS_JOBS_RATE_PER_MINUTE`` requests of the token's in the
+minute since its first (both endpoints counted together, apart from ingest's).
 """
 
 from django.http import JsonResponse
 from django.utils.translation import gettext as _
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 
 from clusters.validation import jobs
-from metrics import conf, errors, ingest
-from metrics.views.agent import _refusal
+from metrics import agent_versions, conf, errors, ingest
+from metrics.views.agent import agent_endpoint, refused
 from portal.throttle import Counter
 
 RATE = Counter("metrics-jobs-rate")
@@ -38,17 +36,13 @@ def authenticate(request) -> int:
     vm_id = ingest.lookup(token_hash)
     if not count:
         RATE.open(key, ingest.RATE_WINDOW_SECONDS)
+    agent_versions.note(token_hash, request)
     return vm_id
 
 
-@csrf_exempt  # bearer token, never a cookie
-@require_POST
+@agent_endpoint
 def next_jobs(request):
-    try:
-        vm_id = authenticate(request)
-    except errors.IngestError as error:
-        return _refusal(error)
-    claimed = jobs.claim(vm_id)
+    claimed = jobs.claim(authenticate(request))
     return JsonResponse(
         {
             "jobs": [
@@ -59,17 +53,16 @@ def next_jobs(request):
     )
 
 
-@csrf_exempt
-@require_POST
+# A ``JobRefused``'s code by its status (documented in ``metrics.openapi``).
+JOB_REFUSALS = {400: "invalid", 404: "not_found", 409: "finished"}
+
+
+@agent_endpoint
 def job_result(request):
-    try:
-        vm_id = authenticate(request)
-        payload = ingest.parse(ingest.read_body(request))
-    except errors.IngestError as error:
-        return _refusal(error)
+    vm_id = authenticate(request)
+    payload = ingest.parse(ingest.read_body(request))
     try:
         job = jobs.record(vm_id, payload)
-    except jobs.JobRefused as refused:
-        code = {400: "invalid", 404: "not_found", 409: "finished"}[refused.status]
-        return JsonResponse({"error": code, "detail": refused.detail}, status=refused.status)
+    except jobs.JobRefused as refusal:
+        return refused(refusal.status, JOB_REFUSALS[refusal.status], refusal.detail)
     return JsonResponse({"status": job.status})

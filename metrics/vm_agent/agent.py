@@ -1,4 +1,4 @@
-"""The metrics agent: runs on a member VM and reports its usage to the portal (SPEC §7).
+"""The metrics agent: runs on a member VM and reports its usage to the portal.
 
     vc-metrics-agent --url https://portal/api/metrics/ingest --token vcm_… \
         [--interval 10] [--source auto|nvml|exporters]
@@ -43,8 +43,10 @@ import urllib.error
 import urllib.request
 from collections import deque
 from itertools import islice
+from types import ModuleType
+from typing import Optional
 
-from . import agent_devices, agent_http, agent_jobs
+from . import VERSION, agent_devices, agent_http, agent_jobs
 from .agent_collect import Collector
 
 log = logging.getLogger("metrics.agent")
@@ -57,7 +59,8 @@ SOURCES = ("auto", "nvml", "exporters")
 # Interfaces whose traffic is counted elsewhere or twice.
 BACKOFF_BASE = 2.0
 BACKOFF_MAX = 300.0
-USER_AGENT = "vc-metrics-agent/1"
+# The portal keeps the version per VM (metrics.agent_versions) and shows it on the VM page.
+USER_AGENT = f"vc-metrics-agent/{VERSION}"
 GZIP_ABOVE = 8192  # bytes of JSON
 FIELDS = (
     "ts",
@@ -100,7 +103,7 @@ class Agent:
         self.batch_size = batch_size
         self.timeout = timeout
         self.collector = collector or Collector()
-        self.buffer = deque(maxlen=buffer_size)
+        self.buffer: deque = deque(maxlen=buffer_size)
         self.dropped = 0
         self.stored = 0
         self.failures = 0
@@ -143,7 +146,7 @@ class Agent:
             if outcome == RETRY:
                 self.failures += 1
                 delay = min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (self.failures - 1))
-                delay = max(delay * random.uniform(0.5, 1.0), retry_after or 0)
+                delay = max(delay * random.uniform(0.5, 1.0), retry_after or 0)  # noqa: S311 - a retry's jitter, never a secret
                 self.next_send = time.monotonic() + delay
                 log.info("will retry in %.0f s (%d samples buffered)", delay, len(self.buffer))
                 return False
@@ -167,7 +170,7 @@ class Agent:
         if len(body) > GZIP_ABOVE:  # a backlog flush: a third of the bytes to send and parse
             body = gzip.compress(body, compresslevel=5, mtime=0)
             headers["Content-Encoding"] = "gzip"
-        request = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
+        request = urllib.request.Request(self.url, data=body, method="POST", headers=headers)  # noqa: S310 - the operator's METRICS_AGENT_URL
         try:
             with agent_http.urlopen(request, timeout=self.timeout) as response:
                 response.read()
@@ -217,7 +220,7 @@ class Agent:
 def check(url, token, timeout=10.0):
     """Ask the portal which VM ``token`` writes for (nothing stored); returns the VM id."""
     check_url = url.rsplit("/", 1)[0] + "/check"
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - the operator's METRICS_AGENT_URL
         check_url,
         data=b"",
         method="POST",
@@ -233,7 +236,7 @@ def check(url, token, timeout=10.0):
 def make_collector(source, infiniband_root=INFINIBAND_ROOT, dcgm_url=None, node_url=None):
     """The collector for ``--source``: where GPU and port figures come from. Without
     prometheus-client (the ``[exporters]`` extra) ``auto`` reads NVML and sysfs only."""
-    exporters = None
+    exporters: Optional[ModuleType] = None
     if source != "nvml":
         try:
             from . import agent_exporters as exporters
@@ -294,6 +297,7 @@ def main(argv=None):
     parser.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")
     parser.add_argument("--node-exporter-url", default="http://127.0.0.1:9100/metrics")
     parser.add_argument("--check", action="store_true", help="verify URL and token, then exit")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(

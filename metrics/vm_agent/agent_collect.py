@@ -30,7 +30,7 @@ def _rate(now_pair, before_pair, seconds):
         return None, None
     return tuple(
         None if after is None or before is None or after < before else (after - before) / seconds
-        for after, before in zip(now_pair, before_pair, strict=True)
+        for after, before in zip(now_pair, before_pair)
     )
 
 
@@ -51,7 +51,8 @@ def port_rates(ports, before, seconds):
     """Port dicts as the portal takes them (rx/tx in bytes/s) from two readings of the
     cumulative counters, and the host's fabric (rx, tx) summed over them."""
     previous = {p["port"]: p for p in before or ()}
-    out, sums = [], [[], []]
+    out: list = []
+    sums: list = [[], []]
     for port in ports or ():
         prior = previous.get(port["port"], {})
         pair = (port.get("rx_bytes"), port.get("tx_bytes"))
@@ -59,7 +60,7 @@ def port_rates(ports, before, seconds):
         entry = {"port": port["port"], "rx": rates[0], "tx": rates[1]}
         entry.update({k: port.get(k) for k in PORT_EXTRA})
         out.append(entry)
-        for total, counter, rate in zip(sums, pair, rates, strict=True):
+        for total, counter, rate in zip(sums, pair, rates):
             if counter is not None:  # a port without counters is not part of the sum
                 total.append(rate)
     # A port whose counter went back (an HCA reset) makes the sum unknown, not smaller.

@@ -11,6 +11,7 @@ words), its state and link rate; ``Collector`` turns the byte counters into rate
 import logging
 import re
 from pathlib import Path
+from typing import Optional
 
 log = logging.getLogger("metrics.agent")
 
@@ -42,13 +43,13 @@ def port_paths(root=INFINIBAND_ROOT) -> list:
     return sorted((p for p in Path(root).glob("*/ports/*") if p.is_dir()), key=key)
 
 
-def parse_rate(text: str) -> float | None:
+def parse_rate(text: str) -> Optional[float]:
     """Gb/s from a sysfs ``rate`` file ("400 Gb/sec (4X NDR)"), None if unreadable."""
     match = _RATE.match(text)
     return float(match.group(1)) if match else None
 
 
-def parse_state(text: str) -> int | None:
+def parse_state(text: str) -> Optional[int]:
     """The numeric state of a sysfs ``state`` file ("4: ACTIVE")."""
     match = _STATE.match(text)
     return int(match.group(1)) if match else None

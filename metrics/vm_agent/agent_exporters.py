@@ -3,7 +3,7 @@ the GPUs and node_exporter (:9100, InfiniBand collector) for the fabric ports, s
 HTTP and parsed with ``prometheus_client``'s text parser, then mapped onto the same GPU and
 port dicts as ``agent_devices`` reads from NVML and sysfs.
 
-Names (FIELD-NOTES, dcgm-exporter's default counters and node_exporter's infiniband
+Names (dcgm-exporter's default counters and node_exporter's infiniband
 collector): ``DCGM_FI_DEV_XID_ERRORS`` is a gauge of the *last* XID, not a count; node_exporter
 already converts the kernel's 4-byte words into bytes.
 """
@@ -11,6 +11,7 @@ already converts the kernel's 4-byte words into bytes.
 import logging
 import urllib.error
 import urllib.request
+from typing import Optional
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -151,10 +152,10 @@ def parse_node(text: str) -> list:
     ]
 
 
-def scrape(url: str, timeout: float = 3.0) -> str | None:
+def scrape(url: str, timeout: float = 3.0) -> Optional[str]:
     """An exporter's /metrics text, or None (logged) when it does not answer."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - the operator's exporter URL
             return response.read(8 * 1024 * 1024).decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         log.warning("cannot scrape %s: %s", url, getattr(exc, "reason", exc))

@@ -25,12 +25,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import agent_http, toolparse
+from . import VERSION, agent_http, toolparse
 
 log = logging.getLogger("metrics.agent.jobs")
 POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch
 CONNECT_RETRY_SECONDS = 30.0  # the ib_write_bw server of the same step may start later
-USER_AGENT = "vc-metrics-agent/1 jobs"
+USER_AGENT = f"vc-metrics-agent/{VERSION} jobs"
 TIMED_OUT, NOT_FOUND = 124, 127
 
 
@@ -135,7 +135,7 @@ class JobRunner:
         self.nccl_bin = os.environ.get("NCCL_TESTS_BIN", "all_reduce_perf")
 
     def _post(self, url, body):
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - the portal's URL from the operator
             url,
             data=json.dumps(body).encode(),
             method="POST",

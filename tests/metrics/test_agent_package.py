@@ -11,33 +11,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[2] / "metrics" / "vm_agent"
+from metrics.vm_agent import VERSION
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
-    src = out / "src"
-    subprocess.run(["cp", "-r", str(SOURCE), str(src)], check=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-w",
-            str(out),
-            str(src),
-        ],
-        check=True,
-    )
-    (path,) = out.glob("vc_metrics_agent-*.whl")
-    return path
+@pytest.fixture
+def wheel(agent_wheel):
+    return agent_wheel
 
 
 def test_the_wheel_holds_the_agent_its_parsers_and_a_console_script(wheel):
@@ -49,6 +30,8 @@ def test_the_wheel_holds_the_agent_its_parsers_and_a_console_script(wheel):
     for module in ("agent", "agent_devices", "agent_exporters", "agent_jobs", "toolparse"):
         assert f"vc_metrics_agent/{module}.py" in names
     assert not any(name.endswith("pyproject.toml") for name in names)
+    # The release's version (the portal's: one ``VERSION``), and the floor it is tested on.
+    assert metadata["Version"] == VERSION and metadata["Requires-Python"] == ">=3.9"
     requires = metadata.get_all("Requires-Dist")
     assert [r for r in requires if "extra ==" not in r] == ["psutil>=5.6"]
     assert any(r.startswith("prometheus-client") and "exporters" in r for r in requires)

@@ -23,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 
 from clusters.models.hosts import Placement
+from metrics.vm_agent import VERSION as AGENT_VERSION
 from portal.errors import GuestImageMissing
 
 from . import fabric, guest_image, guest_install, names
@@ -43,7 +44,10 @@ RestartSec=5
 [Install]
 WantedBy=multi-user.target
 """
-# Where a cloud image without the agent gets it (the small image has it installed already).
+# Where a cloud image without the agent gets it (the small image has it installed already,
+# from the wheel of the same checkout): the portal's own version, unless GUEST_AGENT_PIP_SPEC
+# names another.
+AGENT_PIP_SPEC = f"vc-metrics-agent=={AGENT_VERSION}"
 INSTALL = (
     "command -v vc-metrics-agent >/dev/null 2>&1 || "
     "python3 -m pip install --quiet --break-system-packages {spec} || "
@@ -115,13 +119,13 @@ def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, by
             "addresses": [f"{fabric_address.ip}/{fabric.BLOCK_PREFIX}"],
         }
     network = {"version": 2, "ethernets": ethernets}
-    interval = getattr(settings, "GUEST_AGENT_INTERVAL", 10)
+    interval = settings.GUEST_AGENT_INTERVAL
     environment = (
         f"METRICS_AGENT_URL={ingest_url(portal_url)}\n"
         f"METRICS_AGENT_TOKEN={metrics_token}\n"
         f"METRICS_AGENT_INTERVAL={interval}\n"
     )
-    spec = getattr(settings, "GUEST_AGENT_PIP_SPEC", "vc-metrics-agent")
+    spec = settings.GUEST_AGENT_PIP_SPEC or AGENT_PIP_SPEC
     user = {
         "hostname": hostname(vm),
         "write_files": [
