@@ -1,7 +1,8 @@
-"""What a user can do to a cluster and its membership (SPEC §4, §5). Nothing else writes them.
+"""What a user can do to a cluster and its membership (docs/rules.md#the-rules). Nothing else
+writes them.
 
 Each action runs in one transaction, locks rows in the fixed order of ``portal.compute.locking``,
-checks the actor's permission and the rules, raises a typed error with the SPEC §5 message,
+checks the actor's permission and the rules, raises a typed error (``portal.errors``),
 audits the attempt and queues the slow part (``actor=None``: the system).
 
 Each rule is once, a ``*_refusal`` function of the facts it needs: the action raises it on
@@ -11,6 +12,8 @@ button and says why). The background walk is ``clusters.progress``.
 
 import itertools
 import logging
+from collections.abc import Callable, Collection
+from typing import cast
 
 from clusters.models import (
     DELETABLE,
@@ -21,10 +24,12 @@ from clusters.models import (
     STOPPABLE,
     ClusterOp,
     ClusterStatus,
-    MemberStates,
     VirtualCluster,
 )
-from portal.audit import attempt
+from clusters.models import (
+    MemberStates as MemberStates,  # the preflights' argument, named from here by the pages
+)
+from portal.audit import Attempt, attempt
 from portal.compute.backends import get_backend
 from portal.compute.catalog import catalog_choice, offered_fabrics
 from portal.compute.holds import hold_refusal
@@ -61,6 +66,8 @@ from portal.errors import (
     ZoneRequired,
 )
 from portal.kernel import (
+    Actor,
+    Refusal,
     begin_create,
     permission_refusal,
     queue_after_commit,
@@ -70,19 +77,20 @@ from portal.kernel import (
     save_unique,
     set_status,
 )
+from portal.models import Project
 from portal.permissions import Perm
-from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
+from vms.models import BillingType, FabricType, InstanceType, VirtualMachine, VmStatus, Zone
 
 log = logging.getLogger(__name__)
 
 S = ClusterStatus
 
 
-def queue_advance(cluster) -> None:
+def queue_advance(cluster: VirtualCluster) -> None:
     queue_after_commit("clusters.tasks.advance_cluster", cluster.pk, cluster.generation)
 
 
-def queue_release(cluster) -> None:
+def queue_release(cluster: VirtualCluster) -> None:
     queue_after_commit("clusters.tasks.release_cluster", cluster.pk)
 
 
@@ -90,8 +98,8 @@ def queue_release(cluster) -> None:
 # The rules, each once
 
 
-def start_refusal(cluster, members: MemberStates) -> RuleViolation | None:
-    """SPEC §4 start and §5.4: from 미할당/종료됨, with at least 2 members."""
+def start_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
+    """From 미할당/종료됨, with at least 2 members (docs/rules.md#starting-a-cluster)."""
     if cluster.status not in STARTABLE:
         return InvalidTransition()
     if members.count < MIN_MEMBERS:
@@ -99,7 +107,9 @@ def start_refusal(cluster, members: MemberStates) -> RuleViolation | None:
     return None
 
 
-def _members_stopped_refusal(cluster, members: MemberStates, sources) -> RuleViolation | None:
+def _members_stopped_refusal(
+    cluster: VirtualCluster, members: MemberStates, sources: Collection[str]
+) -> RuleViolation | None:
     """From one of ``sources`` only, and not while a member runs or is in transition."""
     if cluster.status not in sources:
         return InvalidTransition()
@@ -108,19 +118,25 @@ def _members_stopped_refusal(cluster, members: MemberStates, sources) -> RuleVio
     return None
 
 
-def stop_refusal(cluster, members: MemberStates) -> RuleViolation | None:
-    """SPEC §4 stop and §5.5: not while a member runs or is in transition."""
+def stop_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
+    """Not while a member runs or is in transition (docs/rules.md#stopping-a-cluster)."""
     return _members_stopped_refusal(cluster, members, STOPPABLE)
 
 
-def delete_refusal(cluster, members: MemberStates) -> RuleViolation | None:
-    """SPEC §4 delete: from 미할당/종료됨, all members stopped."""
+def delete_refusal(cluster: VirtualCluster, members: MemberStates) -> RuleViolation | None:
+    """From 미할당/종료됨, all members stopped (docs/rules.md#deleting-a-cluster)."""
     return _members_stopped_refusal(cluster, members, DELETABLE)
 
 
-def create_refusal(project, name, zone, instance_type, fabric_type) -> RuleViolation | None:
-    """SPEC §5.7: a zone, an instance type offering ``fabric_type`` there, and a name no
-    live cluster of the project has (``name`` already passed the name rule)."""
+def create_refusal(
+    project: Project,
+    name: str,
+    zone: Zone | None,
+    instance_type: InstanceType | None,
+    fabric_type: str | None,
+) -> RuleViolation | None:
+    """A zone, an instance type offering ``fabric_type`` there, and a name no live cluster of
+    the project has (``name`` already passed the name rule): docs/rules.md#creating-a-cluster."""
     if zone is None:
         return ZoneRequired()
     if instance_type is None:
@@ -132,7 +148,7 @@ def create_refusal(project, name, zone, instance_type, fabric_type) -> RuleViola
     return rename_refusal(VirtualCluster(project=project), name)
 
 
-def rename_refusal(cluster, name) -> RuleViolation | None:
+def rename_refusal(cluster: VirtualCluster, name: str) -> RuleViolation | None:
     """Not a deleted cluster; a name no other live cluster of its project has."""
     if cluster.status == S.DELETED:
         return InvalidTransition()
@@ -142,8 +158,8 @@ def rename_refusal(cluster, name) -> RuleViolation | None:
     return NameTaken() if taken.exclude(pk=cluster.pk).exists() else None
 
 
-def vm_attach_refusal(vm) -> RuleViolation | None:
-    """What refuses ``vm`` for any cluster (SPEC §5.1-2): spot or DR, or not stopped."""
+def vm_attach_refusal(vm: VirtualMachine) -> RuleViolation | None:
+    """What refuses ``vm`` for any cluster: spot or DR (``SpotOrDrVm``), or not stopped."""
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
         return SpotOrDrVm()
     if vm.status != VmStatus.STOPPED:
@@ -151,10 +167,11 @@ def vm_attach_refusal(vm) -> RuleViolation | None:
     return None
 
 
-def attach_refusal(vm, cluster) -> RuleViolation | None:
-    """SPEC §5.1-3: same project; the VM in no cluster; membership open; an on-demand or
-    reserved VM of the cluster's zone and instance type (each named), stopped. What stopping
-    cannot fix is said first. ``vm`` may be unsaved: VM create asks before it makes one."""
+def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation | None:
+    """docs/rules.md#attaching-a-vm: same project; the VM in no cluster; membership open; an
+    on-demand or reserved VM of the cluster's zone and instance type (each named), stopped.
+    What stopping cannot fix is said first. ``vm`` may be unsaved: VM create asks before it
+    makes one."""
     if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
         return ClusterNotFound()
     if vm.cluster_id is not None:
@@ -170,8 +187,11 @@ def attach_refusal(vm, cluster) -> RuleViolation | None:
     return vm_attach_refusal(vm)
 
 
-def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
-    """SPEC §5.3: a stopped member, membership open, and a running cluster keeps 2."""
+def detach_refusal(
+    vm: VirtualMachine, cluster: VirtualCluster | None, members: MemberStates
+) -> RuleViolation | None:
+    """A stopped member, membership open, and a running cluster keeps 2
+    (docs/rules.md#detaching-a-vm)."""
     if cluster is None:
         return NotMember()
     if cluster.status not in MEMBERSHIP_OPEN:
@@ -187,37 +207,46 @@ def detach_refusal(vm, cluster, members: MemberStates) -> RuleViolation | None:
 # Preflights: the refusal an action would raise now (or None), changing nothing
 
 
-def preflight_start(actor, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_start(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or start_refusal(
         cluster, members
     )
 
 
-def preflight_stop(actor, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_stop(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or stop_refusal(cluster, members)
 
 
-def preflight_delete(actor, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_delete(actor: Actor, cluster: VirtualCluster, members: MemberStates) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_DELETE, cluster) or delete_refusal(
         cluster, members
     )
 
 
-def preflight_create(actor, project, name, zone, instance_type, fabric_type):
+def preflight_create(
+    actor: Actor,
+    project: Project,
+    name: str,
+    zone: Zone | None,
+    instance_type: InstanceType | None,
+    fabric_type: str | None,
+) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_CREATE, project) or create_refusal(
         project, name, zone, instance_type, fabric_type
     )
 
 
-def preflight_rename(actor, cluster, name) -> RuleViolation | None:
+def preflight_rename(actor: Actor, cluster: VirtualCluster, name: str) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or rename_refusal(cluster, name)
 
 
-def preflight_attach(actor, vm, cluster) -> RuleViolation | None:
+def preflight_attach(actor: Actor, vm: VirtualMachine, cluster: VirtualCluster) -> Refusal:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or attach_refusal(vm, cluster)
 
 
-def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation | None:
+def preflight_detach(
+    actor: Actor, vm: VirtualMachine, cluster: VirtualCluster | None, members: MemberStates
+) -> Refusal:
     return permission_refusal(actor, Perm.VM_UPDATE, vm) or detach_refusal(vm, cluster, members)
 
 
@@ -226,7 +255,13 @@ def preflight_detach(actor, vm, cluster, members: MemberStates) -> RuleViolation
 
 
 def create_cluster(
-    *, actor, project, name, zone_id, instance_type_id, fabric_type
+    *,
+    actor: Actor,
+    project: Project,
+    name: str | None,
+    zone_id: object,
+    instance_type_id: object,
+    fabric_type: str | None,
 ) -> VirtualCluster:
     """Create an empty cluster in 준비중 (a task moves it to 미할당): CREATE permission in
     ``project``, the name rule, then ``create_refusal``."""
@@ -240,7 +275,7 @@ def create_cluster(
             name=name,
             zone=zone,
             instance_type=instance_type,
-            fabric_type=fabric_type,
+            fabric_type=cast(str, fabric_type),  # one of FabricType's: create_refusal said so
             status=S.PROVISIONING,
             operation=ClusterOp.CREATE,
             created_by=recorded_user(actor),
@@ -251,7 +286,13 @@ def create_cluster(
     return cluster
 
 
-def _locked(cluster_id, actor, perm, att, refusal) -> tuple[VirtualCluster, list]:
+def _locked(
+    cluster_id: object,
+    actor: Actor,
+    perm: str,
+    att: Attempt,
+    refusal: Callable[[VirtualCluster, MemberStates], Refusal],
+) -> tuple[VirtualCluster, list[VirtualMachine]]:
     """The cluster and its members, locked in order, once ``refusal`` let them pass."""
     cluster = lock_cluster(cluster_id, actor, perm, att)
     members = lock_members(cluster)
@@ -259,7 +300,7 @@ def _locked(cluster_id, actor, perm, att, refusal) -> tuple[VirtualCluster, list
     return cluster, members
 
 
-def start_cluster(cluster_id, *, actor) -> VirtualCluster:
+def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members."""
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, start_refusal)
@@ -273,7 +314,7 @@ def start_cluster(cluster_id, *, actor) -> VirtualCluster:
     return cluster
 
 
-def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
+def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     """실행중/할당됨/대기중 → 종료됨, releasing the fabric. Refused while a member runs."""
     with attempt("cluster.stop", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, stop_refusal)
@@ -284,7 +325,7 @@ def stop_cluster(cluster_id, *, actor) -> VirtualCluster:
     return cluster
 
 
-def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
+def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
@@ -295,7 +336,7 @@ def delete_cluster(cluster_id, *, actor) -> VirtualCluster:
     return cluster
 
 
-def _settle_and_release(cluster, status) -> None:
+def _settle_and_release(cluster: VirtualCluster, status: str) -> None:
     """The end of a stop or a delete, once its members are dealt with: the cluster settles
     at ``status`` with no operation running, and its fabric is released after commit."""
     set_status(cluster, status, LIFECYCLE)
@@ -304,9 +345,10 @@ def _settle_and_release(cluster, status) -> None:
     queue_release(cluster)
 
 
-def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
+def attach_vm(vm_id: object, cluster_id: object, *, actor: Actor) -> VirtualMachine:
     """Make a stopped on-demand/reserved VM of the cluster's zone and type a member: VM
-    UPDATE and cluster READ, ``attach_refusal`` (SPEC §5.1-3), then ``reserve_node``."""
+    UPDATE and cluster READ, ``attach_refusal`` (docs/rules.md#attaching-a-vm), then
+    ``reserve_node``."""
     with attempt("vm.attach", actor=actor, target_type="vm") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_READ)
         vm = lock_vm(vm_id, actor, Perm.VM_UPDATE, att)
@@ -320,7 +362,7 @@ def attach_vm(vm_id, cluster_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def reserve_node(cluster, members: int) -> RuleViolation | None:
+def reserve_node(cluster: VirtualCluster, members: int) -> RuleViolation | None:
     """An attach's step once the rules said yes: a running cluster's fabric grows with it,
     so member ``members + 1``'s node is reserved now, or its capacity or backend error."""
     if cluster.status != S.RUNNING:
@@ -332,7 +374,7 @@ def reserve_node(cluster, members: int) -> RuleViolation | None:
     return None
 
 
-def join(vm, cluster, rank: int | None = None) -> None:
+def join(vm: VirtualMachine, cluster: VirtualCluster, rank: int | None = None) -> None:
     """An attach's write, once ``attach_refusal`` said yes (the caller holds both locks).
     The VM takes ``rank`` (a 교체 spare: the replaced member's) or the lowest node rank no
     member holds, so the members' order (torchrun, hostfile) survives detaches and swaps."""
@@ -343,7 +385,7 @@ def join(vm, cluster, rank: int | None = None) -> None:
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
 
 
-def leave(vm) -> None:
+def leave(vm: VirtualMachine) -> None:
     """A detach's write, once ``detach_refusal`` said yes (the caller holds both locks).
     The backend takes back the member's fabric devices; if it cannot now, its next start
     (defined from the VM's current membership) and the next allocation do."""
@@ -357,7 +399,7 @@ def leave(vm) -> None:
         log.warning("backend kept %s's devices of cluster %s for now", vm.pk, cluster.pk)
 
 
-def detach_vm(vm_id, *, actor) -> VirtualMachine:
+def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     """Take a stopped VM out of its cluster; a running cluster keeps at least 2 members."""
     with attempt("vm.detach", actor=actor, target_type="vm") as att:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
@@ -370,9 +412,9 @@ def detach_vm(vm_id, *, actor) -> VirtualMachine:
     return vm
 
 
-def rename_cluster(cluster_id, *, actor, name) -> VirtualCluster:
+def rename_cluster(cluster_id: object, *, actor: Actor, name: str | None) -> VirtualCluster:
     """A new name, by the name rule and ``rename_refusal`` (CLUSTER UPDATE). Zone, type and
-    fabric never change (SPEC §5.7): only the name is editable."""
+    fabric never change (docs/rules.md#creating-a-cluster): only the name is editable."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         rename(cluster, name, att, rename_refusal, NameTaken)

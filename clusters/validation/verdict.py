@@ -229,96 +229,140 @@ def _ib(job, names, shared, threshold, margin, owned):
             shared.measured((member, device), low)
 
 
-def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -> dict:
-    """``{vm id: (verdict, reasons)}`` for ``members`` (``{"id", "name", "gpus"}``) from
-    ``jobs`` (``{"kind", "vm", "peers", "status", "figures", "timeout"}``)."""
-    names = {m["id"]: m["name"] for m in members}
-    margin = thresholds["margin_percent"]
-    reasons: dict[int, list] = {m["id"]: [] for m in members}
-    ports, pairs = _Shared(), _Shared()
-    everyone: list = []
-    missing: dict = {}
-    labels = dict(Kind.choices)
-    owned = own_ports(jobs)
-    for job in jobs:
-        vm, kind, figures = job["vm"], job["kind"], job["figures"]
-        check = str(labels.get(kind, kind))
-        if vm not in reasons or job["status"] == JobStatus.SKIPPED:
-            continue  # a skipped job (a member it needed was silent) measured nothing
-        if job["status"] == JobStatus.NO_ANSWER:
-            reasons[vm].append(
-                reason("no_answer", Verdict.NO_ANSWER, check=check, seconds=job["timeout"])
+class _Run:
+    """What ``judge`` gathers while it reads a run's jobs: each member's reasons, the
+    measurements shared between members, the whole cluster's figure and the missing tools."""
+
+    def __init__(self, members: list[dict], jobs: list[dict], thresholds: dict, level: int):
+        self.members, self.thresholds, self.level = members, thresholds, level
+        self.names = {m["id"]: m["name"] for m in members}
+        self.margin = thresholds["margin_percent"]
+        self.reasons: dict[int, list] = {m["id"]: [] for m in members}
+        self.ports, self.pairs = _Shared(), _Shared()
+        self.everyone: list = []
+        self.missing: dict = {}
+        self.owned = own_ports(jobs)
+
+
+def _gpu_job(run: _Run, job: dict, check: str, failed: bool) -> None:
+    vm = job["vm"]
+    expected = next(m["gpus"] for m in run.members if m["id"] == vm)
+    run.reasons[vm] += (
+        [_failed(job, check)] if failed else gpu_reasons(job["figures"], expected, run.level)
+    )
+
+
+def _nccl_local_job(run: _Run, job: dict, check: str, failed: bool) -> None:
+    threshold = run.thresholds["intra_busbw_gbs"]
+    run.reasons[job["vm"]] += (
+        [_failed(job, check)]
+        if failed
+        else nccl_reason("nccl_local_low", job["figures"], threshold, run.margin)
+    )
+
+
+def _ib_client_job(run: _Run, job: dict, check: str, failed: bool) -> None:
+    vm, figures, expected = job["vm"], job["figures"], run.thresholds["ports"]
+    run.reasons[vm] += port_reasons(figures)
+    found = len(figures.get("devices", []))
+    if found < expected:
+        run.reasons[vm].append(reason("ports_missing", Verdict.BAD, found=found, expected=expected))
+    _ib(job, run.names, run.ports, run.thresholds["ib_write_bw_gbps"], run.margin, run.owned)
+
+
+def _nccl_pair_job(run: _Run, job: dict, check: str, failed: bool) -> None:
+    vm, peer = job["vm"], job["peers"][0]
+    for member, other in ((vm, peer), (peer, vm)):
+        lows = (
+            [_failed(job, check)]
+            if failed
+            else nccl_reason(
+                "nccl_pair_low",
+                job["figures"],
+                run.thresholds["multi_busbw_gbs"],
+                run.margin,
+                peer=run.names.get(other, "?"),
             )
-            continue
-        if figures.get("missing"):  # nothing measured: the member lacks the software
-            missing.setdefault(vm, set()).update(figures["missing"])
-            continue
-        failed = job["status"] == JobStatus.FAILED
-        if kind == Kind.GPU:
-            expected = next(m["gpus"] for m in members if m["id"] == vm)
-            reasons[vm] += (
-                [_failed(job, check)] if failed else gpu_reasons(figures, expected, level)
-            )
-        elif kind == Kind.NCCL_LOCAL:
-            reasons[vm] += (
-                [_failed(job, check)]
-                if failed
-                else nccl_reason("nccl_local_low", figures, thresholds["intra_busbw_gbs"], margin)
-            )
-        elif kind == Kind.IB_CLIENT:
-            reasons[vm] += port_reasons(figures)
-            found = len(figures.get("devices", []))
-            if found < thresholds["ports"]:
-                reasons[vm].append(
-                    reason("ports_missing", Verdict.BAD, found=found, expected=thresholds["ports"])
-                )
-            _ib(job, names, ports, thresholds["ib_write_bw_gbps"], margin, owned)
-        elif kind == Kind.NCCL_PAIR:
-            peer = job["peers"][0]
-            for member, other in ((vm, peer), (peer, vm)):
-                lows = (
-                    [_failed(job, check)]
-                    if failed
-                    else nccl_reason(
-                        "nccl_pair_low",
-                        figures,
-                        thresholds["multi_busbw_gbs"],
-                        margin,
-                        peer=names.get(other, "?"),
-                    )
-                )
-                pairs.measured(member, lows[0] if lows else None)
-        elif kind == Kind.NCCL_ALL:
-            everyone = (
-                [_failed(job, check)]
-                if failed
-                else nccl_reason(
-                    "nccl_all_low",
-                    figures,
-                    thresholds["multi_busbw_gbs"],
-                    margin,
-                    nodes=len(members),
-                )
-            )
-    for vm, tools in missing.items():
+        )
+        run.pairs.measured(member, lows[0] if lows else None)
+
+
+def _nccl_all_job(run: _Run, job: dict, check: str, failed: bool) -> None:
+    run.everyone = (
+        [_failed(job, check)]
+        if failed
+        else nccl_reason(
+            "nccl_all_low",
+            job["figures"],
+            run.thresholds["multi_busbw_gbs"],
+            run.margin,
+            nodes=len(run.members),
+        )
+    )
+
+
+# What each kind of job's figures say, about its member or (measured between members) about
+# the members it involved; a kind not listed here says nothing.
+_BY_KIND = {
+    Kind.GPU: _gpu_job,
+    Kind.NCCL_LOCAL: _nccl_local_job,
+    Kind.IB_CLIENT: _ib_client_job,
+    Kind.NCCL_PAIR: _nccl_pair_job,
+    Kind.NCCL_ALL: _nccl_all_job,
+}
+
+
+def _read_job(run: _Run, job: dict, labels: dict) -> None:
+    vm, kind, figures = job["vm"], job["kind"], job["figures"]
+    check = str(labels.get(kind, kind))
+    if vm not in run.reasons or job["status"] == JobStatus.SKIPPED:
+        return  # a skipped job (a member it needed was silent) measured nothing
+    if job["status"] == JobStatus.NO_ANSWER:
+        run.reasons[vm].append(
+            reason("no_answer", Verdict.NO_ANSWER, check=check, seconds=job["timeout"])
+        )
+        return
+    if figures.get("missing"):  # nothing measured: the member lacks the software
+        run.missing.setdefault(vm, set()).update(figures["missing"])
+        return
+    by_kind = _BY_KIND.get(kind)
+    if by_kind is not None:
+        by_kind(run, job, check, job["status"] == JobStatus.FAILED)
+
+
+def _blame(run: _Run) -> None:
+    """The missing tools, the shared measurements and the whole cluster's figure, each added
+    to the reasons of the members they are held against."""
+    reasons = run.reasons
+    for vm, tools in run.missing.items():
         named = "/".join(t for t in TOOLS if t in tools)
         reasons[vm].append(reason("tools_missing", Verdict.WARN, tools=named))
     blamed = set()
-    for shared in (ports, pairs):
+    for shared in (run.ports, run.pairs):
         for key, low in shared.blamed():
             member = key[0] if isinstance(key, tuple) else key
             if member in reasons:
                 reasons[member].append(low)
                 blamed.add(member)
-    for low in everyone:
+    for low in run.everyone:
         # The slowest member sets a ring's pace: the whole cluster's figure is held against
         # the members already found slow, or (none being) against all as 점검 필요.
         for member in blamed or reasons:
             reasons[member].append(low if blamed else {**low, "level": Verdict.WARN})
+
+
+def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -> dict:
+    """``{vm id: (verdict, reasons)}`` for ``members`` (``{"id", "name", "gpus"}``) from
+    ``jobs`` (``{"kind", "vm", "peers", "status", "figures", "timeout"}``)."""
+    run = _Run(members, jobs, thresholds, level)
+    labels = dict(Kind.choices)
+    for job in jobs:
+        _read_job(run, job, labels)
+    _blame(run)
     return {
         vm: (
             max((r["level"] for r in found), key=SEVERITY.__getitem__, default=Verdict.OK),
             sorted(found, key=lambda r: -SEVERITY[r["level"]]),  # the worst reasons first
         )
-        for vm, found in reasons.items()
+        for vm, found in run.reasons.items()
     }

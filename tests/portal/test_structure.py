@@ -1,7 +1,7 @@
-"""The shape of the code, checked: modules stay under a size budget, no module imports another app's private
-names, module imports never form a cycle (so nothing needs an import inside a function to
-dodge one) and go only down the layers (``LAYERS``), tasks live in tasks modules, and each
-rule's message text lives only in its error class."""
+"""The shape of the code, checked: modules stay under a size budget, no module imports
+another app's private names, module imports never form a cycle (so nothing needs an import
+inside a function to dodge one) and go only down the layers (``LAYERS``), tasks live in tasks
+modules, and each rule's message text lives only in its error class."""
 
 import ast
 import importlib
