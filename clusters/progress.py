@@ -1,4 +1,5 @@
-"""The asynchronous walk of SPEC §4, one step per call, and its repair.
+"""A cluster's asynchronous walk (docs/rules.md#cluster-lifecycle), one step per call, and its
+repair.
 
 준비중 → 미할당 (create), 준비중 → 할당됨 → 대기중 → 실행중 (start), or back to the previous
 stable status when a step cannot finish. Tasks (``clusters.tasks``) call ``advance_cluster``

@@ -7,13 +7,14 @@ settings change); failing that the default here.
 
 import functools
 import os
+from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-DEFAULTS = {
-    # Ingest (SPEC §7): one batch is at most this many samples and this many bytes.
+DEFAULTS: dict[str, Any] = {
+    # Ingest (metrics/README.md): one batch is at most this many samples and this many bytes.
     "METRICS_MAX_BATCH_SAMPLES": 1000,
     "METRICS_MAX_BODY_BYTES": 1024 * 1024,
     # A sample older than this is refused (the agent's buffer holds about a week at 10 s).

@@ -125,7 +125,7 @@ def figures(data, capacity_gbps=None, markers=None):
                         dash=series.endswith("_min"),
                     )
                 )
-        layout = {
+        layout: dict = {
             "height": 240,
             "margin": {"l": 56, "r": 12, "t": 24, "b": 40},
             "hovermode": "x unified",

@@ -1,4 +1,4 @@
-"""Authenticating, bounding, validating and storing an agent's batch (SPEC §7).
+"""Authenticating, bounding, validating and storing an agent's batch (metrics/README.md).
 
 A batch is ``{"vm": <id, optional>, "samples": [{"ts": <unix seconds>, "cpu_util": …}, …]}``
 with the fields of ``metrics.models.METRIC_FIELDS``, or the same as ``"fields"`` + ``"rows"``
@@ -28,7 +28,7 @@ from metrics.models import METRIC_FIELDS, MetricsToken
 from portal.throttle import Counter
 from vms.models import VmStatus
 
-TOKEN_PREFIX = "vcm_"
+TOKEN_PREFIX = "vcm_"  # noqa: S105 - the tokens' prefix, not a secret
 SAMPLE_KEYS = ("ts", *(name for name, *_rest in METRIC_FIELDS))
 # The host fields, then the optional per-device arrays (``metrics.ingest_devices``).
 ALL_KEYS = (*SAMPLE_KEYS, *DEVICE_KEYS)
@@ -347,7 +347,7 @@ def _instants(column, now, where):
         )
     micros = storage.to_micros(column)
     if len(set(micros)) != len(micros):
-        first = {}
+        first: dict[int, int] = {}
         index = next(i for i, m in enumerate(micros) if first.setdefault(m, i) != i)
         raise errors.DuplicateTimestamp(
             _(

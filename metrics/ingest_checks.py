@@ -47,6 +47,7 @@ def check_column(column, name, nullable, lowest, highest, where, place=None):
         return
     index = first_bad(column, lambda v: v is None or lowest <= v <= highest)
     value = column[index]
+    error: type[errors.IngestError]
     if value < 0:
         error, message = (
             errors.Negative,

@@ -45,7 +45,7 @@ def _flatten(key, index_key, fields, per_sample, micros, where):
                 _("%(where)s: 최대 %(limit)d개 항목의 배열이어야 합니다.")
                 % {"where": at, "limit": MAX_DEVICES}
             )
-        seen = set()
+        seen: set = set()
         for position, entry in enumerate(value):
             _check_entry(entry, names, index_key, f"{at}[{position}]", seen)
             owners.append(sample_index)

@@ -1,4 +1,4 @@
-"""Samples for the simulated GPU cloud (SPEC §8): what an agent on each running VM would send.
+"""Samples for the simulated GPU cloud: what an agent on each running VM would send.
 
 A training-like profile: GPUs near full while the job steps, a short dip every ten minutes
 (checkpoint: GPUs wait, the network carries the upload), fabric traffic that follows GPU
@@ -45,7 +45,8 @@ def emit_samples(now=None):
     vms = VirtualMachine.objects.filter(status=VmStatus.RUNNING).values_list(
         "pk", "status_changed_at", "cluster__status", "instance_type__gpu_count", "name"
     )
-    rows, devices = [], {"gpu": [], "port": []}
+    rows: list = []
+    devices: dict[str, list] = {"gpu": [], "port": []}
     for vm_id, started, cluster_status, gpus, name in vms:
         metrics = simulated_metrics(vm_id, now, started, cluster_status, gpus, name)
         rows.append((vm_id, now, *(metrics[field] for field in METRIC_NAMES)))
@@ -67,7 +68,7 @@ def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name=""):
     """The sample of one VM at ``now``: the host fields, and ``gpus`` / ``ports`` arrays as
     the ingest API takes them (None without GPUs, or off the fabric)."""
     t = now.timestamp()
-    rng = random.Random(f"{vm_id}:{int(t // 10)}")
+    rng = random.Random(f"{vm_id}:{int(t // 10)}")  # noqa: S311 - the simulator's figures, never a secret
     warm = min(max((t - started.timestamp()) / WARMUP, 0.0), 1.0)
     # Each VM checkpoints at its own offset.
     phase = (t + vm_id * 37) % CHECKPOINT_EVERY

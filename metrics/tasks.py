@@ -1,4 +1,4 @@
-"""Beat tasks for metrics storage and the simulator's samples (schedule: see README)."""
+"""Beat tasks for metrics storage and the simulator's samples (schedule: ``portal.settings``)."""
 
 from typing import Any
 
@@ -34,7 +34,7 @@ def maintain_storage():
 @shared_task(ignore_result=True)
 def emit_simulated_samples():
     """One sample per running VM, when the compute backend's VMs run no agent and the portal
-    emits their metrics (``ComputeBackend.emits_metrics``: the simulator, SPEC §8).
+    emits their metrics (``ComputeBackend.emits_metrics``: the simulator).
 
     Not retried and not acked late: a lost tick is a 10-second hole, a late one is noise.
     """

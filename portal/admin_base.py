@@ -9,6 +9,8 @@ project staff see the usernames of their projects' members, nobody else's, and g
 only to the lookups a list offers (``portal.admin_sight``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from django.contrib import admin
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth import get_user_model
@@ -34,7 +36,15 @@ def managed_projects(user) -> QuerySet:
     return Project.objects.filter(pk__in=managed)
 
 
-class ProjectChoices:
+if TYPE_CHECKING:  # what ProjectChoices is mixed into: an admin or an inline
+    from django.contrib.admin.options import BaseModelAdmin
+
+    _BaseAdmin = BaseModelAdmin[Any]
+else:
+    _BaseAdmin = object
+
+
+class ProjectChoices(_BaseAdmin):
     """Forms offer only the projects the staff user manages, only accounts they may see
     (``visible_users``), and never the staff user themself as the holder of a role: nobody
     but a platform admin raises their own privileges."""
@@ -106,7 +116,7 @@ class ConsoleAdmin(StaffSight, admin.ModelAdmin):
     def get_deleted_objects(self, objs, request):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         if protected and not request.user.is_superuser:
-            protected = [_("다른 객체가 사용하고 있어 삭제할 수 없습니다.")]
+            protected = [str(_("다른 객체가 사용하고 있어 삭제할 수 없습니다."))]
         return deleted, counts, perms_needed, protected
 
 

@@ -12,6 +12,7 @@ have found (``FilterNotOffered``). ``StaffSight`` does all of it for every admin
 """
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
@@ -181,7 +182,13 @@ def seen_alias(path: str) -> str:
     return "seen_" + path.replace("__", "_")
 
 
-class StaffSight:
+if TYPE_CHECKING:  # what StaffSight is mixed into: its super() calls are ModelAdmin's
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:
+    _ModelAdmin = object
+
+
+class StaffSight(_ModelAdmin):
     """What every admin of the portal shows project staff of accounts, and which lookups it
     answers them (the module's docstring). A superuser sees what Django shows."""
 

@@ -207,7 +207,7 @@ def queue_after_commit(task: Any, *args: Any) -> None:
     commits.
 
     The change is made whatever the broker says: if it cannot take the message (down,
-    restarting, its folder gone), the step is left to the reconciler (SPEC §4) instead of
-    turning a change that happened into a 500.
+    restarting, its folder gone), the step is left to the reconciler (``clusters.progress``)
+    instead of turning a change that happened into a 500.
     """
     transaction.on_commit(lambda: publish(task, *args))

@@ -152,7 +152,7 @@ class _AmongIds(Func):
     them would: PostgreSQL then keeps that one plan for the prepared statement. Written as
     ``IN (subquery)``, the estimate followed the project's size; a small project's own plan
     looked cheaper, and with mostly small projects every list request was planned anew
-    (0.3 ms, three times what running it took)."""
+    (planning took longer than running it)."""
 
     template = "%(expressions)s"
     arg_joiner = " IN "

@@ -4,6 +4,8 @@ Refusals and failures use the error codes of ``portal.errors``; the few things a
 that are not errors are the notices below. Action names get their labels here too.
 """
 
+from typing import Any
+
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -90,7 +92,7 @@ NOT_STOPPED_REASON = _("%(status)s — 먼저 중지하세요")
 STOPPING_REASON = _("%(status)s — 중지가 끝나면 연결할 수 있습니다")
 
 
-def render_message(code: str, params: dict | None, text: str = "") -> str:
+def render_message(code: str, params: dict[str, Any] | None, text: str = "") -> str:
     """An event's message in the active language: its code rendered, then its plain text."""
     params = params or {}
     if code in NOTICES:

@@ -1,6 +1,7 @@
-"""Tenancy and access: projects, roles made of SPEC §3 permission strings, bindings, audit."""
+"""Tenancy and access: projects, roles made of permission strings (docs/rules.md#permissions),
+bindings, audit."""
 
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from django.conf import settings
 from django.contrib import admin
@@ -60,8 +61,8 @@ def reference_to(model, verbose_name):
 owner_reference = reference_to(settings.AUTH_USER_MODEL, _("사용자"))
 
 
-class ProjectQuerySet(models.QuerySet):
-    def visible_to(self, user):
+class ProjectQuerySet(models.QuerySet["Project"]):
+    def visible_to(self, user: Any) -> Self:
         """Projects where the user holds any role (superusers: all)."""
         if not user.is_authenticated or not user.is_active:
             return self.none()
@@ -145,7 +146,10 @@ def permitted_projects(user, permission) -> list[int] | None:
     return [pid for pid, perms in project_permissions(user).items() if permission in perms]
 
 
-class ProjectScopedQuerySet(models.QuerySet):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class ProjectScopedQuerySet(models.QuerySet[_M]):
     """Rows of a project, read as NetBox reads them: ``restrict(user, permission)`` keeps the
     rows the user's role lets them see, and ``readable(user, permission, Model)`` is the one
     "readable or not found" lookup every page, API call, operation and lock goes through."""
@@ -155,30 +159,30 @@ class ProjectScopedQuerySet(models.QuerySet):
     # (user, permission) of ``readable``, carried through every clone for ``shows``.
     _reader: tuple | None = None
 
-    def _clone(self):
-        clone = super()._clone()
+    def _clone(self) -> Self:
+        clone: Self = super()._clone()  # type: ignore[misc]  # Django's, not in the stubs
         clone._reader = self._reader
         return clone
 
-    def restrict(self, user, permission):
+    def restrict(self, user: Any, permission: str) -> Self:
         """Only the rows in projects where ``user``'s role grants ``permission``."""
         if user is None:
             raise TypeError("restrict() needs a user; readable() takes the system (None)")
         return self.within(permitted_projects(user, permission))
 
-    def within(self, projects):
+    def within(self, projects: Any) -> Self:
         """Only the rows of ``projects`` (ids); None: every project."""
         return self if projects is None else self.filter(project_id__in=projects)
 
-    def findable(self):
+    def findable(self) -> Self:
         """The rows a lookup may find at all (a model hides its deleted rows here)."""
         return self
 
-    def is_findable(self, obj) -> bool:
+    def is_findable(self, obj: _M) -> bool:
         """``findable`` for a row already in hand."""
         return True
 
-    def readable(self, user, permission):
+    def readable(self, user: Any, permission: str) -> Self:
         """The findable rows ``user`` may read through ``permission`` (``None``: the system,
         which reads everything), remembering who reads for ``shows``."""
         rows = self.findable()
@@ -186,7 +190,7 @@ class ProjectScopedQuerySet(models.QuerySet):
         rows._reader = (user, permission)
         return rows
 
-    def get_or_404(self, pk):
+    def get_or_404(self, pk: Any) -> _M:
         """The row ``pk`` among these, or the model's typed not-found error (an id that cannot
         name a row is not found either, never a DataError)."""
         pk = parse_id(pk)
@@ -195,7 +199,7 @@ class ProjectScopedQuerySet(models.QuerySet):
             raise self.not_found()
         return found
 
-    def shown(self, objs) -> list:
+    def shown(self, objs: Any) -> list:
         """The rows of ``objs`` (read in a batch) that ``shows`` keeps, the reader's projects
         asked once for all of them."""
         if self._reader is None:
@@ -203,7 +207,7 @@ class ProjectScopedQuerySet(models.QuerySet):
         user, permission = self._reader
         return shown_to(user, permission, self.model, objs)
 
-    def shows(self, obj) -> bool:
+    def shows(self, obj: Any) -> bool:
         """Whether ``get_or_404`` would find ``obj``, a row already in hand (read in a batch
         by id): findable, and in a project the reader may read."""
         if self._reader is None:
@@ -218,8 +222,8 @@ class ProjectScopedQuerySet(models.QuerySet):
 def light_instances(rows: models.QuerySet, fields: tuple[str, ...]) -> list:
     """``rows`` as model instances that hold ``fields`` (attribute names) and defer the rest,
     as ``only(*fields)`` gives, built from one ``values_list`` without ``Model.__init__``:
-    for a page of 256 members that was 2.8 ms of model construction, this is a fourth of
-    it. No post_init signal is sent (no model here listens to one)."""
+    a fraction of what constructing each model costs. No post_init signal is sent (no model
+    here listens to one)."""
     return instances_of(rows.model, rows.db, fields, rows.values_list(*fields))
 
 
@@ -235,10 +239,11 @@ def instances_of(model: type[models.Model], db: str, fields: tuple[str, ...], ro
     return built
 
 
-def readable(user: Any, permission: str, model: Any) -> Any:
+def readable(user: Any, permission: str, model: type[_M]) -> ProjectScopedQuerySet[_M]:
     """``model``'s rows ``user`` may read through ``permission``: ``.get_or_404(pk)`` finds
     one or raises the model's not-found error; ``.shows(obj)`` asks the same of a row in hand."""
-    return model.objects.readable(user, permission)
+    rows: ProjectScopedQuerySet[_M] = model.objects.readable(user, permission)  # type: ignore[attr-defined]
+    return rows
 
 
 def shown_to(user: Any, permission: str, model: Any, objs) -> list:

@@ -80,7 +80,7 @@ def _with_particles(text: str) -> str:
     """Kept for the texts last asked (the answer depends on nothing but the text): a page of
     256 members asks two a row, the same again each time the tab refreshes."""
 
-    def pick(match: re.Match) -> str:
+    def pick(match: re.Match[str]) -> str:
         before = text[: match.start()]
         marker = match.group(1)
         pair = "으로/로" if marker == "(으)로" else _MARKER_PAIR[marker]

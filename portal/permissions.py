@@ -1,4 +1,4 @@
-"""The permission strings of SPEC §3 and the built-in roles made of them."""
+"""The permission strings (docs/rules.md#permissions) and the built-in roles made of them."""
 
 from enum import StrEnum
 

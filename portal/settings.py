@@ -67,7 +67,7 @@ def database_from_url(url):
         # Each database its own test database: parallel checkouts on one server don't collide.
         "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME") or _test_name(parts.path)},
         "OPTIONS": {
-            # Django's built-in psycopg pool keeps connections warm (FIELD-NOTES: ~3x req/s).
+            # Django's built-in psycopg pool keeps connections warm.
             "pool": {"min_size": 1, "max_size": pool_max, "timeout": 10},
             # Values bound by the server: a statement's text is the same whatever its values,
             # so psycopg prepares it after prepare_threshold runs and PostgreSQL stops
@@ -86,7 +86,7 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if PRODUCTION:
         raise ImproperlyConfigured("SECRET_KEY must be set in production mode")
-    SECRET_KEY = "dev-only-insecure-key-0123456789-abcdefghijklmnopqrstuvwxyz-do-not-deploy"
+    SECRET_KEY = "dev-only-insecure-key-0123456789-abcdefghijklmnopqrstuvwxyz-do-not-deploy"  # noqa: S105 - production refuses it (above)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
@@ -137,6 +137,9 @@ MIDDLEWARE = [
 ROOT_URLCONF = "portal.urls"
 CSRF_FAILURE_VIEW = "portal.views.csrf_failure"
 WSGI_APPLICATION = "portal.wsgi.application"
+# Above an operation's limit (a field per VM checked, clusters.operations.common.MAX_TARGETS):
+# past that, the operation refuses in the user's language, not Django's cap with a bare 400.
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 2048
 
 TEMPLATES = [
     {
@@ -289,13 +292,15 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_TASK_TIME_LIMIT = 120  # well below the visibility timeout (FIELD-NOTES)
+CELERY_TASK_TIME_LIMIT = 120  # well below the broker's visibility timeout (600, above)
 CELERY_TASK_SOFT_TIME_LIMIT = 100
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Beat runs the reconciler itself (portal.beat): it must not depend on a worker's pool.
-CELERY_BEAT_SCHEDULER = "portal.beat:Scheduler"
+# The reconciler runs on a queue of its own, consumed by a worker of its own (`celery worker
+# -Q reconcile`): a wedged main worker cannot hold back the repair, nor a slow repair the work.
+RECONCILE_QUEUE = "reconcile"
+CELERY_TASK_ROUTES = {"clusters.tasks.reconcile": {"queue": RECONCILE_QUEUE}}
 RECONCILE_EVERY_SECONDS = float(os.environ.get("RECONCILE_EVERY_SECONDS", "30"))
 # Every task a worker runs stamps a heartbeat, and beat queues one this often so an idle
 # worker does too; /healthz answers 503 (and rundemo restarts the worker) past the max age.
@@ -307,6 +312,7 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "clusters.tasks.reconcile",
         "schedule": RECONCILE_EVERY_SECONDS,
+        "options": {"expires": RECONCILE_EVERY_SECONDS},  # a pass still queued at the next: dropped
     },
     "operations": {
         "task": "clusters.tasks.watch_stale",
@@ -332,7 +338,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# The compute backend (SPEC §8) and its simulator's pace.
+# The compute backend (docs/architecture.md#compute-backends) and its simulator's pace.
 COMPUTE_BACKEND = os.environ.get(
     "COMPUTE_BACKEND", "portal.compute.backends.simulator.SimulatorBackend"
 )
@@ -382,15 +388,21 @@ if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", LIBVIRT_NAME_PREFIX):
     raise ImproperlyConfigured("LIBVIRT_NAME_PREFIX: 1-12 lowercase letters and digits")
 # The portal as its guests reach it: an IPv4 address, the host's side of the management network.
 LIBVIRT_PORTAL_URL = os.environ.get("LIBVIRT_PORTAL_URL", "http://10.0.2.2:8000")
-# Issue the guest agent's metrics token its seed carries (-> ``(vm, token)``) and revoke it at
-# the VM's stop, both ``(vm_id, *, actor)``; named so portal.compute imports nothing of metrics.
-LIBVIRT_AGENT_TOKEN = "metrics.services.rotate_token"
-LIBVIRT_AGENT_TOKEN_REVOKE = "metrics.services.revoke_token"
+# The guest's metrics agent as its NoCloud seed sets it up (guest.seed_files): how often it
+# reports, in whole seconds, and what pip installs when the image has no agent (a requirement
+# specifier, or a URL or path pip accepts; empty: the portal's own version,
+# ``vc-metrics-agent==<version>``).
+GUEST_AGENT_INTERVAL = int(os.environ.get("GUEST_AGENT_INTERVAL", "10"))
+GUEST_AGENT_PIP_SPEC = os.environ.get("GUEST_AGENT_PIP_SPEC", "")
 LIBVIRT_BASE_VOLUME = os.environ.get("LIBVIRT_BASE_VOLUME", "")
 LIBVIRT_DISK_GIB = int(os.environ.get("LIBVIRT_DISK_GIB", "4"))
 # Guests on hosts with emulated slots get this much instead of the instance type's size.
 LIBVIRT_EMULATED_MEMORY_MIB = int(os.environ.get("LIBVIRT_EMULATED_MEMORY_MIB", "384"))
 LIBVIRT_EMULATED_VCPUS = int(os.environ.get("LIBVIRT_EMULATED_VCPUS", "1"))
+# The reconciler reads every host at once (at most this many threads), each within this long:
+# a host that takes longer is skipped for the pass, as one that does not answer.
+LIBVIRT_OBSERVE_THREADS = int(os.environ.get("LIBVIRT_OBSERVE_THREADS", "32"))
+LIBVIRT_OBSERVE_SECONDS = float(os.environ.get("LIBVIRT_OBSERVE_SECONDS", "10"))
 # A guest that ignores the ACPI shutdown this long is powered off.
 LIBVIRT_SHUTDOWN_SECONDS = float(os.environ.get("LIBVIRT_SHUTDOWN_SECONDS", "20"))
 # NVIDIA UFM (InfiniBand PKeys); empty: no subnet manager is programmed.

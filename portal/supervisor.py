@@ -115,7 +115,7 @@ class Supervisor:
 
     def _spawn(self, child: Child) -> None:
         stdout = self.output(child) if self.output else None
-        child.process = subprocess.Popen(
+        child.process = subprocess.Popen(  # noqa: S603 - the demo's own argument lists
             child.argv,
             env=self.env,
             cwd=self.cwd,

@@ -1,6 +1,6 @@
 """The portal's one rate limiter (``Counter``: events per key in windows), and login
 throttling with it: after repeated failures, refuse logins for a while, per username and per
-client address (SPEC §3 hardening). The metrics ingest, the agent job endpoints and the API
+client address (docs/rules.md#signing-in). The metrics ingest, the agent job endpoints and the API
 count their per-token rates with the same ``Counter``.
 
 Counting lives on Django's ``user_login_failed`` / ``user_logged_in`` signals and refusing in
@@ -226,7 +226,7 @@ class DatabaseStore:
 
     def hit_open(self, entry: str) -> int:
         return self._one(
-            f"UPDATE {self.table} SET count = count + 1 WHERE key = %s AND expires_at > %s "
+            f"UPDATE {self.table} SET count = count + 1 WHERE key = %s AND expires_at > %s "  # noqa: S608 - names from the models and constants; values are parameters
             "RETURNING count",
             [entry, now()],
         )
@@ -234,7 +234,7 @@ class DatabaseStore:
     def hit(self, entry: str, seconds: int) -> int:
         at = now()
         count = self._one(
-            f"INSERT INTO {self.table} AS w (key, count, expires_at) VALUES (%s, 1, %s) "
+            f"INSERT INTO {self.table} AS w (key, count, expires_at) VALUES (%s, 1, %s) "  # noqa: S608 - names from the models and constants; values are parameters
             "ON CONFLICT (key) DO UPDATE SET "
             "count = CASE WHEN w.expires_at > %s THEN w.count + 1 ELSE 1 END, "
             "expires_at = CASE WHEN w.expires_at > %s THEN w.expires_at "

@@ -147,5 +147,5 @@ def csrf_failure(request, reason=""):
         _("보안 토큰이 없거나 만료되었습니다. 페이지를 새로 고친 뒤 다시 시도하세요.")
     )
     refusal.status = 403
-    refusal.code = "csrf_failed"
+    refusal.code = "csrf_failed"  # type: ignore[misc]  # this refusal's own code, no class
     return render_refusal(request, refusal)

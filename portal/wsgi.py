@@ -7,6 +7,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 application = get_wsgi_application()
 
 # Everything imported so far lives as long as the process: move it out of the collector's
-# reach, so a full collection (measured at ~100 ms on a page with 256 rows) has less to scan.
+# reach, so a full collection (docs/performance.md, 2026-11-29) has less to scan.
 gc.collect()
 gc.freeze()

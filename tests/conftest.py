@@ -121,6 +121,19 @@ class World:
         )
 
 
+def pytest_runtest_setup(item):
+    """A test marked ``postgres_only(reason)`` asks what only PostgreSQL can answer: on SQLite
+    (the suite without DATABASE_URL) it is skipped, saying why."""
+    marker = item.get_closest_marker("postgres_only")
+    if marker is None:
+        return
+    reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+    if not reason:
+        pytest.fail(f"{item.nodeid}: postgres_only needs a reason", pytrace=False)
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        pytest.skip(f"PostgreSQL only: {reason}")
+
+
 @pytest.fixture
 def world(db):
     return World()

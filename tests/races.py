@@ -28,7 +28,7 @@ def race(*calls, timeout: float = 60):
             results[i] = fn()
         except errors.RuleViolation as refusal:
             results[i] = refusal
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread below
+        except BaseException as exc:  # handed to the test's thread below
             crashes.append(exc)
         finally:
             connection.close()

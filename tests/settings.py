@@ -5,6 +5,8 @@ Tests that need a real worker (tests/clusters/test_worker.py) switch eager mode 
 """
 
 import os
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("SIMULATOR_STEP_SECONDS", "0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
@@ -13,7 +15,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 os.environ.setdefault("LIBVIRT_NAME_PREFIX", "vctest")
 os.environ.setdefault("LIBVIRT_PORTAL_ID", "vc-test-portal")
 
-from portal.settings import *  # noqa: E402,F403
+from portal.settings import *  # noqa: F403
 
 # The benchmark tools' app (development only in portal.settings): their tests need it.
 if "tests.bench" not in INSTALLED_APPS:  # noqa: F405
@@ -21,3 +23,10 @@ if "tests.bench" not in INSTALLED_APPS:  # noqa: F405
 
 # Hashing demo passwords with PBKDF2 costs ~0.3 s a user; tests don't need that strength.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    # Without DATABASE_URL the suite runs on SQLite: on a file, as the demo does, not in
+    # SQLite's shared in-memory database, where a second thread's write (the live server's,
+    # a worker's) fails at once with "database table is locked" instead of waiting its turn.
+    _name = f"{os.environ.get('TEST_DATABASE_NAME') or 'test_vc'}-{os.getpid()}.sqlite3"
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / _name)}  # noqa: F405

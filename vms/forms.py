@@ -36,7 +36,7 @@ class CatalogChoiceForm(forms.Form):
         self.zone_id = parse_id(data.get("zone"))
         self.type_id = parse_id(data.get("instance_type"))
         if self.zone_id:
-            self.fields["instance_type"].queryset = types_offered_in(self.zone_id)
+            self.fields["instance_type"].queryset = types_offered_in(self.zone_id)  # type: ignore[attr-defined]
 
 
 def _zone_choices(_shape) -> QuerySet:
@@ -112,7 +112,7 @@ class VmCreateForm(CatalogChoiceForm):
         (``operations.create_vms``), never by "not a valid choice"."""
         super().__init__(*args, **kwargs)
         clusters = clusters if clusters is not None else VirtualCluster.objects.none()
-        self.fields["cluster"].queryset = clusters
+        self.fields["cluster"].queryset = clusters  # type: ignore[attr-defined]
         shown = clusters.select_related("zone", "instance_type")
         if self.zone_id:
             shown = shown.filter(zone_id=self.zone_id)
@@ -151,7 +151,7 @@ class VmClusterForm(forms.Form):
         self.fields["cluster"].queryset = clusters  # type: ignore[attr-defined]
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("action") == self.ATTACH and not data.get("cluster"):
             self.add_error("cluster", _("연결할 클러스터를 선택하세요."))
         return data
@@ -212,7 +212,7 @@ class VmFilterForm(CatalogFilterForm):
         asked = parse_id(self.query.get("cluster"))
         if asked and clusters is not None and all(pk != asked for pk, _name in shown):
             shown += list(clusters.filter(pk=asked))
-        self.fields["cluster"].choices = [
+        self.fields["cluster"].choices = [  # type: ignore[attr-defined]
             ("", _("모든 클러스터")),
             (self.NO_CLUSTER, _("클러스터 없음")),
         ] + [(str(pk), name) for pk, name in shown]

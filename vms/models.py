@@ -1,5 +1,7 @@
 """The catalog (zones, instance types, which fabrics each type offers where) and VMs."""
 
+from typing import Self, TypeVar
+
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -70,7 +72,7 @@ cluster_reference = reference_to("clusters.VirtualCluster", _("클러스터"))
 
 
 class FabricOffering(models.Model):
-    """Instance type X offers fabric F in zone Z (SPEC §5.7)."""
+    """Instance type X offers fabric F in zone Z (docs/rules.md#creating-a-cluster)."""
 
     zone = zone_reference(models.CASCADE, "offerings")
     instance_type = instance_type_reference(models.CASCADE, "offerings")
@@ -111,8 +113,11 @@ def name_unique_per_project(constraint_name):
     )
 
 
-class CatalogResourceQuerySet(ProjectScopedQuerySet):
-    def alive(self):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class CatalogResourceQuerySet(ProjectScopedQuerySet[_M]):
+    def alive(self) -> Self:
         """The clusters or VMs not deleted."""
         return self.exclude(status=DELETED)
 
@@ -128,6 +133,9 @@ class CatalogResource(LastErrorMixin, models.Model):
     created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
 
     lifecycle: Lifecycle
+    # Fields each concrete model declares (its own verbose names and lengths).
+    name: str
+    status: str
 
     class Meta:
         abstract = True
@@ -163,7 +171,7 @@ VM_LIFECYCLE = Lifecycle(
 VM_TRANSITIONAL = VM_LIFECYCLE.transitional
 VM_STARTABLE = VM_LIFECYCLE.sources("start")
 VM_STOPPABLE = VM_LIFECYCLE.sources("stop")
-# "Running or in transition" for SPEC §5.5: what a stop could act on, or a worker is moving.
+# "Active" (docs/rules.md#vm-lifecycle): what a stop could act on, or a worker is moving.
 # ERROR counts: it is set when the backend failed to stop the VM, so it may well still run.
 VM_ACTIVE = VM_STOPPABLE | VM_TRANSITIONAL
 
@@ -174,15 +182,15 @@ class BillingType(models.TextChoices):
     SPOT = "SPOT", _("스팟")
 
 
-class VirtualMachineQuerySet(CatalogResourceQuerySet):
+class VirtualMachineQuerySet(CatalogResourceQuerySet["VirtualMachine"]):
     """A deleted VM is gone: no lookup finds it, whoever asks."""
 
     not_found = VmNotFound
 
-    def findable(self):
+    def findable(self) -> Self:
         return self.alive()
 
-    def is_findable(self, obj) -> bool:
+    def is_findable(self, obj: "VirtualMachine") -> bool:
         return obj.status != VmStatus.DELETED
 
 

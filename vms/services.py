@@ -1,4 +1,5 @@
-"""What a user can do to a VM (SPEC §5.6). Membership lives in ``clusters.services``.
+"""What a user can do to a VM (docs/rules.md#starting-stopping-and-deleting-a-vm). Membership
+lives in ``clusters.services``.
 
 Same discipline as there: one transaction, the VM's cluster locked before the VM
 (``portal.compute.locking``), a typed error with the user's message, an audit event, the slow part
@@ -68,7 +69,7 @@ def _move(vm: VirtualMachine, status: str, task: "Task[..., object]") -> None:
 
 
 def start_refusal(vm: VirtualMachine, cluster: VirtualCluster | None) -> RuleViolation | None:
-    """A stopped VM starts; a member only while its cluster is 실행중 (SPEC §5.6)."""
+    """A stopped VM starts; a member only while its cluster is 실행중 (``ClusterNotRunning``)."""
     if vm.status not in VM_STARTABLE:
         return InvalidTransition()
     if cluster is not None and cluster.status != ClusterStatus.RUNNING:

@@ -145,7 +145,7 @@ def _create(request, project, data) -> str:
     )
     if data["count"] == 1 and cluster is None:
         vm = operation.items.get().vm
-        assert vm is not None  # the one VM just created
+        assert vm is not None  # noqa: S101 - the one VM just created
         messages.success(request, _("%(name)s 가상머신을 생성했습니다.") % {"name": vm.name})
         return reverse("vms:vm_edit", args=[vm.pk])
     messages.success(request, _("가상머신 %(n)d대를 생성했습니다.") % {"n": data["count"]})

@@ -3,6 +3,8 @@
 they do and leaves the same Operation and audit event. 지금 복구 is the reconciler's repair,
 which no other surface offers."""
 
+from typing import cast
+
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.utils.translation import gettext_lazy as _
@@ -19,7 +21,7 @@ from clusters.models import (
 from portal.admin import ConsoleAdmin, MadeElsewhere, ProjectScopedAdmin, ReadOnly
 from portal.errors import RuleViolation
 from portal.permissions import Perm
-from vms.models import VirtualMachine
+from vms.models import VirtualMachine, VirtualMachineQuerySet
 
 
 def each_action(description, action, done):
@@ -59,7 +61,8 @@ class MemberInline(admin.TabularInline):
 
     def get_queryset(self, request):
         """The members the console would list: only with VM READ in the cluster's project."""
-        return super().get_queryset(request).restrict(request.user, Perm.VM_READ)
+        rows = cast(VirtualMachineQuerySet, super().get_queryset(request))  # the model's own
+        return rows.restrict(request.user, Perm.VM_READ)
 
 
 @admin.register(VirtualCluster)

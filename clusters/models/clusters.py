@@ -1,7 +1,9 @@
-"""Virtual clusters (SPEC §2, §4) and the simulator's capacity ledger (SPEC §8)."""
+"""Virtual clusters and their lifecycle (docs/rules.md#cluster-lifecycle), operations, and the
+simulator's capacity ledger."""
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import Self
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -38,7 +40,7 @@ class ClusterStatus(models.TextChoices):
 
 
 S = ClusterStatus
-# SPEC §4 as one table; every status set below is read from it.
+# docs/rules.md#cluster-lifecycle as one table; every status set below is read from it.
 LIFECYCLE = Lifecycle(
     ClusterStatus.values,
     step("start", {S.UNALLOCATED, S.TERMINATED}, S.PROVISIONING),
@@ -48,7 +50,7 @@ LIFECYCLE = Lifecycle(
     step("allocated", {S.PROVISIONING}, S.ALLOCATED, system=True),
     step("configuring", {S.ALLOCATED}, S.WAITING, system=True),
     step("running", {S.WAITING}, S.RUNNING, system=True),
-    # A start that cannot finish goes back to where it came from (SPEC §4).
+    # A start that cannot finish goes back to where it came from (docs/rules.md#cluster-lifecycle).
     step(
         "roll_back",
         {S.PROVISIONING, S.ALLOCATED, S.WAITING},
@@ -62,11 +64,11 @@ STABLE = LIFECYCLE.stable
 STARTABLE = LIFECYCLE.sources("start")
 STOPPABLE = LIFECYCLE.sources("stop")
 DELETABLE = LIFECYCLE.sources("delete")
-# SPEC §5.3: membership may change only while the cluster is stable and not gone.
+# Membership may change only while the cluster is stable and not gone (``ClusterChanging``).
 MEMBERSHIP_OPEN = STABLE - LIFECYCLE.terminal
 # A stop would release these; a start is acquiring in the transitional ones.
 HOLDS_RESOURCES = TRANSITIONAL | STOPPABLE
-# SPEC §5.3-4: a running cluster never has fewer.
+# A running cluster never has fewer (``NotEnoughMembers``).
 MIN_MEMBERS = 2
 
 
@@ -78,7 +80,7 @@ class MemberStates:
     """
 
     count: int = 0
-    active: int = 0  # running or in transition (SPEC §5.5)
+    active: int = 0  # running or in transition (a stop's ``MembersStillRunning``)
     transitional: int = 0
     digest: str = ""
     # The members not 중지됨, by name (``read`` only): what a stop with its members stops.
@@ -129,7 +131,7 @@ def _member_states(_shape, cluster):
     return members.values_list("pk", "status", "name")
 
 
-class VirtualClusterQuerySet(CatalogResourceQuerySet):
+class VirtualClusterQuerySet(CatalogResourceQuerySet["VirtualCluster"]):
     not_found = ClusterNotFound
 
 
@@ -158,8 +160,8 @@ class VirtualCluster(CatalogResource):
         indexes = [
             # The cluster list as it opens: a project's clusters, newest first. With the id
             # and the status in the index, a page (a deep OFFSET too, and the list's count)
-            # is read from the index alone, prepared or not: ?page=200 of 10,000 read 5.4 ms
-            # through the heap, 2.3 ms now.
+            # is read from the index alone, prepared or not, never through the heap
+            # (docs/performance.md, 2026-12-02).
             models.Index(
                 fields=["project", "-created_at", "-id"], include=["status"], name="cluster_newest"
             ),
@@ -213,8 +215,8 @@ class SimulatorAllocation(models.Model):
         }
 
 
-class OperationQuerySet(ProjectScopedQuerySet):
-    def open(self):
+class OperationQuerySet(ProjectScopedQuerySet["Operation"]):
+    def open(self) -> Self:
         return self.filter(finished_at__isnull=True)
 
 

@@ -64,6 +64,8 @@ class ValidationThreshold(models.Model):
         help_text=_("기준보다 이 비율 이내로 낮으면 점검 필요, 더 낮으면 불량입니다."),
     )
     source = models.TextField(_("출처"), blank=True, help_text=_("이 행의 수치가 나온 곳."))
+    # Not a column: an unsaved row made from the defaults says so (the help pages show it).
+    is_default = False
 
     class Meta:
         verbose_name = verbose_name_plural = _("검증 기준")

@@ -1,7 +1,7 @@
 """Cluster-scale actions, each recorded as one ``Operation`` with an item per VM.
 
 Every item is decided by the single-VM action's own rule function and written by its own
-write (``clusters.services``, ``vms.services``), with its own audit event, so SPEC §5 holds
+write (``clusters.services``, ``vms.services``), with its own audit event, so every rule holds
 per VM and one refusal never undoes or blocks the others. Membership changes are done in
 the request (one transaction, rows locked in the fixed order); starts and stops are fanned
 out to workers (``run_items``), and ``watch`` marks each item once its VM settles, then

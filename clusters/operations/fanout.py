@@ -83,8 +83,9 @@ def _member_operation(
     wanted = MEMBERS_WANTED[kind]
     with _vm_update_frame(f"operation.{kind}", actor, cluster_id) as (att, cluster):
         if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
-            raise ClusterNotRunning()  # SPEC §5.6, for the whole request
+            raise ClusterNotRunning()  # docs/rules.md#member-operations: the whole request
         members = cluster.members.order_by("name", "pk")
+        targets: list[VirtualMachine | None]  # None: an id that names no VM (refused below)
         if vm_ids is None:
             targets = list(members.filter(status__in=wanted))
         else:
@@ -97,10 +98,10 @@ def _member_operation(
         items = []
         for position, vm in enumerate(targets):
             refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
-            if refusal is None and vm.cluster_id != cluster.pk:
+            if refusal is None and vm is not None and vm.cluster_id != cluster.pk:
                 refusal = NotMember()
             shown = vm if not isinstance(refusal, VmNotFound) else None
-            name = vm.name if shown is not None else str(vm_ids[position] if vm_ids else "")
+            name = shown.name if shown is not None else str(vm_ids[position] if vm_ids else "")
             items.append(_item(operation, position, shown, refusal, name=name))
         OperationItem.objects.bulk_create(items)
         att.notice("operation_queued", total=len(items))

@@ -53,7 +53,7 @@ def replace_refusal(
 ) -> RuleViolation | None:
     """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: the member not in
     the cluster or on its way somewhere, membership closed, the spare not attachable
-    (``attach_refusal``, SPEC §5.1-3: the member itself is refused as already a member)."""
+    (``attach_refusal``: the member itself is refused as ``AlreadyMember``)."""
     if member.cluster_id != cluster.pk:
         return NotMember()
     if cluster.status not in MEMBERSHIP_OPEN:
@@ -98,7 +98,7 @@ def replace_member(
         member = locked.get(id_for_lookup(member_vm_id))
         spare = locked.get(id_for_lookup(spare_vm_id))
         raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
-        assert member is not None and spare is not None  # refused above if missing
+        assert member is not None and spare is not None  # noqa: S101 - refused above if missing
         operation = _cluster_operation(K.REPLACE, cluster, actor=actor, idempotency=idempotency)
         member_item, spare_item = _item(operation, 0, member), _item(operation, 1, spare)
         if member.status in VM_STOPPABLE:

@@ -23,7 +23,7 @@ FABRIC_LABELS = dict(FabricType.choices)
 
 # Rows kept per process under all they show and the page's language, time zone and URL
 # prefix: a list polled while a cluster is in transition, or opened again, draws only the
-# rows that changed (drawing was about 6 µs a row, 50 a page).
+# rows that changed.
 _ROWS = Kept(most=4096)
 
 
@@ -43,7 +43,7 @@ def cluster_rows(clusters):
     frame = (get_language(), zone, detail)
     rows = []
     for c in clusters:
-        key = (frame, c.pk, c.name, c.status, c.fabric_type, c.type_code, c.zone_code)
+        key: tuple = (frame, c.pk, c.name, c.status, c.fabric_type, c.type_code, c.zone_code)
         key += (c.member_count, c.created_at)
         row = _ROWS.get(key)
         rows.append(row if row is not None else _ROWS.keep(key, _cluster_row(c, detail, zone)))
@@ -64,7 +64,7 @@ def _cluster_row(c, detail: str, zone) -> str:
 @register.simple_tag
 def torchrun_blocks(commands):
     """The 정보 tab's torchrun line per member, each with its 복사 button: one f-string a
-    member, every value escaped (the template's loop cost ~40 µs a member)."""
+    member, every value escaped (a template loop costs more per member)."""
     copy = escape(gettext("복사"))
     blocks = []
     for rank, command in enumerate(commands):

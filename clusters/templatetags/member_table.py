@@ -1,6 +1,6 @@
 """The 연결된 가상머신 tab's rows with their selection checkbox and 분리, rendered in
-Python like ``cluster_tags.cluster_rows`` (256 rows through the template engine cost 8-15x the
-floor view). What each row offers comes from ``views_members.member_controls``: the
+Python like ``cluster_tags.cluster_rows`` (the template engine's per-variable cost dominated
+256 rows). What each row offers comes from ``views_members.member_controls``: the
 preflights' answers, never a rule of its own.
 """
 
@@ -163,7 +163,7 @@ class RowFrame:
 
 
 # Rows kept per process, each under (its frame, what it shows): a tab that polls or is opened
-# again draws only the rows that changed (drawing was 5 µs a row, finding one is ~1).
+# again draws only the rows that changed (finding a kept row is cheaper than drawing it).
 # Whole tables' worth; cleared when full, as ``{% memo %}``'s blocks.
 _FRAMES = Kept(most=64)
 _ROWS = Kept(most=4096)

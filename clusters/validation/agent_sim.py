@@ -1,4 +1,4 @@
-"""The simulator's agents for 클러스터 검증 (SPEC §8).
+"""The simulator's agents for 클러스터 검증 (docs/architecture.md#compute-backends).
 
 Simulated VMs run no agent, so ``answer_jobs`` plays one for every running member: it
 claims the member's jobs through the same ``claim`` the agents' endpoint uses and posts
@@ -50,7 +50,7 @@ def _gpu_outputs(job, rng, gpus):
     listing = "".join(
         f"GPU {i}: {GPU_NAME} (UUID: GPU-{rng.getrandbits(128):032x})\n" for i in range(gpus)
     )
-    categories = {}
+    categories: dict[str, Any] = {}
     for category, name in DIAG_TESTS[job.params.get("level", 1)]:
         results = [
             {"entity_group": "GPU", "entity_group_id": 1, "entity_id": i, "status": "Pass"}
@@ -204,7 +204,7 @@ def _nccl_outputs(job, rng, names):
 
 def outputs_for(job, names: dict, roce: bool) -> dict:
     """What a healthy (or the straggler's) agent would post for ``job``."""
-    rng = random.Random(f"{job.run_id}:{job.pk}")
+    rng = random.Random(f"{job.run_id}:{job.pk}")  # noqa: S311 - the simulator's figures, never a secret
     peers = [names.get(pk, "?") for pk in job.peers]
     if job.kind == K.GPU:
         outputs = _gpu_outputs(job, rng, job.vm.instance_type.gpu_count)
@@ -228,7 +228,7 @@ def answer_phase(run) -> bool:
         time.sleep(settings.SIMULATOR_STEP_SECONDS)  # the phase's tools at work
     for job in claimed:
         job = ValidationJob.objects.select_related("vm__instance_type").get(pk=job.pk)
-        assert job.vm_id is not None  # claimed by a member, so it has one
+        assert job.vm_id is not None  # noqa: S101 - claimed by a member, so it has one
         try:
             jobs.record(job.vm_id, {"job": job.pk, **outputs_for(job, names, roce)})
         except jobs.JobRefused:  # timed out meanwhile (a slow worker): the run goes on

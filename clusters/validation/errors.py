@@ -1,7 +1,7 @@
-"""The refusals of 클러스터 검증 that the SPEC §5 errors do not name, in the portal's error
+"""The refusals of 클러스터 검증 that the rules' errors do not name, in the portal's error
 hierarchy (kept beside the feature, as ``metrics.errors`` is); each message lives only here.
 Importing this module registers the codes, so stored ones render in any language. 교체 and
-the rest of 검증 refuse with the SPEC §5 errors (``NotEnoughMembers``, ``AlreadyMember``…).
+the rest of 검증 refuse with the rules' errors (``NotEnoughMembers``, ``AlreadyMember``…).
 """
 
 from django.utils.translation import gettext_lazy as _

@@ -2,18 +2,20 @@
 ``preflight_*`` pattern): a 실행중 cluster with at least two running members and no run
 already in progress; CLUSTER UPDATE to start one."""
 
-from clusters.models import MIN_MEMBERS, ClusterStatus
+from clusters.models import MIN_MEMBERS, ClusterStatus, VirtualCluster
 from clusters.validation.errors import (
     NotEnoughRunningMembers,
     ValidationNeedsRunningCluster,
     ValidationRunning,
 )
 from portal.errors import InvalidTransition, RuleViolation
-from portal.kernel import permission_refusal
+from portal.kernel import Actor, Refusal, permission_refusal
 from portal.permissions import Perm
 
 
-def validate_refusal(cluster, running_members: int, run_open: bool) -> RuleViolation | None:
+def validate_refusal(
+    cluster: VirtualCluster, running_members: int, run_open: bool
+) -> RuleViolation | None:
     """Each refusal names the fact: a deleted cluster is never validated; one not 실행중
     (미할당 …) must start first; fewer than two *running* members (a stopped member takes no
     part, however many are attached)."""
@@ -28,7 +30,9 @@ def validate_refusal(cluster, running_members: int, run_open: bool) -> RuleViola
     return None
 
 
-def preflight_validate(actor, cluster, running_members: int, run_open: bool):
+def preflight_validate(
+    actor: Actor, cluster: VirtualCluster, running_members: int, run_open: bool
+) -> Refusal:
     return permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or validate_refusal(
         cluster, running_members, run_open
     )

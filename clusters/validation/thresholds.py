@@ -1,6 +1,6 @@
 """Default thresholds per GPU model and fabric, and the row a run judges by.
 
-The published figures (FIELD-NOTES, 2026-12-01) are for 8 × H100/H200 with 400 Gb/s ports;
+The published figures (``PUBLISHED_H100`` names them) are for 8 × H100/H200 with 400 Gb/s ports;
 the rest are derived from link rates and say so in their ``source``. An admin edits the rows
 (``ValidationThreshold``); a missing row is made from here the first time a run needs it.
 """

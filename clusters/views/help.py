@@ -24,7 +24,7 @@ from portal.errors import SpotOrDrVm, VmNotEligible
 from portal.permissions import Perm
 from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine
 
-# SPEC §3: what each action needs, in the order a user meets them.
+# What each action needs (docs/rules.md#permissions), in the order a user meets them.
 REQUIREMENTS = [
     (_("가상 클러스터 목록·상세·메트릭 보기"), [Perm.CLUSTER_READ]),
     (_("가상 클러스터 생성"), [Perm.CLUSTER_CREATE]),

@@ -110,10 +110,10 @@ def member_replace(request, pk):
         pk=parse_id(request.GET.get("member")),
         cluster=cluster,
     )
-    spares = [
+    eligible = [
         vm for vm, refusal in operations.attach_candidates(request.user, cluster) if refusal is None
     ]
-    last = display.vm_verdicts(vm.pk for vm in spares)
+    last = display.vm_verdicts(vm.pk for vm in eligible)
     # Each spare names itself in the confirmation: "gpu-node-03을 gpu-spare-01로 교체합니다".
     confirm = gettext("%(member)s을(를) %(spare)s(으)로 교체합니다")
     spares = [
@@ -123,7 +123,7 @@ def member_replace(request, pk):
             "suspect": vm.pk in last and last[vm.pk].verdict in display.SUSPECT,
             "confirm": with_particles(confirm % {"member": member.name, "spare": vm.name}),
         }
-        for vm in spares
+        for vm in eligible
     ]
     verdict = display.latest_verdicts(cluster).get(member.pk)
     context = {

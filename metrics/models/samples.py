@@ -1,4 +1,4 @@
-"""Metric storage (SPEC §7): one wide row per VM per sample, per-minute and per-hour rollups,
+"""Metric storage: one wide row per VM per sample, per-minute and per-hour rollups,
 and the bearer token a VM's agent writes with.
 
 ``Sample`` is partitioned by day on PostgreSQL; the partitioned DDL lives in migration 0001
@@ -13,6 +13,7 @@ missing device as idle.
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from metrics.vm_agent import VERSION as PORTAL_VERSION
 from portal.models import user_reference
 from vms.models import VirtualMachine, vm_reference
 
@@ -142,9 +143,22 @@ class MetricsToken(models.Model):
     prefix = models.CharField(_("토큰 앞부분"), max_length=12)
     created_by = user_reference(_("발급자"))
     created_at = models.DateTimeField(_("발급일"))
+    # What the agent last said it is (its User-Agent), written only when it changes
+    # (``metrics.agent_versions``); empty until an agent has reported one.
+    agent_version = models.CharField(_("에이전트 버전"), max_length=32, blank=True, default="")
 
     class Meta:
         verbose_name = verbose_name_plural = _("메트릭 토큰")
 
     def __str__(self):
         return f"{self.vm_id}: {self.prefix}…"
+
+    @property
+    def portal_version(self) -> str:
+        return PORTAL_VERSION
+
+    @property
+    def agent_differs(self) -> bool:
+        """The agent reported a version other than the portal's: one left behind by an
+        upgrade (a guest installs the portal's own build)."""
+        return bool(self.agent_version) and self.agent_version != PORTAL_VERSION

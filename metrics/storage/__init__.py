@@ -1,4 +1,4 @@
-"""Where samples go (SPEC §7): raw writes (``writes``), day partitions and retention
+"""Where samples go: raw writes (``writes``), day partitions and retention
 (``partitions``), rollups (``rollups``); ``db`` holds what they share. Beside them the
 raw-SQL reads: series (``series_sql``), charts (``charts``), the straggler
 (``straggler``), Prometheus exposition (``exposition``), device events (``events``). The

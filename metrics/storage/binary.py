@@ -1,5 +1,5 @@
-"""PostgreSQL's binary formats, packed by ``struct``: COPY's (FIELD-NOTES: binary COPY is ~6x an
-``executemany``, and packing by hand is a third of psycopg's ``write_row`` time), and a
+"""PostgreSQL's binary formats, packed by ``struct``: COPY's (binary COPY is much faster than
+an ``executemany``, and packing by hand cheaper than psycopg's ``write_row``), and a
 one-dimensional array's, for the small INSERT's device columns (``array``).
 
 A table's rows are ``vm_id`` (int8), ``ts`` (timestamptz), optionally a device index (int2:
@@ -84,8 +84,8 @@ def _pack_fields(count, vm_ids, stamps, devices, metrics, tail):
 
 class Array(bytes):
     """A one-dimensional array in PostgreSQL's binary format, sent by psycopg as it is (see
-    ``register``). psycopg's own list dumper walks the list in Python, one call per element:
-    about 170 µs for the 23 columns of an 8-GPU, 4-port sample, against about 50 µs here."""
+    ``register``). psycopg's own list dumper walks the list in Python, one call per element;
+    this is one ``struct`` call a column (docs/performance.md, 2026-12-06)."""
 
     __slots__ = ()
     oid = 0  # the array type; each kind below names its own
@@ -152,7 +152,7 @@ _DUMPERS = {
 
 def register(adapters) -> None:
     """Let ``adapters`` send ``Array`` values as they are, once: a connection's, whose cursors
-    inherit them (registering copies psycopg's dumper maps, about 10 µs)."""
+    inherit them (registering copies psycopg's dumper maps: once, not per cursor)."""
     if adapters.get_dumper(Float8Array, PyFormat.BINARY) is _DUMPERS[Float8Array]:
         return
     for kind, dumper in _DUMPERS.items():

@@ -1,4 +1,4 @@
-"""The 메트릭 tab's data and figures (SPEC §7): cluster-level series aggregated in SQL.
+"""The 메트릭 tab's data and figures: cluster-level series aggregated in SQL.
 
 The cluster's lines (member mean, slowest member, throughput totals) come from the cluster
 rollups (``metrics.storage.cluster_series``): a row per minute or hour of the range, however many
@@ -16,6 +16,7 @@ The figures drawn from this data are ``metrics.figures``.
 """
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -86,6 +87,7 @@ class ChartData:
 
     @property
     def has_data(self):
+        lines: Iterable
         if self.per_member:
             lines = (line for by_vm in self.series.values() for line in by_vm.values())
         else:
@@ -242,7 +244,7 @@ def _per_member(source, step, vm_ids, start, stop, until=None):
     level1, params = series_sql.means_sql(HOST, parts, vm_ids, step, until=until)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # JIT compilation costs more than these small aggregates (FIELD-NOTES: 1.2 s).
+            # JIT compilation costs more than these small aggregates take to run.
             cursor.execute("SET LOCAL jit = off")
-        cursor.execute(f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id", params)
+        cursor.execute(f"SELECT * FROM ({level1}) per_vm ORDER BY b, vm_id", params)  # noqa: S608 - names from the models and constants; values are parameters
         return cursor.fetchall()

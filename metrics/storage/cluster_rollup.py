@@ -71,23 +71,23 @@ def roll_minutes(start: datetime, stop: datetime, clusters=None) -> None:
     table = ClusterMinuteRollup._meta.db_table
     window = [param(start), param(stop)]
     only, ids = _in("cluster_id", clusters)
-    _execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s{only}", [*window, *ids])
+    _execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s{only}", [*window, *ids])  # noqa: S608 - names from the models and constants; values are parameters
     minute, port = MinuteRollup._meta.db_table, PortMinuteRollup._meta.db_table
     member_only, member_ids = _in("m.cluster_id", clusters)
     links = (
-        f"SELECT vm_id, bucket, sum(rate_gbps_avg) AS link_gbps FROM {port} "
+        f"SELECT vm_id, bucket, sum(rate_gbps_avg) AS link_gbps FROM {port} "  # noqa: S608 - names from the models and constants; values are parameters
         "WHERE bucket >= %s AND bucket < %s"
     )
     link_params = list(window)
     if clusters is not None:
         # A late batch's clusters only: their members' ports, not every VM's.
         links += (
-            f" AND vm_id IN (SELECT m.vm_id FROM {minute} m "
+            f" AND vm_id IN (SELECT m.vm_id FROM {minute} m "  # noqa: S608 - names from the models and constants; values are parameters
             f"WHERE m.bucket >= %s AND m.bucket < %s{member_only})"
         )
         link_params += [*window, *member_ids]
     _execute(
-        f"INSERT INTO {table} (cluster_id, bucket, {', '.join(stat_columns())}) "
+        f"INSERT INTO {table} (cluster_id, bucket, {', '.join(stat_columns())}) "  # noqa: S608 - names from the models and constants; values are parameters
         f"SELECT m.cluster_id, m.bucket, {', '.join(minute_stats())} FROM {minute} m "
         f"LEFT JOIN ({links} GROUP BY vm_id, bucket) p "
         "ON p.vm_id = m.vm_id AND p.bucket = m.bucket "
@@ -103,13 +103,13 @@ def roll_hours(start: datetime, stop: datetime, clusters=None) -> None:
     table, minute = ClusterHourRollup._meta.db_table, ClusterMinuteRollup._meta.db_table
     window = [param(start), param(stop)]
     only, ids = _in("cluster_id", clusters)
-    _execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s{only}", [*window, *ids])
+    _execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s{only}", [*window, *ids])  # noqa: S608 - names from the models and constants; values are parameters
     columns = stat_columns()
     figures = ", ".join(
         f"max({column})" if column.endswith("_peak") else f"sum({column})" for column in columns
     )
     _execute(
-        f"INSERT INTO {table} (cluster_id, bucket, {', '.join(columns)}) "
+        f"INSERT INTO {table} (cluster_id, bucket, {', '.join(columns)}) "  # noqa: S608 - names from the models and constants; values are parameters
         f"SELECT cluster_id, {bucket_sql('bucket', 'hour')} AS b, {figures} FROM {minute} "
         f"WHERE bucket >= %s AND bucket < %s{only} GROUP BY cluster_id, b",
         [*window, *ids],
@@ -120,7 +120,7 @@ def clusters_of(vm_id: int, start: datetime, stop: datetime) -> set:
     """The clusters VM ``vm_id``'s minutes of [start, stop) count for."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT DISTINCT cluster_id FROM {MinuteRollup._meta.db_table} "
+            f"SELECT DISTINCT cluster_id FROM {MinuteRollup._meta.db_table} "  # noqa: S608 - names from the models and constants; values are parameters
             "WHERE vm_id = %s AND bucket >= %s AND bucket < %s AND cluster_id IS NOT NULL",
             [vm_id, param(start), param(stop)],
         )

@@ -72,7 +72,7 @@ def _figure(how: str, of: str) -> str:
 def _rollup_piece(source: str, step: int, part) -> tuple[str, list]:
     table = ROLLUPS[source]._meta.db_table
     return (
-        f"SELECT {series_sql.bucket_expr('bucket', step)} AS b, {', '.join(stat_columns())} "
+        f"SELECT {series_sql.bucket_expr('bucket', step)} AS b, {', '.join(stat_columns())} "  # noqa: S608 - names from the models and constants; values are parameters
         f"FROM {table} WHERE cluster_id = %s AND bucket >= %s AND bucket < %s",
         [param(part.start), param(part.stop)],
     )
@@ -84,14 +84,14 @@ def _raw_piece(step: int, part) -> tuple[str, list]:
     means = ", ".join(f"avg({name}) AS {name}_avg" for name in HOST.names)
     minute = series_sql.bucket_expr("ts", 60)
     per_member = (
-        f"SELECT vm_id, {minute} AS mb, {means} FROM {HOST.raw._meta.db_table} "
+        f"SELECT vm_id, {minute} AS mb, {means} FROM {HOST.raw._meta.db_table} "  # noqa: S608 - names from the models and constants; values are parameters
         "WHERE cluster_id = %s AND ts >= %s AND ts < %s GROUP BY vm_id, mb"
     )
     # Link rates are rolled up from the port rows only: none in the raw tail.
     figures = minute_stats(link="CAST(NULL AS DOUBLE PRECISION)")
     named = ", ".join(f"{sql} AS {name}" for sql, name in zip(figures, stat_columns(), strict=True))
     return (
-        f"SELECT (m.mb * 60) / {int(step)} AS b, {named} FROM ({per_member}) m GROUP BY m.mb",
+        f"SELECT (m.mb * 60) / {int(step)} AS b, {named} FROM ({per_member}) m GROUP BY m.mb",  # noqa: S608 - names from the models and constants; values are parameters
         [param(part.start), param(part.stop)],
     )
 
@@ -111,7 +111,7 @@ def fetch(cluster_id: int, coarsest: str, step: int, start: datetime, stop: date
     if not selects:
         return []
     figures = ", ".join(_figure(how, of) for _name, how, of in SERIES)
-    sql = f"SELECT b, {figures} FROM ({' UNION ALL '.join(selects)}) pieces GROUP BY b ORDER BY b"
+    sql = f"SELECT b, {figures} FROM ({' UNION ALL '.join(selects)}) pieces GROUP BY b ORDER BY b"  # noqa: S608 - names from the models and constants; values are parameters
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET LOCAL jit = off")  # costs more than these few rows

@@ -28,8 +28,8 @@ def sqlstate(exc: DatabaseError) -> str | None:
 
 
 def to_micros(seconds: Iterable[float]) -> list[int]:
-    """Unix seconds (JSON numbers) to stored instants, by C-level maps (a 1,000-sample batch
-    is ~50 µs). ``round(s * 1e6)`` can differ from the exactly rounded decimal by one
+    """Unix seconds (JSON numbers) to stored instants, by C-level maps, not a Python loop.
+    ``round(s * 1e6)`` can differ from the exactly rounded decimal by one
     microsecond near a half: what matters is that every path stores this same integer."""
     return list(map(round, map(float(MICROS_PER_SECOND).__mul__, seconds)))
 

@@ -38,7 +38,7 @@ def _found(series, column, xid_like, start, stop):
     device = series.keys[1]
     changed = "m > 0 AND (prev IS NULL OR m <> prev)" if xid_like else "m > COALESCE(prev, 0)"
     sql = (
-        f"SELECT vm_id, {device}, bucket, m FROM ("
+        f"SELECT vm_id, {device}, bucket, m FROM ("  # noqa: S608 - names from the models and constants; values are parameters
         f"SELECT vm_id, {device}, bucket, {column}_max AS m, LAG({column}_max) OVER "
         f"(PARTITION BY vm_id, {device} ORDER BY bucket) AS prev "
         f"FROM {series.minute._meta.db_table} WHERE bucket >= %s AND bucket < %s "

@@ -65,7 +65,7 @@ def latest(series, vm_ids: list, since) -> list:
     fields = ", ".join(series.names)
     placeholders = ", ".join(["%s"] * len(vm_ids))
     sql = (
-        f"SELECT {keys}, ts, {fields} FROM (SELECT {keys}, ts, {fields}, ROW_NUMBER() OVER "
+        f"SELECT {keys}, ts, {fields} FROM (SELECT {keys}, ts, {fields}, ROW_NUMBER() OVER "  # noqa: S608 - names from the models and constants; values are parameters
         f"(PARTITION BY {keys} ORDER BY ts DESC) AS newest FROM {series.raw._meta.db_table} "
         f"WHERE vm_id IN ({placeholders}) AND ts >= %s) AS w WHERE newest = 1 "
         f"ORDER BY {keys}"

@@ -1,4 +1,4 @@
-"""Minute and hour rollups of the raw samples, recomputed by upsert (SPEC §7).
+"""Minute and hour rollups of the raw samples, recomputed by upsert.
 
 Each range is recomputed from the rows below it with one ``INSERT … SELECT … GROUP BY …
 ON CONFLICT DO UPDATE``, so a rerun over the same buckets is harmless: a beat task can retry,
@@ -123,7 +123,7 @@ def _upsert(series, target, aggregates, source, time_column, start, stop, vm_id)
         params.append(vm_id)
     keys = ", ".join(series.keys)
     select = (
-        f"SELECT {keys}, {aggregates} FROM {source._meta.db_table} WHERE {where} GROUP BY {keys}, b"
+        f"SELECT {keys}, {aggregates} FROM {source._meta.db_table} WHERE {where} GROUP BY {keys}, b"  # noqa: S608 - names from the models and constants; values are parameters
     )
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(series, target._meta.db_table, select, stamped), params)

@@ -93,7 +93,7 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, u
             )
         cut, cut_params = _until(time_column, until)
         selects.append(
-            f"SELECT {bucket_expr(time_column, step)} AS b, {keys}, {sums} FROM {table} "
+            f"SELECT {bucket_expr(time_column, step)} AS b, {keys}, {sums} FROM {table} "  # noqa: S608 - names from the models and constants; values are parameters
             f"WHERE vm_id IN ({placeholders}) AND {time_column} >= %s AND {time_column} < %s "
             f"{cut}GROUP BY b, {keys}"
         )
@@ -102,7 +102,7 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, u
         f"sum({n}_s) / CAST(NULLIF(sum({n}_w), 0) AS DOUBLE PRECISION) AS {n}" for n in names
     )
     sql = (
-        f"SELECT b, {keys}, {means} FROM ({' UNION ALL '.join(selects)}) pieces GROUP BY b, {keys}"
+        f"SELECT b, {keys}, {means} FROM ({' UNION ALL '.join(selects)}) pieces GROUP BY b, {keys}"  # noqa: S608 - names from the models and constants; values are parameters
     )
     return sql, params
 
@@ -146,11 +146,11 @@ def fetch_spans(series, parts: list, vm_ids: list) -> dict:
         width, window = UNITS.get(part.source, 0), [_param(part.start), _param(part.stop)]
         if connection.vendor == "postgresql":
             probe = (
-                f"(SELECT {column} AS t FROM {table} WHERE vm_id = v.id AND {column} >= %s"
+                f"(SELECT {column} AS t FROM {table} WHERE vm_id = v.id AND {column} >= %s"  # noqa: S608 - names from the models and constants; values are parameters
                 f" AND {column} < %s ORDER BY {column} {{}} LIMIT 1)"
             )
             selects.append(
-                f"SELECT v.id, lo.t, hi.t, {width} FROM unnest(%s::bigint[]) AS v(id) "
+                f"SELECT v.id, lo.t, hi.t, {width} FROM unnest(%s::bigint[]) AS v(id) "  # noqa: S608 - names from the models and constants; values are parameters
                 f"CROSS JOIN LATERAL {probe.format('ASC')} AS lo "
                 f"CROSS JOIN LATERAL {probe.format('DESC')} AS hi"
             )
@@ -158,7 +158,7 @@ def fetch_spans(series, parts: list, vm_ids: list) -> dict:
         else:
             placeholders = ", ".join(["%s"] * len(vm_ids))
             selects.append(
-                f"SELECT vm_id, min({column}), max({column}), {width} FROM {table} "
+                f"SELECT vm_id, min({column}), max({column}), {width} FROM {table} "  # noqa: S608 - names from the models and constants; values are parameters
                 f"WHERE vm_id IN ({placeholders}) AND {column} >= %s AND {column} < %s "
                 f"GROUP BY vm_id"
             )

@@ -180,7 +180,7 @@ def last_received(vm_ids: list) -> datetime | None:
     table = HOST.raw._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT max(last.ts) FROM unnest(%s::bigint[]) AS v(id) CROSS JOIN LATERAL "
+            f"SELECT max(last.ts) FROM unnest(%s::bigint[]) AS v(id) CROSS JOIN LATERAL "  # noqa: S608 - names from the models and constants; values are parameters
             f"(SELECT ts FROM {table} WHERE vm_id = v.id ORDER BY ts DESC LIMIT 1) AS last",
             [list(vm_ids)],
         )

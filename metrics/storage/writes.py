@@ -88,7 +88,7 @@ def _insert_sql(rows, by_token, devices=()):
     vm_cluster = _column(VirtualMachine, "cluster")
     vm_source, vm_column, where = "", "", ""
     # VALUES columns are column1, column2, ...: column1 is vm_id unless the token gives it.
-    stamp = f"(SELECT c.{vm_cluster} FROM {vm_table} c WHERE c.{vm_pk} = v.column1)"
+    stamp = f"(SELECT c.{vm_cluster} FROM {vm_table} c WHERE c.{vm_pk} = v.column1)"  # noqa: S608 - names from the models and constants; values are parameters
     if by_token:
         # No row comes out for an unknown token, a deleted VM or another VM's id.
         token_vm = _column(MetricsToken, "vm")
@@ -103,7 +103,7 @@ def _insert_sql(rows, by_token, devices=()):
             f"AND (%s::int8 IS NULL OR t.{token_vm} = %s)"
         )
     host = (
-        f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "
+        f"INSERT INTO {Sample._meta.db_table} ({', '.join(COLUMNS)}) "  # noqa: S608 - names from the models and constants; values are parameters
         f"SELECT {vm_column}v.*, {stamp} "
         f"FROM {async_commit}{vm_source}, {_values(types, rows)} AS v"
     )
@@ -120,12 +120,12 @@ def _insert_sql(rows, by_token, devices=()):
             columns, types = columns[1:], types[1:]
         arrays = ", ".join(f"%b::{pg_type}[]" for pg_type in types)  # binary: no quoting scan
         parts.append(
-            f"{name} AS (INSERT INTO {series.raw._meta.db_table} "
+            f"{name} AS (INSERT INTO {series.raw._meta.db_table} "  # noqa: S608 - names from the models and constants; values are parameters
             f"({', '.join(_device_columns(series))}) SELECT {vm_column}v.* "
             f"FROM {async_commit}{vm_source}, unnest({arrays}) AS v({', '.join(columns)})"
             f"{where})"
         )
-    return f"WITH {', '.join(parts)} SELECT count(*) FROM h"
+    return f"WITH {', '.join(parts)} SELECT count(*) FROM h"  # noqa: S608 - names from the models and constants; values are parameters
 
 
 def _shape(devices):
@@ -253,7 +253,7 @@ def _insert(sql, params, micros, counted):
             binary.register(connection.connection.adapters)
             with psycopg.Cursor(connection.connection) as cursor:
                 cursor.execute(sql, params, prepare=True)
-                inserted.append(cursor.fetchone()[0] if counted else cursor.rowcount)
+                inserted.append(cursor.fetchone()[0] if counted else cursor.rowcount)  # type: ignore[index]  # count(*): a row
 
     _with_partitions(write, micros)
     return inserted[-1]
@@ -323,7 +323,7 @@ def _async_commit(cursor, backlog):
         cursor.execute("SET LOCAL synchronous_commit = off")
         return
     cursor.execute(
-        f'INSERT INTO {RollupBacklog._meta.db_table} (vm_id, start, "end") '
+        f'INSERT INTO {RollupBacklog._meta.db_table} (vm_id, start, "end") '  # noqa: S608 - names from the models and constants; values are parameters
         "SELECT %s, %s, %s FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s",
         [backlog.vm_id, backlog.start, backlog.end],
     )

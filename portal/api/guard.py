@@ -23,7 +23,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 
 from portal.api.common import json_response
-from portal.api.problems import PROBLEM_TYPE, activate_api_language, problem_body
 from portal.errors import NotFound, NulCharacter, NulFilterIgnored, RuleViolation
 from portal.errors.api import (
     BodyTooLarge,
@@ -34,6 +33,7 @@ from portal.errors.api import (
     ServerError,
 )
 from portal.middleware import current_request_id, render_refusal
+from portal.problems import PROBLEM_TYPE, activate_api_language, problem_body
 
 NUL = "\x00"
 API_PREFIX = "/api/"
@@ -133,11 +133,8 @@ def as_problem(request, response):
     made problem+json with the same status (405 keeps its Allow header)."""
     if response.status_code < 400 or response.get("Content-Type", "").startswith(PROBLEM_TYPE):
         return response
-    if response.get("Content-Type", "").startswith("application/json") and not (
-        request.path.startswith(REST_PREFIX)
-    ):
-        return response  # the agents' endpoints answer their own JSON errors
     status = response.status_code
+    refusal: RuleViolation
     if status == 404:
         refusal = NotFound()
     elif status == 405:

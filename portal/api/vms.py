@@ -6,10 +6,10 @@ from ninja import Query, Router
 
 from clusters import operations as ops
 from portal.api import pagination
-from portal.api.common import IsoUtc, ListFilters, actor, filtered, path_id, project, visible
+from portal.api.common import ListFilters, actor, filtered, path_id, project, visible
 from portal.api.inputs import QueryInt, RenameIn, VmCreateIn
 from portal.api.operations import change
-from portal.api.schemas import OperationOut, VmOut, VmPage, read
+from portal.api.schemas import OperationOut, VmDetailOut, VmPage, read
 from portal.errors import VmNotFound
 from portal.kernel import parse_id
 from portal.models import readable
@@ -31,14 +31,12 @@ class VmListFilters(VmFilters):
 # The columns of a VM that VmOut shows or its properties read (``schemas.VmRow``), no more.
 COLUMNS = (
     *("id", "project_id", "name", "zone_id", "instance_type_id", "status", "error_code"),
-    *("billing_type", "disaster_recovery", "cluster_id", "private_ip"),
+    *("billing_type", "disaster_recovery", "cluster_id", "private_ip", "created_at"),
     *("fabric_guid", "fabric_lid", "fabric_ip", "fabric_gid_index"),
 )
 ROW = {
     "zone_code": F("zone__code"),
     "type_code": F("instance_type__code"),
-    # Parsed in pydantic's core, not in Python (``IsoUtc``).
-    "created_iso": IsoUtc("created_at"),
     # An error's params only with an error: most rows have none, and JSON to decode less.
     "stored_params": Case(When(error_code="", then=None), default=F("error_params")),
 }
@@ -56,7 +54,10 @@ def readable_vms(user):
 
 
 def readable_vm(request, vm_id: int) -> dict:
-    return with_codes(readable(actor(request), Perm.VM_READ, VirtualMachine)).get_or_404(vm_id)
+    """One VM's row for its detail: ``with_codes``'s, and its agent's version."""
+    vms = readable(actor(request), Perm.VM_READ, VirtualMachine)
+    row = {**ROW, "agent_version": F("metrics_token__agent_version")}
+    return vms.values(*COLUMNS, **row).get_or_404(vm_id)
 
 
 def vm_page(request, vms, filters) -> VmPage:
@@ -76,9 +77,9 @@ def list_vms(request, filters: Query[VmListFilters]):
     return vm_page(request, vms, filters)
 
 
-@router.get("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신")
+@router.get("/virtual-machines/{int:vm_id}", response=VmDetailOut, summary="가상머신")
 def get_vm(request, vm_id: int):
-    return read(VmOut, readable_vm(request, vm_id), **visible(request))
+    return read(VmDetailOut, readable_vm(request, vm_id), **visible(request))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def create_vms(request, payload: VmCreateIn):
     return change(request, ops.create_vms, project=project(request), **payload.dict())
 
 
-@router.patch("/virtual-machines/{int:vm_id}", response=VmOut, summary="가상머신 이름 변경")
+@router.patch("/virtual-machines/{int:vm_id}", response=VmDetailOut, summary="가상머신 이름 변경")
 def rename_vm(request, vm_id: int, payload: RenameIn):
     ops.rename_vm_op(path_id(vm_id, VmNotFound), actor=actor(request), name=payload.name)
     return get_vm(request, vm_id)

@@ -15,9 +15,10 @@ from django.utils import timezone
 
 from clusters.models import Operation, OperationItem
 from portal.errors import VmHeldForReplace
+from vms.models import VirtualMachine
 
 
-def holding_replace(vm, *, but=None) -> Operation | None:
+def holding_replace(vm: VirtualMachine | None, *, but: Operation | None = None) -> Operation | None:
     """The open 교체 that holds ``vm`` as its spare (other than ``but``), or None."""
     if vm is None or vm.cluster_id is not None:  # a spare that has joined is held no more
         return None
@@ -36,6 +37,8 @@ def holding_replace(vm, *, but=None) -> Operation | None:
     return item.operation if item is not None else None
 
 
-def hold_refusal(vm, *, but=None) -> VmHeldForReplace | None:
+def hold_refusal(
+    vm: VirtualMachine | None, *, but: Operation | None = None
+) -> VmHeldForReplace | None:
     """``VmHeldForReplace`` while ``vm`` is the spare of an open 교체 (other than ``but``)."""
     return VmHeldForReplace() if holding_replace(vm, but=but) is not None else None

@@ -47,8 +47,8 @@ def lock_cluster(
 ) -> VirtualCluster:
     """The cluster row, locked; ClusterNotFound unless the actor may read it, then
     ``PermissionRequired`` unless the actor holds ``permission`` on it."""
-    cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).select_for_update()
-    cluster = cluster.get_or_404(cluster_id)
+    rows = readable(actor, Perm.CLUSTER_READ, VirtualCluster).select_for_update()
+    cluster = rows.get_or_404(cluster_id)
     if att is not None:
         att.about(cluster)
     check_perm(actor, permission, cluster)
@@ -70,7 +70,9 @@ def lock_vms(*vm_ids: object) -> list[VirtualMachine]:
     return list(VirtualMachine.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
 
 
-def lock_vm(vm_id, actor, permission, att=None) -> VirtualMachine:
+def lock_vm(
+    vm_id: object, actor: Actor, permission: str, att: "Attempt | None" = None
+) -> VirtualMachine:
     vm = readable(actor, Perm.VM_READ, VirtualMachine).select_for_update().get_or_404(vm_id)
     if att is not None:
         att.about(vm)

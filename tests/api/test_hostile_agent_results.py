@@ -142,7 +142,7 @@ def test_the_job_endpoints_are_rate_limited_per_token(run, settings):
     assert [poll(tokens["a"]).status_code for _ in range(2)] == [200, 200]
     assert post_result(tokens["a"], jobs["a"], [out("nvidia-smi", GPUS)]).status_code == 200
     refused = poll(tokens["a"])
-    assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
     assert int(refused["Retry-After"]) <= 60
     assert post_result(tokens["a"], jobs["a"], [out("nvidia-smi", GPUS)]).status_code == 429
     assert poll(tokens["b"]).status_code == 200  # another VM's token has its own budget

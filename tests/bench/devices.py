@@ -22,7 +22,7 @@ def time_major(vms, start, end, interval, devices=1) -> tuple[str, list]:
     by instant. A live table's physical order follows time, and the charts find their raw
     tail (the minutes the rollup has not reached) through the BRIN index on ``ts``; written
     member by member, a day each, every BRIN range spanned the day and the tail read the
-    whole partition (100 ms of a 120 ms 메트릭 tab). One series numbered in that order,
+    whole partition (most of the 메트릭 tab's time). One series numbered in that order,
     not a join of three, so the order does not rest on the planner's join order."""
     members = len(vms)
     instants = int((end - start).total_seconds()) // interval

@@ -54,7 +54,7 @@ class Children:
         self.running = []
 
     def spawn(self, command: list[str], name: str, env: dict[str, str]) -> subprocess.Popen:
-        log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the child
+        log = open(self.workdir / f"{name}.log", "w")  # lives as long as the child
         process = subprocess.Popen(
             command,
             cwd=settings.BASE_DIR,

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 
+@pytest.mark.postgres_only("bench_api measures PostgreSQL, in a scratch database")
 @pytest.mark.slow
 def test_bench_api_runs_and_reports_its_targets():
     result = subprocess.run(

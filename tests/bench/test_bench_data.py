@@ -14,6 +14,7 @@ class Vm:
         self.pk = pk
 
 
+@pytest.mark.postgres_only("the benchmark's rows are made by PostgreSQL's SQL (arrays, casts)")
 @pytest.mark.django_db
 @pytest.mark.parametrize("devices", [1, 4])
 def test_the_grid_is_every_member_instant_and_device_once_in_time_order(devices):

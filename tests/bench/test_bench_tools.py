@@ -60,6 +60,7 @@ def maintenance_dsn():
     return scratch.database_url(db, name="postgres")
 
 
+@pytest.mark.postgres_only("scratch databases are PostgreSQL databases (tests.bench.scratch)")
 @pytest.mark.django_db
 @pytest.mark.parametrize("which", ["configured", "maintenance"])
 def test_the_configured_database_is_refused_and_kept(which):
@@ -71,6 +72,7 @@ def test_the_configured_database_is_refused_and_kept(which):
     assert connection.settings_dict["NAME"] == configured
 
 
+@pytest.mark.postgres_only("scratch databases are PostgreSQL databases (tests.bench.scratch)")
 @pytest.mark.django_db
 def test_a_scratch_looking_name_it_did_not_create_is_refused_and_kept():
     name = f"{scratch.PREFIX}{token_hex(scratch.SUFFIX_BYTES)}"
@@ -100,6 +102,7 @@ def test_no_command_takes_a_database_name(command):
         call_command(command, "--database", settings.DATABASES["default"]["NAME"])
 
 
+@pytest.mark.postgres_only("scratch databases are PostgreSQL databases (tests.bench.scratch)")
 @pytest.mark.slow
 def test_scratch_database_is_made_used_and_dropped():
     """In a process of its own: the helper points the default connection at a fresh scratch

@@ -38,7 +38,7 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
-    # The browser asks for English: the console must still answer in Korean (SPEC: Korean-first).
+    # The browser asks for English: the console still answers in Korean (docs/rules.md#language).
     return {
         **browser_context_args,
         "viewport": {"width": 1280, "height": 900},

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-SHOTS = Path(os.environ.get("CONSOLE_SHOTS", "/tmp/h-dialog"))
+SHOTS = Path(os.environ.get("CONSOLE_SHOTS", "/tmp/h-dialog"))  # noqa: S108 - pictures to look at
 WIDTHS = (1280, 390)
 
 

@@ -206,7 +206,7 @@ def test_a_tab_swapped_in_answers_at_once(browser_login, page, live_server):
     """New tabs are live the moment they are on screen: a click in the first task after the
     panel is swapped is an htmx request, not a page load that loses the keyboard's place.
 
-    (htmx wires swapped-in content when it settles, 20 ms later by default; a Space pressed
+    (htmx wires swapped-in content when it settles, after its settle delay; a Space pressed
     in between followed the link as a plain page load.)
     """
     cluster = running_cluster()

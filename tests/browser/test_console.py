@@ -1,4 +1,4 @@
-"""The console in Chromium, as a user walks it (SPEC §6).
+"""The console in Chromium, as a user walks it.
 
 Korean first: the browser context asks for English (``locale="en-US"``), and every page must
 still answer in Korean until the user picks English with the switcher.

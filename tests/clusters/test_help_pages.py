@@ -5,6 +5,7 @@ console's own 404/403 pages (with DEBUG on too), the login refusal's wording, an
 between the console and the API docs."""
 
 import html
+import re
 
 import pytest
 from django.conf import settings
@@ -163,6 +164,14 @@ def test_the_generic_benchmark_page_lists_the_stored_thresholds(world, login):
     page = html.unescape(body(login("admin").get(reverse("clusters:infiniband_help"))))
     assert "≥ 455 GB/s" in page and "≥ 433 GB/s" in page and "≥ 377 Gb/s" in page
     assert 'data-threshold="gpu.l40sx4/ROCE_V2"' in page
+
+
+def test_the_benchmark_page_marks_only_the_unstored_rows_as_defaults(world, login):
+    stored_threshold(world.h100, FabricType.INFINIBAND, Default(8, 400, 455.0, 433.0, 377.0, "a"))
+    page = body(login("admin").get(reverse("clusters:infiniband_help")))
+    rows = dict(re.findall(r'<tr data-threshold="([^"]+)"><td>(.*?)</td>', page))
+    assert "기본값" not in rows[f"{world.h100.code}/INFINIBAND"]
+    assert "(기본값)" in rows["gpu.l40sx4/ROCE_V2"]
 
 
 @pytest.mark.parametrize("debug", [False, True])

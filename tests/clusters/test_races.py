@@ -1,4 +1,4 @@
-"""SPEC §5.8: concurrent requests never break the rules; exactly one wins.
+"""Concurrent requests never break the rules; exactly one wins (docs/rules.md#concurrency).
 
 Real threads, each with its own PostgreSQL connection and transaction.
 """

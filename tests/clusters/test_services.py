@@ -1,4 +1,4 @@
-"""Every rule of SPEC §5 at service level, with its exact Korean message."""
+"""Every rule of docs/rules.md at service level, with its exact Korean message."""
 
 import pytest
 from django.utils import translation
@@ -374,7 +374,7 @@ def test_create_starts_empty_in_provisioning_then_unallocated(
 
 
 @pytest.mark.parametrize(
-    "name, message",
+    ("name", "message"),
     [
         ("", "이름을 입력하세요."),
         ("   ", "이름을 입력하세요."),
@@ -420,7 +420,7 @@ def test_unknown_ids_are_not_found(world, bad):
         services.create_cluster(**world.new_cluster("ok", zone_id=bad))
 
 
-# -- Permissions inside the services (SPEC §3) -----------------------------------------------
+# -- Permissions inside the services (docs/rules.md#permissions) -----------------------------
 
 
 def test_services_check_permissions(world):

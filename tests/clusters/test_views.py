@@ -67,7 +67,7 @@ def test_create_via_htmx_redirects_to_the_new_cluster(world, login):
 
 
 @pytest.mark.parametrize(
-    "data, message",
+    ("data", "message"),
     [
         ({"name": ""}, "필수 항목입니다."),
         ({"name": "<b>x</b>"}, "이름에는 영문, 숫자, 한글과 하이픈(-)만 쓸 수 있습니다."),

@@ -1,4 +1,4 @@
-"""The invariants of SPEC §4-§5 over the whole database, shared by the concurrency and the
+"""The invariants of docs/rules.md over the whole database, shared by the concurrency and the
 fault suites: what must hold once every transition has settled."""
 
 from collections import Counter

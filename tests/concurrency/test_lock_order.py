@@ -32,7 +32,7 @@ def test_allocation_locks_the_cluster_before_the_pool(world):
     def run(name, fn):
         try:
             fn()
-        except Exception as exc:  # noqa: BLE001 - a deadlock is what we look for
+        except Exception as exc:  # a deadlock is what we look for
             errors[name] = f"{type(exc).__name__}: {exc}"
         finally:
             connection.close()

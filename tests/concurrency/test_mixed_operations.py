@@ -1,5 +1,5 @@
-"""SPEC §5.8 under load: hundreds of conflicting operations from real threads, each
-with its own PostgreSQL connection and transactions, then the invariants.
+"""The rules under load (docs/rules.md#concurrency): hundreds of conflicting operations from
+real threads, each with its own PostgreSQL connection and transactions, then the invariants.
 
 Tasks run eagerly (tests/settings.py), so each start/stop walks its transitional steps in
 the thread that asked for it, after its commit — interleaved with the other threads' locks.
@@ -144,7 +144,7 @@ def run_in_threads(ops, threads=THREADS, seed=0):
                     result = "ok"
                 except RuleViolation as exc:
                     result = type(exc).__name__
-                except Exception:  # noqa: BLE001 - anything untyped is the bug we look for
+                except Exception:  # anything untyped is the bug we look for
                     result = "UNEXPECTED"
                     unexpected.append((op, traceback.format_exc()))
                 with guard:
@@ -291,7 +291,7 @@ def test_reconcile_running_concurrently_with_users(arena, eager_errors_propagate
                     cluster_progress.reconcile()
                 except RuleViolation:
                     pass
-                except Exception:  # noqa: BLE001
+                except Exception:
                     reconciler_errors.append(traceback.format_exc())
                 time.sleep(0.005)
         finally:
@@ -376,7 +376,7 @@ def test_membership_change_under_a_waiting_vm_lock_does_not_deadlock(world):
             results[name] = "ok"
         except RuleViolation as exc:
             results[name] = type(exc).__name__
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             results[name] = f"UNEXPECTED {type(exc).__name__}: {exc}"
         finally:
             connection.close()

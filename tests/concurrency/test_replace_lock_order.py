@@ -42,7 +42,7 @@ class Racer(threading.Thread):
             self.result = self.call()
         except RuleViolation as refusal:
             self.result = refusal
-        except Exception as exc:  # noqa: BLE001 - a deadlock is what this looks for
+        except Exception as exc:  # a deadlock is what this looks for
             self.crash = exc
         finally:
             connection.close()

@@ -76,7 +76,7 @@ def test_sysfs_ports_read_words_state_and_rate(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text,gbps",
+    ("text", "gbps"),
     [
         ("400 Gb/sec (4X NDR)", 400.0),
         ("100 Gb/sec (4X EDR)", 100.0),
@@ -185,14 +185,14 @@ def test_node_exporter_text_maps_onto_the_port_fields():
 
 
 def test_exporter_parsers_refuse_what_is_not_the_text_format():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="could not convert string to float"):
         agent_exporters.parse_dcgm("DCGM_FI_DEV_GPU_UTIL{gpu=0 98\n")
 
 
 class _Exporters(http.server.BaseHTTPRequestHandler):
     bodies: dict = {}
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):  # http.server's name
         body = self.bodies.get(self.path)
         self.send_response(200 if body else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")

@@ -275,7 +275,7 @@ def test_no_members_says_so(login, world):
 
 
 @pytest.mark.parametrize(
-    "user,status", [("viewer", 200), ("operator", 200), ("other", 404), ("norole", 404)]
+    ("user", "status"), [("viewer", 200), ("operator", 200), ("other", 404), ("norole", 404)]
 )
 def test_charts_need_cluster_read(login, cluster, user, status):
     url = reverse("metrics:cluster_charts", args=[cluster.pk])

@@ -60,4 +60,6 @@ def test_the_tab_costs_the_same_queries_at_3_and_40_members(login, clusters, ran
         )
         assert 'id="metrics-fig-heatmap"' in panel
         seen[members] = (tab - floor, devices - floor)
-    assert seen[3] == seen[40] == (TAB_OVER_FLOOR, DEVICES_OVER_FLOOR)
+    assert seen[3] == seen[40]
+    if connection.vendor == "postgresql":  # the figures count PostgreSQL's own (jit off)
+        assert seen[40] == (TAB_OVER_FLOOR, DEVICES_OVER_FLOOR)

@@ -74,7 +74,7 @@ def test_the_compact_form_carries_devices_too(post, token, running_vm):
 
 
 @pytest.mark.parametrize(
-    "mutate,detail",
+    ("mutate", "detail"),
     [
         (lambda s: s["gpus"][1].update(temp="hot"), "samples[0].gpus[1].temp"),
         (lambda s: s["gpus"][2].update(util=101), "samples[0].gpus[2].util"),

@@ -22,7 +22,7 @@ def _fresh_rate_window():
 
 def _refused(response, status, code):
     assert response.status_code == status, response.content
-    assert response.json()["error"] == code
+    assert response.json()["code"] == code
     assert Sample.objects.count() == 0
     return response.json()["detail"]
 
@@ -68,7 +68,7 @@ def test_vm_beyond_bigint_with_a_bad_token_is_401(post, token):
 
 
 @pytest.mark.parametrize(
-    "field,value,code",
+    ("field", "value", "code"),
     [
         ("ts", BIGINT_MAX + 1, "in_future"),
         ("ts", 2**64 - 1, "in_future"),

@@ -41,7 +41,7 @@ def test_optional_fields_may_be_absent_and_vm_may_be_named(post, token, running_
 
 def _refused(response, status, code):
     assert response.status_code == status, response.content
-    assert response.json()["error"] == code
+    assert response.json()["code"] == code
     assert response.json()["detail"]
     assert Sample.objects.count() == 0
     return response.json()["detail"]
@@ -98,7 +98,7 @@ def test_negative_is_400_naming_sample_and_field(post, token):
 
 
 @pytest.mark.parametrize(
-    "field,value", [("cpu_util", 100.5), ("gpu_mem_util", 1000), ("fabric_rx", 1e13)]
+    ("field", "value"), [("cpu_util", 100.5), ("gpu_mem_util", 1000), ("fabric_rx", 1e13)]
 )
 def test_out_of_range_is_400(post, token, field, value):
     detail = _refused(post(token, {"samples": [sample(**{field: value})]}), 400, "out_of_range")
@@ -120,7 +120,7 @@ def test_too_old_timestamp_is_400(post, token):
 
 
 @pytest.mark.parametrize(
-    "bad,code",
+    ("bad", "code"),
     [
         ({"cpu_util": "31"}, "not_a_number"),
         ({"cpu_util": True}, "not_a_number"),
@@ -184,7 +184,7 @@ def test_resent_batch_is_409_and_stored_once(post, token):
     batch = {"samples": [sample(now - 10), sample(now)]}
     assert post(token, batch).status_code == 200
     response = post(token, batch)
-    assert response.status_code == 409 and response.json()["error"] == "duplicate"
+    assert response.status_code == 409 and response.json()["code"] == "duplicate"
     assert Sample.objects.count() == 2
 
 
@@ -255,7 +255,7 @@ def test_compact_form_may_leave_out_optional_fields(post, token, running_vm):
 
 
 @pytest.mark.parametrize(
-    "payload,code,words",
+    ("payload", "code", "words"),
     [
         (compact(sample(), fields=[*FIELDS[:-1], "temperature"]), "unknown_field", "temperature"),
         (compact(sample(), fields=FIELDS[1:]), "missing_field", "ts"),

@@ -86,7 +86,7 @@ def page(client, cluster, **params):
     return html, {key: json.loads(text) for key, text in FIGURE.findall(html)}
 
 
-@pytest.mark.parametrize("range_key,seconds", [("1h", 3600), ("24h", 86400)])
+@pytest.mark.parametrize(("range_key", "seconds"), [("1h", 3600), ("24h", 86400)])
 def test_heatmap_and_bottom_five_equal_an_independent_aggregate(login, cluster, range_key, seconds):
     members = list(cluster.members.order_by("name"))
     now = timezone.now()

@@ -21,7 +21,7 @@ def test_statements_are_bound_by_the_server_and_prepared_after_five_runs():
 
 
 @pytest.mark.parametrize(
-    "query, expected",
+    ("query", "expected"),
     [
         ("prepare_threshold=", {"prepare_threshold": None}),  # behind pgbouncer
         ("prepare_threshold=None", {"prepare_threshold": None}),
@@ -35,7 +35,7 @@ def test_the_url_can_turn_preparing_off(query, expected):
 
 
 def test_a_threshold_that_is_no_number_stops_the_start():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="often"):
         database_from_url("postgres://u@db/portal?prepare_threshold=often")
 
 

@@ -1,4 +1,5 @@
-"""The permission gate (SPEC §3): has_perm per project, restrict(), 404 outside, 403 named."""
+"""The permission gate (docs/rules.md#permissions): has_perm per project, restrict(), 404
+outside, 403 named."""
 
 import pytest
 from django.core.management import call_command
@@ -30,7 +31,7 @@ def test_each_permission_granted_exactly_by_a_role_holding_it(world, perm):
 
 
 @pytest.mark.parametrize(
-    "user, expected",
+    ("user", "expected"),
     [
         ("viewer", {Perm.CLUSTER_READ, Perm.VM_READ}),
         ("operator", {Perm.CLUSTER_READ, Perm.VM_READ, Perm.CLUSTER_UPDATE, Perm.VM_UPDATE}),

@@ -10,7 +10,10 @@ from psycopg.pq import Format
 
 from portal.pgtime import TIMESTAMPTZ, UtcTimestamptzLoader
 
-pytestmark = pytest.mark.skipif(_cmodule._psycopg is None, reason="psycopg without C")
+pytestmark = [
+    pytest.mark.skipif(_cmodule._psycopg is None, reason="psycopg without C"),
+    pytest.mark.postgres_only("psycopg's timestamptz loader: SQLite's values are Django's text"),
+]
 
 TEXTS = [
     "2026-12-05 18:00:00+00",

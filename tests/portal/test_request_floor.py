@@ -17,6 +17,9 @@ from portal.permissions import READ_PERMISSIONS
 from tests.conftest import PASSWORD, builtin_role
 
 FLOOR = "/__bench__/floor/"  # tests.bench.urls: login_required, answers "ok"
+# The roles and projects come with the user's row by json_agg(… ORDER BY), which the demo's
+# SQLite lacks: there they are read when first asked (portal.auth.SessionUserBackend).
+WITH_THE_USER = pytest.mark.postgres_only("the user's grants come with their row by json_agg")
 CREATE_FORM = {"name": "fresh", "fabric_type": "INFINIBAND"}
 
 
@@ -42,6 +45,7 @@ def admin_url(model, view, *args):
     return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
 
 
+@WITH_THE_USER
 def test_the_floor_is_two_queries_the_session_and_the_user(world, login, bench_urls):
     response, queries = captured(login("admin"), FLOOR)
     assert response.status_code == 200 and response.content == b"ok"
@@ -49,11 +53,13 @@ def test_the_floor_is_two_queries_the_session_and_the_user(world, login, bench_u
     assert '"django_session"' in queries[0] and '"auth_user"' in queries[1]
 
 
+@WITH_THE_USER
 def test_a_superuser_floor_is_two_queries_too(world, root, bench_urls):
     response, queries = captured(root, FLOOR)
     assert response.status_code == 200 and len(queries) == 2
 
 
+@WITH_THE_USER
 def test_a_page_reads_no_role_and_no_project_beside_the_user(world, login):
     """The switcher, the current project and restrict() all answer from the user's row."""
     world.cluster("visible")
@@ -103,9 +109,11 @@ def _role_by_queryset_update(root, role, permissions):
 def _role_by_sql(root, role, permissions):
     import json
 
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""  # SQLite's JSON is text
+
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Role._meta.db_table} SET permissions = %s::jsonb WHERE id = %s",
+            f"UPDATE {Role._meta.db_table} SET permissions = %s{cast} WHERE id = %s",
             [json.dumps(permissions), role.pk],
         )
 

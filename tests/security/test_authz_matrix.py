@@ -1,5 +1,5 @@
-"""The authorization matrix (SPEC §3): every URL of the portal × anonymous / no role /
-viewer / operator / admin / another project's admin.
+"""The authorization matrix (docs/rules.md#permissions): every URL of the portal ×
+anonymous / no role / viewer / operator / admin / another project's admin.
 
 URLs are discovered from the URLconf, so a URL added without an entry in ``MATRIX`` shows up
 here as a failing case. Each case states what every role must get: a login redirect, a 404

@@ -174,7 +174,7 @@ PAGE_QUERIES = [
 
 
 @FUZZ
-@pytest.mark.parametrize("url_names, fields", PAGE_QUERIES)
+@pytest.mark.parametrize(("url_names", "fields"), PAGE_QUERIES)
 @given(data=st.data())
 def test_page_queries_and_headers(scene, admin_client, data, url_names, fields):
     """Hostile values in every parameter a page reads, with hostile HTMX headers, request id

@@ -158,7 +158,7 @@ def test_job_endpoints_refuse_bad_tokens_other_vms_jobs_and_bad_bodies(
     ):
         response = post("result", tokens["a"], bad)
         assert response.status_code == 400, bad
-        assert response.json()["error"] == "invalid"
+        assert response.json()["code"] == "invalid"
     assert post("result", tokens["a"], good).json() == {"status": "DONE"}
     assert post("result", tokens["a"], good).status_code == 409
     assert VirtualMachine.objects.get(name="a").status == VmStatus.RUNNING

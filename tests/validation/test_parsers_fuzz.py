@@ -138,7 +138,7 @@ def test_dcgmi_documents_of_any_shape(category, tests, result, metadata):
 
 
 @pytest.mark.parametrize(
-    "tool, text",
+    ("tool", "text"),
     [
         ("dcgmi", '{"DCGM Diagnostic": {"test_categories": [5]}}'),
         ("dcgmi", '{"DCGM Diagnostic": {"test_categories": [{"tests": 5}]}}'),

@@ -1,5 +1,6 @@
-"""The VM pages as a user meets them: the 클러스터 section's rules (SPEC §5.1-3), the member
-start rule (§5.6), each with its Korean message in place and nothing changed on refusal."""
+"""The VM pages as a user meets them: the 클러스터 section's rules
+(docs/rules.md#attaching-a-vm), the member start rule (``ClusterNotRunning``), each with its
+Korean message in place and nothing changed on refusal."""
 
 import re
 

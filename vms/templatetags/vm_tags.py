@@ -60,12 +60,12 @@ class VmButtons:
         page's visible note ``reason_id`` where there is one; the server refuses it anyway.
         ``name`` is the VM's name escaped, where the row has escaped it already."""
         if vm.status in VM_STARTABLE:
-            refusal, (url, label, confirm, css, danger) = start_refusal(vm, cluster), self.start
+            refusal, (pattern, label, confirm, css, danger) = start_refusal(vm, cluster), self.start
         elif vm.status in VM_STOPPABLE:
-            refusal, (url, label, confirm, css, danger) = None, self.stop
+            refusal, (pattern, label, confirm, css, danger) = None, self.stop
         else:
             return ""
-        url = f"{url[0]}{int(vm.pk)}{url[1]}"
+        url = f"{pattern[0]}{int(vm.pk)}{pattern[1]}"
         disabled = ""
         if refusal:
             disabled = f' disabled title="{escape(refusal.message)}"'

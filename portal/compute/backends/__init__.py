@@ -1,4 +1,5 @@
-"""The compute backend (SPEC §8): one interface, chosen by ``settings.COMPUTE_BACKEND``."""
+"""The compute backend (docs/architecture.md#compute-backends): one interface, chosen by
+``settings.COMPUTE_BACKEND``."""
 
 from functools import cache
 from typing import TYPE_CHECKING

@@ -1,4 +1,5 @@
-"""The default backend: a simulated GPU cloud on one machine (SPEC §8).
+"""The default backend: a simulated GPU cloud on one machine
+(docs/architecture.md#compute-backends).
 
 Capacity lives in ``SimulatorCapacity`` rows (nodes per zone × type × fabric, set in the
 admin or by ``seed_demo``) and allocations in ``SimulatorAllocation``, so every process

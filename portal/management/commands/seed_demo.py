@@ -12,7 +12,7 @@ from vms import progress as vm_progress
 from vms import services as vm_services
 from vms.models import BillingType, FabricOffering, FabricType, InstanceType, VirtualMachine, Zone
 
-DEFAULT_PASSWORD = "vc-demo-2026"
+DEFAULT_PASSWORD = "vc-demo-2026"  # noqa: S105 - the demo's documented password
 IB, ROCE = FabricType.INFINIBAND, FabricType.ROCE_V2
 
 ZONES = {"kr-central-1a": "Korea Central 1a", "kr-central-1b": "Korea Central 1b"}

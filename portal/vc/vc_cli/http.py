@@ -47,7 +47,7 @@ class Client:
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method)
+        request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - http(s) only, checked in __init__
         request.add_header("Authorization", f"Bearer {self.token}")
         request.add_header("Accept-Language", self.language)
         if data is not None:

@@ -9,7 +9,7 @@ class ImageError(Exception):
 
 
 def run(argv, step, **kwargs):
-    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # noqa: S603 - the build's own argument lists
     if done.returncode:
         raise ImageError(
             f"{step}: {' '.join(map(str, argv))} exited {done.returncode}: "

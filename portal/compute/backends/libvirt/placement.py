@@ -139,7 +139,7 @@ def choose(hosts, found, n, prefer=()) -> list[Slot]:
 
 def _take(group, found, n, prefer):
     ranked = sorted(group, key=lambda h: (h.pk not in prefer, -len(found[h.pk]), h.name))
-    taken = []
+    taken: list = []
     for host in ranked:
         for slot in found[host.pk]:
             if len(taken) == n:

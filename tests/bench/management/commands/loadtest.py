@@ -69,7 +69,7 @@ MIX = {
     "header_poll": 24,
     "action": 14,
 }
-REFUSED = {409}  # the rules said no (SPEC §5): an answer, not an error
+REFUSED = {409}  # the rules said no (docs/rules.md): an answer, not an error
 
 
 class Command(BaseCommand):
