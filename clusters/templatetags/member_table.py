@@ -125,7 +125,8 @@ class RowFrame:
         self.fabric_cell = f'<td role="cell" data-label="{label["fabric"]}"><span class="mono">'
         self.billing_cell = f'<td role="cell" data-label="{label["billing"]}">'
         self.verdict_cell = f'<td role="cell" class="verdict" data-label="{label["verdict"]}">'
-        self.queued = f' <span class="row-queued">{escape(gettext("대기 중"))}</span>'
+        queued = escape(gettext("대기 중"))  # outside the f-string, where makemessages finds it
+        self.queued = f' <span class="row-queued">{queued}</span>'
         self.badges = {status: badge_of(VirtualMachine, status) for status in VmStatus.values}
 
     def row(self, m: Shown) -> str:

@@ -190,6 +190,15 @@ def topbar(context):
     csrf = csrf_input(context.get("csrf_token"))
     here = escape(request.get_full_path()) if request is not None else ""
     back = f'{csrf}<input type="hidden" name="next" value="{here}">'
+    # Outside the f-strings, where makemessages finds them.
+    words = {
+        "brand": gettext("GPU 클라우드"),
+        "project": gettext("프로젝트"),
+        "go": gettext("이동"),
+        "tokens": gettext("API 토큰"),
+        "logout": gettext("로그아웃"),
+    }
+    brand, project, go, tokens, logout = (escape(words[k]) for k in words)
     switch = ""
     if signed_in and (projects := context.get("projects")):
         current = getattr(context.get("current_project"), "pk", None)
@@ -200,9 +209,9 @@ def topbar(context):
         )
         switch = (
             f'<form class="project-switch" method="post" action="{_url("switch_project")}">'
-            f'{back}<label for="project-select">{escape(gettext("프로젝트"))}</label>'
+            f'{back}<label for="project-select">{project}</label>'
             f'<select id="project-select" name="project" data-autosubmit>{options}</select>'
-            f'<noscript><button type="submit" class="btn btn-small">{escape(gettext("이동"))}'
+            f'<noscript><button type="submit" class="btn btn-small">{go}'
             f"</button></noscript></form>"
         )
     language = _OTHER_LANGUAGE["en" if translation.get_language() == "ko" else "ko"]
@@ -210,14 +219,14 @@ def topbar(context):
     if signed_in:
         who = (
             f'<span class="whoami">{escape(user.get_username())}</span>'
-            f'<a href="{_url("api_tokens")}">{escape(gettext("API 토큰"))}</a>'
+            f'<a href="{_url("api_tokens")}">{tokens}</a>'
             f'<form method="post" action="{_url("logout")}">{csrf}'
-            f'<button type="submit" class="link-button">{escape(gettext("로그아웃"))}'
+            f'<button type="submit" class="link-button">{logout}'
             f"</button></form>"
         )
     return SafeString(
         f'<header class="topbar"><a class="brand" href="{_url("home")}">'
-        f"{escape(gettext('GPU 클라우드'))}</a>{switch}"
+        f"{brand}</a>{switch}"
         f'<div class="topbar-right"><form class="lang-switch" method="post"'
         f' action="{_url("set_language")}">{back}{language}</form>{who}</div></header>'
     )

@@ -487,3 +487,26 @@ def test_every_model_is_found_where_its_module_says():
     for model in apps.get_models():
         module = importlib.import_module(model.__module__)
         assert getattr(module, model.__name__, None) is model, model
+
+
+GETTEXT_CALLS = {"gettext", "_", "pgettext", "ngettext", "gettext_lazy", "pgettext_lazy"}
+
+
+def test_no_translated_string_is_written_inside_an_f_string():
+    """makemessages (xgettext) does not look inside f-strings: a ``gettext("…")`` there is
+    never extracted, so its English entry is taken for obsolete and the page stays Korean."""
+    found = []
+    for path in app_modules():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.JoinedStr):
+                continue
+            for inner in ast.walk(node):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Name)
+                    and inner.func.id in GETTEXT_CALLS
+                    and inner.args
+                    and isinstance(inner.args[0], ast.Constant)
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{inner.lineno}")
+    assert found == []
