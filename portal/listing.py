@@ -24,7 +24,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.expressions import BaseExpression
+from django.db.models.expressions import BaseExpression, OrderBy
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
 
@@ -41,7 +41,22 @@ def choice_rank(field: str, values: list[str]) -> Case:
     return Case(*[When(**{field: v}, then=Value(i)) for i, v in enumerate(values)])
 
 
-def catalog_sorts(statuses: list[str]) -> dict[str, tuple[str | BaseExpression, ...]]:
+class NullsAsPostgres(F):
+    """A nullable column as a sort term: NULLs last ascending and first descending, as
+    PostgreSQL orders them, on every database (SQLite orders NULLs first ascending)."""
+
+    def asc(self, **kwargs) -> OrderBy:
+        return super().asc(nulls_last=True)
+
+    def desc(self, **kwargs) -> OrderBy:
+        return super().desc(nulls_first=True)
+
+
+# A sort's term: a field's name, an expression, or a ``NullsAsPostgres`` column.
+SortTerm = str | BaseExpression | F
+
+
+def catalog_sorts(statuses: list[str]) -> dict[str, tuple[SortTerm, ...]]:
     """The sorts of every list of catalog resources (clusters, VMs): by name, by status in
     its lifecycle's order (``statuses``), by the zone's and the instance type's codes."""
     return {
@@ -74,7 +89,7 @@ class ListFilterForm(forms.Form):
     is always the last term, so pages never repeat or skip a row.
     """
 
-    SORTS: dict[str, tuple[str | BaseExpression, ...]] = {}
+    SORTS: dict[str, tuple[SortTerm, ...]] = {}
     DEFAULT_SORT = ""
     # The table's columns: (key, label, css class), most made by ``headers``; a key in SORTS
     # sorts by it.

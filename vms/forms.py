@@ -9,7 +9,7 @@ from clusters.models import VirtualCluster
 from clusters.operations.common import MAX_CREATE
 from portal.compute.catalog import types_offered_in
 from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, catalog_sorts, headers
+from portal.listing import ListFilterForm, NullsAsPostgres, catalog_sorts, headers
 from portal.statements import statements
 from vms import catalog_version
 from vms.models import BillingType, InstanceType, VirtualMachine, VmStatus, Zone
@@ -177,7 +177,7 @@ class VmFilterForm(CatalogFilterForm):
     SORTS = {
         **catalog_sorts(VmStatus.values),
         "billing": ("billing_type",),
-        "cluster": ("cluster__name",),
+        "cluster": (NullsAsPostgres("cluster__name"),),  # VMs in no cluster last
     }
     DEFAULT_SORT = "name"
     STATUSES = [(value, label) for value, label in VmStatus.choices if value != VmStatus.DELETED]

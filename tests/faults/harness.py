@@ -12,6 +12,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.db import connection
@@ -96,6 +97,14 @@ class RedisServer:
         """Whether a message waits in ``queue`` or is delivered and not yet acknowledged
         (kombu's ``unacked`` hash)."""
         return self.command("LLEN", queue) != ":0" or self.command("HLEN", "unacked") != ":0"
+
+
+# The processes started here are handed the test database as a postgres:// URL: a test
+# that starts one (``Worker``, ``tests.faults.stack.running_stack``) is marked with this.
+HANDS_A_POSTGRES_URL = pytest.mark.postgres_only(
+    "its worker processes are handed the test database as a postgres:// URL"
+    " (tests.faults.harness.worker_database_url)"
+)
 
 
 def worker_database_url(**query):

@@ -17,7 +17,7 @@ from clusters import progress as cluster_progress
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.broker import ensure_folders
 from portal.celery import app
-from tests.faults.harness import broker, filesystem_options, wait_until
+from tests.faults.harness import HANDS_A_POSTGRES_URL, broker, filesystem_options, wait_until
 from tests.faults.stack import STARTUP_GRACE, running_stack, start_a_vm_through_the_worker
 from vms.models import FabricType, VirtualMachine, VmStatus
 
@@ -93,6 +93,7 @@ def test_a_broker_that_cannot_take_messages_leaves_the_work_to_the_reconciler(
 
 
 @pytest.mark.slow
+@HANDS_A_POSTGRES_URL
 def test_the_worker_and_beat_outlive_a_moved_queue_folder(world, tmp_path):
     world.capacity(64)
     with running_stack("filesystem://", tmp_path) as stack:

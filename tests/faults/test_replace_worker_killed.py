@@ -31,8 +31,10 @@ from tests.concurrency.replace_checks import (
     running_cluster,
     wait_settled,
 )
-from tests.faults.harness import Worker, broker, wait_until
+from tests.faults.harness import HANDS_A_POSTGRES_URL, Worker, broker, wait_until
 from vms.models import VirtualMachine, VmStatus
+
+pytestmark = HANDS_A_POSTGRES_URL
 
 V, Item = VmStatus, OperationItem.Status
 

@@ -22,7 +22,7 @@ from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal import heartbeat
 from portal.compute.backends.simulator import StepGate
-from tests.faults.harness import children_of, wait_until
+from tests.faults.harness import HANDS_A_POSTGRES_URL, children_of, wait_until
 from tests.faults.stack import (
     BOUND,
     running_stack,
@@ -32,7 +32,7 @@ from tests.faults.stack import (
 )
 from vms.models import VirtualMachine
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, HANDS_A_POSTGRES_URL]
 
 VICTIMS = ["web", "worker-main", "worker-children", "reconciler", "beat"]
 

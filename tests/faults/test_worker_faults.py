@@ -30,6 +30,7 @@ from portal.errors import RuleViolation
 from portal.models import AuditEvent
 from tests.concurrency.invariants import structural_problems
 from tests.faults.harness import (
+    HANDS_A_POSTGRES_URL,
     Worker,
     broker,
     terminate_worker_connections,
@@ -38,7 +39,7 @@ from tests.faults.harness import (
 from vms import services as vm_services
 from vms.models import FabricType, VmStatus
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, HANDS_A_POSTGRES_URL]
 
 S = ClusterStatus
 ADVANCE_CLUSTER = "clusters.tasks.advance_cluster"
