@@ -7,7 +7,6 @@ PostgreSQL (Django's psycopg pool) and Redis. ``PORTAL_MODE=production`` turns o
 deployment hardening that ``manage.py check --deploy`` asks for.
 """
 
-import importlib.util
 import os
 import re
 from pathlib import Path
@@ -34,14 +33,6 @@ def env_list(name, default=""):
 def _test_name(path):
     name = unquote(path.lstrip("/")) or "postgres"
     return "test_vcportal" if name == "postgres" else f"test_{name}"
-
-
-def importable(module):
-    """Whether ``module`` can be imported (its parent packages exist and it is found)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def database_from_url(url):
@@ -106,11 +97,8 @@ INSTALLED_APPS = [
     "clusters",
     "metrics",
 ]
-# The benchmark and load-test commands are development tools (tests/bench, Zulip's zilencer
-# pattern): a development checkout has them; production settings never install them, and a
-# pip-installed deployment has no ``tests`` package to find.
-if not PRODUCTION and importable("tests.bench"):
-    INSTALLED_APPS.append("tests.bench")
+# No ``tests.*`` app, in either mode: the benchmark and load-test commands (the tests.bench
+# app, Zulip's zilencer pattern) are installed by tests/settings.py and tests/bench/settings.py.
 
 MIDDLEWARE = [
     "portal.middleware.RequestIdMiddleware",

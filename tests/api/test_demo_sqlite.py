@@ -10,6 +10,8 @@ pages)."""
 import json
 import os
 
+import pytest
+
 from tests.child import run_python
 
 SCRIPT = r"""
@@ -152,6 +154,7 @@ print("RESULT " + json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_vc_and_every_api_route_answer_on_sqlite(tmp_path):
     env = {
         key: value

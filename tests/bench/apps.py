@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class BenchConfig(AppConfig):
     """The benchmark and load-test commands: a development-only app (Zulip's ``zilencer``),
-    installed by the development and test settings, never by production ones."""
+    installed by tests/settings.py and tests/bench/settings.py, never by portal/settings.py."""
 
     name = "tests.bench"
     label = "bench"

@@ -17,7 +17,7 @@ def test_bench_api_runs_and_reports_its_targets():
         [sys.executable, "manage.py", "bench_api", "--clusters", "120", "--rounds", "3",
          "--warmup", "1"],
         cwd=settings.BASE_DIR,
-        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "portal.settings"},
+        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "tests.bench.settings"},
         capture_output=True,
         text=True,
         timeout=300,

@@ -13,7 +13,9 @@ def test_bench_operations_is_a_development_command_only(tmp_path):
         tmp_path, PORTAL_MODE="production", SECRET_KEY="x", ALLOWED_HOSTS="x"
     )
     assert "migrate" in production and "bench_operations" not in production
-    assert "bench_operations" in manage_commands(tmp_path, PORTAL_MODE="development")
+    assert "bench_operations" not in manage_commands(tmp_path, PORTAL_MODE="development")
+    bench = manage_commands(tmp_path, DJANGO_SETTINGS_MODULE="tests.bench.settings")
+    assert "bench_operations" in bench
 
 
 def test_bench_operations_takes_no_database_name():

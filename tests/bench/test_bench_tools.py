@@ -44,9 +44,12 @@ def test_production_settings_offer_no_bench_command(tmp_path):
     assert production.isdisjoint(BENCH_COMMANDS)
 
 
-def test_development_settings_offer_the_bench_commands(tmp_path):
+def test_only_the_bench_settings_offer_the_bench_commands(tmp_path):
     development = manage_commands(tmp_path, PORTAL_MODE="development")
-    assert development.issuperset(BENCH_COMMANDS)
+    assert "migrate" in development
+    assert development.isdisjoint(BENCH_COMMANDS)
+    bench = manage_commands(tmp_path, DJANGO_SETTINGS_MODULE="tests.bench.settings")
+    assert bench.issuperset(BENCH_COMMANDS)
 
 
 def database_exists(name):

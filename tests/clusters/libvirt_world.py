@@ -6,7 +6,7 @@ import pytest
 from clusters.models.hosts import GpuHost
 from portal.compute.backends.libvirt import connection
 from portal.compute.backends.libvirt.inventory import sync_host
-from portal.compute.backends.libvirt.testhost import write_hosts
+from tests.libvirt_testhost import write_hosts
 from vms.models import FabricOffering, FabricType, InstanceType
 
 # name: (block, leaf)

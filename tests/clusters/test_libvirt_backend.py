@@ -258,7 +258,7 @@ def hosts_all(hosts):
 def test_a_device_gone_from_its_host_leaves_the_inventory(world, hosts):
     from portal.compute.backends.libvirt import connection
     from portal.compute.backends.libvirt.inventory import sync_host
-    from portal.compute.backends.libvirt.testhost import host_xml
+    from tests.libvirt_testhost import host_xml
 
     host = hosts.add("h0")
     cluster = world.cluster("gone", instance_type=hosts.h100x4)

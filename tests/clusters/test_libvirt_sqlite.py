@@ -5,6 +5,8 @@ its own SQLite file (the suite's database is PostgreSQL)."""
 
 import os
 
+import pytest
+
 from tests.child import run_python
 
 SCRIPT = """
@@ -15,7 +17,7 @@ call_command("migrate", verbosity=0)
 from django.test.utils import override_settings
 from portal.compute.backends.libvirt import LibvirtBackend
 from portal.compute.backends.libvirt.inventory import sync_host
-from portal.compute.backends.libvirt.testhost import write_hosts
+from tests.libvirt_testhost import write_hosts
 from clusters.models.hosts import FabricPartition, GpuHost, Placement
 from clusters.models import VirtualCluster
 from portal.models import Project
@@ -50,6 +52,7 @@ print(Placement.objects.filter(held=True).count())
 """
 
 
+@pytest.mark.slow
 def test_placement_and_partitions_on_sqlite(tmp_path):
     env = {
         **os.environ,

@@ -74,6 +74,7 @@ def test_clusters_n_and_n_plus_4096_never_share_an_address(world, backend):
     assert_one_subnet_of_hosts(second)
 
 
+@pytest.mark.slow
 def test_every_block_in_use_refuses_the_next_cluster_and_a_release_frees_one(world, backend):
     clusters = [roce_cluster(world, f"c{i}") for i in range(ROCE_BLOCKS + 1)]
     seen = set()

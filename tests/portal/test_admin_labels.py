@@ -3,6 +3,7 @@ name of every registered admin, and the site's header."""
 
 import re
 
+import pytest
 from django.contrib import admin
 from django.contrib.admin.utils import get_fields_from_path, label_for_field
 from django.contrib.auth import get_user_model
@@ -84,6 +85,7 @@ def test_djangos_admin_sentences_read_as_korean():
         assert deleted % {"count": 3, "name": "역할"} == "변경했습니다: 역할 3개"
 
 
+@pytest.mark.slow
 def test_no_admin_page_has_machine_made_korean(client, db):
     """Every changelist, add page and the delete confirmation, as a platform admin and as a
     project viewer who is staff (whose lists are titled "… 보기")."""

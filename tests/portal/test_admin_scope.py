@@ -125,6 +125,7 @@ def test_every_admin_changelist_and_filter_hides_other_projects(staff, root):
             assert SECRET in root.get(url(model, "changelist")).content.decode(), model
 
 
+@pytest.mark.slow
 def test_no_change_delete_or_history_page_shows_other_projects(staff, root):
     found = secret_objects(root)
     # The fixture gave project other a row of each kind: the check below has something to do.
@@ -141,6 +142,7 @@ def test_no_change_delete_or_history_page_shows_other_projects(staff, root):
     assert leaks == []
 
 
+@pytest.mark.slow
 def test_no_admin_action_touches_other_projects(staff, root, other_data):
     found = secret_objects(root)
 

@@ -4,6 +4,8 @@ on a SQLite file, so SQL only PostgreSQL speaks cannot slip into a page the demo
 
 import os
 
+import pytest
+
 from tests.child import run_python
 
 SCRIPT = """
@@ -42,6 +44,7 @@ for page in pages:
 """
 
 
+@pytest.mark.slow
 def test_the_demo_pages_answer_on_sqlite(tmp_path):
     env = {
         **os.environ,

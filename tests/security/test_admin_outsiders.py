@@ -122,6 +122,7 @@ def pages_of(client):
             yield url(model, "history", quote(obj.pk))
 
 
+@pytest.mark.slow
 def test_no_admin_page_names_an_outsider(staff, acted):
     pages = list(pages_of(staff))
     assert len(pages) > 90
@@ -214,6 +215,7 @@ def test_a_lookup_the_list_does_not_offer_is_refused_alike(acted, model):
             assert status == 400 and REFUSAL in alert, (lookup, value)
 
 
+@pytest.mark.slow
 def test_the_filters_a_list_offers_keep_working(acted):
     """Every choice of every filter of every list, its counts (facets) and the audit log's
     dates answer the staff user (who is in two projects, so project filters show)."""

@@ -349,6 +349,7 @@ def ingest_body(draw):
     return draw(st.one_of(any_text, st.sampled_from(MARKUP), huge)).encode("utf-8", "surrogatepass")
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=80)
 @given(data=st.data())
 def test_ingest_api(scene, client, ingest_token, data):

@@ -366,6 +366,7 @@ def test_throttle_survives_a_flood_of_ingest_requests_with_random_tokens(scene, 
     assert response.status_code == 429
 
 
+@pytest.mark.slow
 @override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}})
 def test_a_throttled_client_cannot_flush_the_counters_with_made_up_usernames(scene, client):
     """An attempt refused while throttled counts nothing: the admin's login form reaches the

@@ -11,9 +11,9 @@ from clusters import progress
 from clusters.models.hosts import GpuHost, uri_refusal
 from portal.compute.backends.libvirt import LibvirtBackend, connection
 from portal.compute.backends.libvirt.inventory import sync_all, sync_host
-from portal.compute.backends.libvirt.testhost import write_hosts
 from portal.errors.hosts import HostUriRefused
 from portal.models import AuditEvent
+from tests.libvirt_testhost import write_hosts
 
 pytestmark = pytest.mark.django_db
 ADMIN = "/admin/clusters/gpuhost/"

@@ -45,8 +45,8 @@ class Command(BaseCommand):
         from portal.compute.backends.libvirt import LibvirtBackend
         from portal.compute.backends.libvirt import connection as lv
         from portal.compute.backends.libvirt.inventory import sync_host
-        from portal.compute.backends.libvirt.testhost import write_hosts
         from portal.models import Project
+        from tests.libvirt_testhost import write_hosts
         from vms.models import FabricType, VirtualMachine
 
         zone, itype = libvirt_catalog(2, 48, 512)
