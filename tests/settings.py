@@ -14,6 +14,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # The real tier's guests and networks never share names with a demo's on the same libvirtd.
 os.environ.setdefault("LIBVIRT_NAME_PREFIX", "vctest")
 os.environ.setdefault("LIBVIRT_PORTAL_ID", "vc-test-portal")
+# ...nor their management network's address: two networks of one host cannot hold one block.
+os.environ.setdefault("LIBVIRT_PORTAL_URL", "http://10.0.3.2:8000")
 
 from portal.settings import *  # noqa: F403
 

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from uuid import uuid4
 
+import libvirt
 import pytest
 
 from clusters import progress
@@ -304,3 +305,26 @@ def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
     dialled = [r for r in caplog.records if r.name == "portal.compute.backends.libvirt.connection"]
     assert len(dialled) == 1
     connection.forget(host.uri)
+
+
+def test_the_management_network_follows_the_portals_address(settings):
+    """Ours on an old address is made again on the portal's; an operator's is left as is."""
+    conn = libvirt.open("test:///default")
+    settings.LIBVIRT_PORTAL_URL = "http://10.0.5.2:8000"
+    management.ensure(conn)
+    settings.LIBVIRT_PORTAL_URL = "http://10.0.6.2:8000"
+    management.ensure(conn)
+    net = conn.networkLookupByName(management.network_name())
+    assert ET.fromstring(net.XMLDesc(0)).find("ip").get("address") == "10.0.6.2"
+    assert net.isActive()
+    net.destroy()
+    net.undefine()
+    theirs = conn.networkDefineXML(
+        f"<network><name>{management.network_name()}</name><uuid>{uuid4()}</uuid>"
+        "<ip address='192.0.2.9' netmask='255.255.255.0'/></network>"
+    )
+    management.ensure(conn)
+    assert ET.fromstring(theirs.XMLDesc(0)).find("ip").get("address") == "192.0.2.9"
+    theirs.destroy()
+    theirs.undefine()
+    conn.close()

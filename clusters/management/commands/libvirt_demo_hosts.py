@@ -7,11 +7,13 @@ then the demo's running VM, whose start at seeding found no host yet, is started
 Idempotent."""
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from clusters.models.hosts import GpuHost
 from portal.compute.backends.libvirt import guest_image, guest_install, management
 from portal.compute.backends.libvirt.connection import connect
 from portal.compute.backends.libvirt.inventory import sync_host
+from portal.errors import BackendError
 from portal.management.commands.seed_demo import DEMO_VMS
 from vms import progress as vm_progress
 from vms import services as vm_services
@@ -61,7 +63,17 @@ def prepare(out) -> list[GpuHost]:
         sync_host(host)
         hosts.append(host)
     volume = guest_install.install(hosts[0], image)  # one pool: the hosts share this libvirtd
-    management.ensure(connect(hosts[0]))  # where the guests reach the portal
+    try:
+        management.ensure(connect(hosts[0]))  # where the guests reach the portal
+    except BackendError:
+        raise CommandError(
+            _(
+                "관리 네트워크 %(name)s(%(block)s)를 시작하지 못했습니다. 이 호스트의 다른 "
+                "네트워크가 그 주소를 쓰고 있습니다. LIBVIRT_PORTAL_URL에 다른 주소를 "
+                "지정하세요(예: http://10.0.4.2:8000)."
+            )
+            % {"name": management.network_name(), "block": management.network_block()}
+        ) from None
     out.write(f"GPU hosts {', '.join(HOSTS)} on {URI}, base volume {volume}\n")
     running = [name for name, spec in DEMO_VMS.items() if spec[-1]]
     for vm in VirtualMachine.objects.filter(

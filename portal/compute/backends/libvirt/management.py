@@ -25,6 +25,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from urllib.parse import urlsplit
 
+import libvirt
 from django.conf import settings
 
 from portal.compute.backends.libvirt.connection import lookup
@@ -98,6 +99,14 @@ def filter_xml() -> str:
     )
 
 
+def _ours_elsewhere(net) -> bool:
+    """Our network (by UUID) on another address than the portal's now."""
+    if net.UUIDString() != _uuid("mgmt"):
+        return False
+    ip = ET.fromstring(net.XMLDesc(0)).find("ip")  # noqa: S314 - libvirt's own XML
+    return ip is None or ip.get("address") != str(network_block().ip)
+
+
 def interface() -> ET.Element:
     """The guest's management NIC, on the network, under the filter (an element of the
     domain's ``<devices>``)."""
@@ -113,12 +122,33 @@ def interface() -> ET.Element:
 
 def ensure(conn) -> None:
     """The network (created and started when missing) and the filter on ``conn``'s host.
-    libvirt's test driver has networks but no filters: there, the filter is left out."""
+    libvirt's test driver has networks but no filters: there, the filter is left out.
+
+    A network of ours (our UUID) whose address is no longer the portal's (``LIBVIRT_PORTAL_URL``
+    changed) is made again with the new one: guests attached to it lose their management NIC
+    until their next start. One an operator defined (another UUID) is used as it is. A
+    network that cannot start because another one of the host holds its address (another
+    portal's, on a shared host) is a ``BackendError``, logged with what to do."""
     net = lookup(conn.networkLookupByName, network_name())
+    if net is not None and _ours_elsewhere(net):
+        if net.isActive():
+            net.destroy()
+        net.undefine()
+        net = None
     if net is None:
         net = conn.networkDefineXML(network_xml())
     if not net.isActive():
-        net.create()
+        try:
+            net.create()
+        except libvirt.libvirtError as exc:
+            log.error(
+                "management network %s (%s) cannot start: %s; another network of this host "
+                "holds the address? give each portal its own LIBVIRT_PORTAL_URL address",
+                network_name(),
+                network_block(),
+                exc,
+            )
+            raise BackendError() from exc
     uri = conn.getURI()
     if uri.startswith("test:"):
         return

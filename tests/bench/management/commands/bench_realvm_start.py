@@ -54,7 +54,6 @@ class Command(BaseCommand):
                 override_settings(
                     COMPUTE_BACKEND="portal.compute.backends.libvirt.LibvirtBackend",
                     LIBVIRT_DOMAIN_TYPE="qemu",
-                    LIBVIRT_PORTAL_URL="http://10.0.2.2:8000",
                 ),
             ):
                 self.run_bench(opts["rounds"])
