@@ -375,8 +375,10 @@ def test_ingest_api(scene, client, ingest_token, data):
         response.status_code,
         response.content[:300],
     )
-    assert response["Content-Type"].startswith("application/json")
+    # What it stored as JSON; a refusal as problem+json, as /api/v1 answers one.
+    json_type = "application/json" if response.status_code == 200 else "application/problem+json"
+    assert response["Content-Type"].startswith(json_type), response["Content-Type"]
     assert response["X-Content-Type-Options"] == "nosniff"
     answer = response.json()
-    event(f"ingest {response.status_code} {answer.get('error', '')}")
+    event(f"ingest {response.status_code} {answer.get('code', '')}")
     assert ("stored" in answer) == (response.status_code == 200), answer
