@@ -1,6 +1,6 @@
 """``manage.py watch_domains``: listen to libvirt's lifecycle events of every GPU host, so a
 guest that stops on its own (shut down from inside, crashed, destroyed outside the portal)
-shows 중지됨, with the reason, within a second instead of at the reconciler's next pass.
+shows 중지됨, with the reason, within seconds instead of at the reconciler's next pass.
 
 One process for the whole portal (``rundemo --backend libvirt`` supervises it; in production
 a systemd unit beside the worker and beat). Hosts added later, and hosts whose connection

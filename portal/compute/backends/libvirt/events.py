@@ -1,5 +1,5 @@
 """libvirt's lifecycle events: a guest that stops on its own (shut down from inside, crashed,
-destroyed outside the portal) is known within a second, not at the reconciler's next pass.
+destroyed outside the portal) is known within seconds, not at the reconciler's next pass.
 
 ``Watcher`` keeps one connection per GPU host with a lifecycle callback, and hands each stop
 of one of this portal's domains to a handler in the thread that calls ``drain``, never in
