@@ -45,13 +45,13 @@ libvirt.registerErrorHandler(_quiet, None)
 
 def connect(host) -> "libvirt.virConnect":
     conn = _connections.get(host.uri)
-    if conn is not None and _alive(conn):
+    if conn is not None and alive(conn):
         return conn
     _close_retired()
     with _lock_for(host.uri):
         conn = _connections.get(host.uri)  # another thread may have opened it meanwhile
         if conn is not None:
-            if _alive(conn):
+            if alive(conn):
                 return conn
             _drop(host.uri, conn)
             _close(conn)
@@ -65,35 +65,48 @@ def _open(host) -> "libvirt.virConnect":
     failed = _failed.get(host.uri)
     if failed is not None and time.monotonic() - failed < RETRY_SECONDS:
         raise BackendError()
-    refusal = uri_refusal(host.uri)
+    try:
+        conn = open_checked(host.uri, getattr(host, "name", "?"))
+    except HostUriRefused:
+        raise
+    except BackendError:
+        if urlsplit(host.uri).netloc:  # a remote host; a local socket fails fast anyway
+            _failed[host.uri] = time.monotonic()
+        raise
+    _failed.pop(host.uri, None)
+    try:
+        conn.registerCloseCallback(_closed, host.uri)
+    except libvirt.libvirtError:
+        pass  # a driver without it: the lookup's isAlive finds the connection dead
+    return conn
+
+
+def open_checked(uri: str, name: str = "?") -> "libvirt.virConnect":
+    """A new connection to ``uri`` once ``uri_refusal`` allows it, with keepalive on a
+    remote driver; ``HostUriRefused`` or ``BackendError`` otherwise (not cached: ``connect``
+    caches, the lifecycle-event watcher keeps its own)."""
+    refusal = uri_refusal(uri)
     if refusal is not None:
         # What was wrong goes to the log; the error raised names nothing of the URI (a VM's
         # error may show it to the VM's project).
         log.error(
             "host %s: libvirt URI %r refused, not opened (%s %s)",
-            getattr(host, "name", "?"),
-            host.uri,
+            name,
+            uri,
             refusal.code,
             refusal.params,
         )
         raise HostUriRefused()
     try:
-        conn = libvirt.open(host.uri)
+        conn = libvirt.open(uri)
     except libvirt.libvirtError as exc:
-        log.warning("libvirt %s: %s", host.uri, exc)
-        if urlsplit(host.uri).netloc:  # a remote host; a local socket fails fast anyway
-            _failed[host.uri] = time.monotonic()
+        log.warning("libvirt %s: %s", uri, exc)
         raise BackendError() from exc
-    _failed.pop(host.uri, None)
-    if not host.uri.startswith("test:"):
+    if not uri.startswith("test:"):
         try:  # notice a dead peer within ~20 s instead of the TCP timeout
             conn.setKeepAlive(5, 3)
         except libvirt.libvirtError:
             pass
-    try:
-        conn.registerCloseCallback(_closed, host.uri)
-    except libvirt.libvirtError:
-        pass  # a driver without it: the lookup's isAlive finds the connection dead
     return conn
 
 
@@ -111,7 +124,7 @@ def _lock_for(uri) -> threading.Lock:
         return _opening.setdefault(uri, threading.Lock())
 
 
-def _alive(conn) -> bool:
+def alive(conn) -> bool:
     try:
         return bool(conn.isAlive())
     except libvirt.libvirtError:  # closed already

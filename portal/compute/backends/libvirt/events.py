@@ -18,8 +18,9 @@ from datetime import datetime
 import libvirt
 from django.utils import timezone
 
-from clusters.models.hosts import uri_refusal
 from portal.compute.backends.libvirt import names
+from portal.compute.backends.libvirt.connection import alive, open_checked
+from portal.errors import BackendError
 
 log = logging.getLogger(__name__)
 
@@ -72,23 +73,18 @@ class Watcher:
         failed = []
         for uri in dict.fromkeys(host.uri for host in hosts):
             conn = self._connections.get(uri)
-            if conn is not None and _alive(conn):
+            if conn is not None and alive(conn):
                 continue
             self._connections.pop(uri, None)
             try:
                 self._connections[uri] = self._listen(uri)
-            except libvirt.libvirtError as exc:
-                log.warning("lifecycle events of %s: %s", uri, exc)
+            except (BackendError, libvirt.libvirtError) as exc:
+                log.warning("lifecycle events of %s: %r", uri, exc)
                 failed.append(uri)
         return failed
 
     def _listen(self, uri: str) -> libvirt.virConnect:
-        refusal = uri_refusal(uri)
-        if refusal is not None:  # the host's URI is checked as before every other open
-            raise libvirt.libvirtError(f"URI refused ({refusal.code})")
-        conn = libvirt.open(uri)
-        if not uri.startswith("test:"):
-            conn.setKeepAlive(5, 3)  # a dead host is noticed, and listened to again
+        conn = open_checked(uri)  # the URI checked as before every other open
         conn.domainEventRegisterAny(
             None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._lifecycle, None
         )
@@ -126,10 +122,3 @@ class Watcher:
             except libvirt.libvirtError:
                 pass
         self._connections.clear()
-
-
-def _alive(conn) -> bool:
-    try:
-        return bool(conn.isAlive())
-    except libvirt.libvirtError:
-        return False
