@@ -2,11 +2,11 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import ClusterStatus, VirtualCluster
-from portal.compute.catalog import offered_fabrics
-from portal.kernel import NAME_MAX
-from portal.listing import catalog_sorts, headers
+from portal.catalog.models import FabricType, InstanceType
+from portal.catalog.rules import offered_fabrics
+from portal.foundation.kernel import NAME_MAX
+from portal.web.listing import catalog_sorts, headers
 from vms.forms import CatalogChoiceForm, CatalogFilterForm
-from vms.models import FabricType, InstanceType
 
 
 class ClusterCreateForm(CatalogChoiceForm):

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from django.db.models import F
 
-from vms.models import FabricType, VirtualMachine
+from portal.catalog.models import FabricType
+from vms.models import VirtualMachine
 
 # Members in node_rank order (torchrun's --node_rank, the hostfile), for the console and the
 # API alike: a 교체 spare takes the replaced member's place. Rows without a rank (made

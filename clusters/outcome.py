@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from clusters.models import Operation, OperationItem, VirtualCluster
 from clusters.models.validation import ValidationVerdict, Verdict
-from portal.messages import render_message
+from portal.foundation.event_text import render_message
 
 RUNNING, SUCCEEDED, PARTIAL, FAILED = "running", "succeeded", "partial", "failed"
 

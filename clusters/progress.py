@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
 from clusters.models import (
     HOLDS_RESOURCES,
     LIFECYCLE,
@@ -22,18 +23,21 @@ from clusters.models import (
     ClusterStatus,
     VirtualCluster,
 )
-from portal.audit import Attempt, record
 from portal.compute.backends import get_backend
-from portal.compute.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
-from portal.errors import BackendError, CapacityUnavailable, RuleViolation, TransitionTimedOut
-from portal.kernel import check_perm, set_status
+from portal.foundation.audit import Attempt, record
+from portal.foundation.errors import (
+    BackendError,
+    CapacityUnavailable,
+    RuleViolation,
+    TransitionTimedOut,
+)
+from portal.foundation.kernel import check_perm, set_status
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent
-from portal.permissions import Perm
 from vms.models import VirtualMachine
 from vms.progress import reconcile_vms, repair_drift
 
 log = logging.getLogger(__name__)
-S = ClusterStatus
 
 
 def advance_cluster(cluster_id, generation=None) -> bool:
@@ -51,20 +55,20 @@ def advance_cluster(cluster_id, generation=None) -> bool:
     expected = cluster.status
     addresses = None
     try:
-        if expected == S.PROVISIONING and cluster.operation == ClusterOp.CREATE:
+        if expected == ClusterStatus.PROVISIONING and cluster.operation == ClusterOp.CREATE:
             backend.register_cluster(cluster)
-            new_status, action = S.UNALLOCATED, "cluster.provisioned"
-        elif expected == S.PROVISIONING:
+            new_status, action = ClusterStatus.UNALLOCATED, "cluster.provisioned"
+        elif expected == ClusterStatus.PROVISIONING:
             backend.allocate(cluster, VirtualMachine.objects.filter(cluster=cluster).count())
-            new_status, action = S.ALLOCATED, "cluster.allocated"
-        elif expected == S.ALLOCATED:
+            new_status, action = ClusterStatus.ALLOCATED, "cluster.allocated"
+        elif expected == ClusterStatus.ALLOCATED:
             # Allocation done; the fabric is configured next (대기중).
-            new_status, action = S.WAITING, "cluster.waiting"
+            new_status, action = ClusterStatus.WAITING, "cluster.waiting"
         else:
             # WAITING: configure the fabric for the members, then RUNNING.
             members = list(VirtualMachine.objects.filter(cluster=cluster).order_by("pk"))
             addresses = backend.configure_fabric(cluster, members)
-            new_status, action = S.RUNNING, "cluster.running"
+            new_status, action = ClusterStatus.RUNNING, "cluster.running"
     except (CapacityUnavailable, BackendError) as exc:
         roll_back_start(cluster.pk, cluster.generation, exc)
         return False
@@ -115,9 +119,9 @@ def roll_back_start(cluster_id, generation, error: RuleViolation, *, unless_move
         for vm in lock_members(cluster):
             clear_fabric(vm)
             save_vm(vm)
-        fallback = cluster.previous_status or S.UNALLOCATED
+        fallback = cluster.previous_status or ClusterStatus.UNALLOCATED
         if cluster.operation == ClusterOp.CREATE:
-            fallback = S.UNALLOCATED
+            fallback = ClusterStatus.UNALLOCATED
         set_status_step(cluster, fallback)
         cluster.set_error(error)
         save_cluster(cluster)

@@ -1,8 +1,8 @@
 """What a user can do to a cluster and its membership (docs/rules.md#the-rules). Nothing else
 writes them.
 
-Each action runs in one transaction, locks rows in the fixed order of ``portal.compute.locking``,
-checks the actor's permission and the rules, raises a typed error (``portal.errors``),
+Each action runs in one transaction, locks rows in the fixed order of ``clusters.locking``,
+checks the actor's permission and the rules, raises a typed error (``portal.foundation.errors``),
 audits the attempt and queues the slow part (``actor=None``: the system).
 
 Each rule is once, a ``*_refusal`` function of the facts it needs: the action raises it on
@@ -15,6 +15,17 @@ import logging
 from collections.abc import Callable, Collection
 from typing import cast
 
+from clusters.holds import hold_refusal
+from clusters.locking import (
+    VM_STATE_FIELDS,
+    clear_fabric,
+    lock_cluster,
+    lock_members,
+    lock_vm,
+    lock_vm_with_cluster,
+    save_cluster,
+    save_vm,
+)
 from clusters.models import (
     DELETABLE,
     LIFECYCLE,
@@ -29,21 +40,11 @@ from clusters.models import (
 from clusters.models import (
     MemberStates as MemberStates,  # the preflights' argument, named from here by the pages
 )
-from portal.audit import Attempt, attempt
+from portal.catalog.models import FabricType, InstanceType, Zone
+from portal.catalog.rules import catalog_choice, offered_fabrics
 from portal.compute.backends import get_backend
-from portal.compute.catalog import catalog_choice, offered_fabrics
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import (
-    VM_STATE_FIELDS,
-    clear_fabric,
-    lock_cluster,
-    lock_members,
-    lock_vm,
-    lock_vm_with_cluster,
-    save_cluster,
-    save_vm,
-)
-from portal.errors import (
+from portal.foundation.audit import Attempt, attempt
+from portal.foundation.errors import (
     AlreadyMember,
     BackendError,
     CapacityUnavailable,
@@ -65,7 +66,7 @@ from portal.errors import (
     VmOfOtherInstanceType,
     ZoneRequired,
 )
-from portal.kernel import (
+from portal.foundation.kernel import (
     Actor,
     Refusal,
     begin_create,
@@ -77,13 +78,11 @@ from portal.kernel import (
     save_unique,
     set_status,
 )
+from portal.iam.permissions import Perm
 from portal.models import Project
-from portal.permissions import Perm
-from vms.models import BillingType, FabricType, InstanceType, VirtualMachine, VmStatus, Zone
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 log = logging.getLogger(__name__)
-
-S = ClusterStatus
 
 
 def queue_advance(cluster: VirtualCluster) -> None:
@@ -150,7 +149,7 @@ def create_refusal(
 
 def rename_refusal(cluster: VirtualCluster, name: str) -> RuleViolation | None:
     """Not a deleted cluster; a name no other live cluster of its project has."""
-    if cluster.status == S.DELETED:
+    if cluster.status == ClusterStatus.DELETED:
         return InvalidTransition()
     if cluster.pk is not None and name == cluster.name:
         return None  # its own name: no other live cluster has it (the unique constraint)
@@ -172,7 +171,7 @@ def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation
     on-demand or reserved VM of the cluster's zone and instance type (each named), stopped.
     What stopping cannot fix is said first. ``vm`` may be unsaved: VM create asks before it
     makes one."""
-    if vm.project_id != cluster.project_id or cluster.status == S.DELETED:
+    if vm.project_id != cluster.project_id or cluster.status == ClusterStatus.DELETED:
         return ClusterNotFound()
     if vm.cluster_id is not None:
         return AlreadyMember()
@@ -198,7 +197,7 @@ def detach_refusal(
         return ClusterChanging()
     if vm.status != VmStatus.STOPPED:
         return VmNotStopped()
-    if cluster.status == S.RUNNING and members.count - 1 < MIN_MEMBERS:
+    if cluster.status == ClusterStatus.RUNNING and members.count - 1 < MIN_MEMBERS:
         return NotEnoughMembers()
     return None
 
@@ -276,7 +275,7 @@ def create_cluster(
             zone=zone,
             instance_type=instance_type,
             fabric_type=cast(str, fabric_type),  # one of FabricType's: create_refusal said so
-            status=S.PROVISIONING,
+            status=ClusterStatus.PROVISIONING,
             operation=ClusterOp.CREATE,
             created_by=recorded_user(actor),
         )
@@ -305,7 +304,7 @@ def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, start_refusal)
         cluster.previous_status = cluster.status
-        set_status(cluster, S.PROVISIONING, LIFECYCLE)
+        set_status(cluster, ClusterStatus.PROVISIONING, LIFECYCLE)
         cluster.operation = ClusterOp.START
         cluster.generation += 1
         cluster.set_error(None)
@@ -321,7 +320,7 @@ def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
         for vm in members:
             clear_fabric(vm)
             save_vm(vm)
-        _settle_and_release(cluster, S.TERMINATED)
+        _settle_and_release(cluster, ClusterStatus.TERMINATED)
     return cluster
 
 
@@ -331,7 +330,7 @@ def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
         for vm in members:
             leave(vm)
-        _settle_and_release(cluster, S.DELETED)
+        _settle_and_release(cluster, ClusterStatus.DELETED)
         att.notice("members_detached", count=len(members))
     return cluster
 
@@ -356,7 +355,7 @@ def attach_vm(vm_id: object, cluster_id: object, *, actor: Actor) -> VirtualMach
             att.message = cluster.name
             att.cluster_id = cluster.pk
         raise_if(attach_refusal(vm, cluster) or hold_refusal(vm))
-        members = len(lock_members(cluster)) if cluster.status == S.RUNNING else 0
+        members = len(lock_members(cluster)) if cluster.status == ClusterStatus.RUNNING else 0
         raise_if(reserve_node(cluster, members))
         join(vm, cluster)
     return vm
@@ -365,7 +364,7 @@ def attach_vm(vm_id: object, cluster_id: object, *, actor: Actor) -> VirtualMach
 def reserve_node(cluster: VirtualCluster, members: int) -> RuleViolation | None:
     """An attach's step once the rules said yes: a running cluster's fabric grows with it,
     so member ``members + 1``'s node is reserved now, or its capacity or backend error."""
-    if cluster.status != S.RUNNING:
+    if cluster.status != ClusterStatus.RUNNING:
         return None
     try:
         get_backend().allocate(cluster, members + 1)

@@ -13,11 +13,11 @@ from celery import shared_task
 from django.conf import settings
 
 from clusters import progress, tally
-from clusters.models.hosts import GpuHost
 from clusters.operations import fanout, replace, validate
-from clusters.operations.common import WATCH_EVERY
+from clusters.operations.internal import WATCH_EVERY
 from clusters.validation import agent_sim
-from portal.broker import IDEMPOTENT, publish
+from portal.compute.models.hosts import GpuHost
+from portal.foundation.broker import IDEMPOTENT, publish
 
 # Tasks that look again shortly until their operation settles.
 LATE: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}

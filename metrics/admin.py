@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from metrics.models import MetricsToken
 from portal.admin import MadeElsewhere, ProjectScopedAdmin
-from portal.permissions import Perm
+from portal.iam.permissions import Perm
 from vms.models import VirtualMachine
 
 

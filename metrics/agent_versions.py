@@ -1,5 +1,5 @@
 """Which version of the agent each VM runs, as the agent says in its ``User-Agent``
-(``vc-metrics-agent/<version>``, ``metrics.vm_agent.agent.USER_AGENT``), kept on the VM's
+(``vc-metrics-agent/<version>``, ``metrics.vm_agent.main.USER_AGENT``), kept on the VM's
 ``MetricsToken`` and shown on the VM's page and in the API's VM detail.
 
 A header rather than a field of the batch: a portal refuses a batch with a key it does not

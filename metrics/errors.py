@@ -1,14 +1,15 @@
-"""The ingest API's refusals, in the portal's error hierarchy (``portal.errors.RuleViolation``).
+"""The ingest API's refusals, in the portal's error hierarchy
+(``portal.foundation.errors.RuleViolation``).
 
 Each class is one stable ``code`` the agent can act on and one HTTP ``status``; the message
 says precisely what was wrong (which sample, which field) and is translated when raised. The
-view answers a problem document (``portal.problems``: ``code``, ``detail`` the message …);
-metrics/README.md lists them, ``metrics.openapi`` documents them.
+view answers a problem document (``portal.foundation.problems``: ``code``, ``detail`` the
+message …); metrics/README.md lists them, ``metrics.openapi`` documents them.
 """
 
 from django.utils.translation import gettext_lazy as _
 
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
 
 
 class IngestError(RuleViolation):

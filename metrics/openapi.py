@@ -6,17 +6,17 @@ can drift is built from what the code checks: a sample's fields and their bounds
 (``METRIC_FIELDS``, ``GPU_FIELDS``, ``PORT_FIELDS``), the batch limits (``metrics.conf``),
 each refusal's status and code (``metrics.errors``), the tools a job result may name
 (``toolparse.PARSERS``). Every refusal is the REST API's problem document
-(``portal.problems``); tests/metrics/test_agent_api.py holds the answers to it.
+(``portal.foundation.problems``); tests/metrics/test_agent_api.py holds the answers to it.
 """
 
 from http import HTTPStatus
 
 from metrics import conf, errors
-from metrics.ingest import ALL_KEYS, TOKEN_PREFIX
+from metrics.ingest.batch import ALL_KEYS, TOKEN_PREFIX
 from metrics.models import GPU_FIELDS, MAX_DEVICES, METRIC_FIELDS, PORT_FIELDS
 from metrics.vm_agent import VERSION
 from metrics.vm_agent.toolparse import PARSERS
-from portal.problems import PROBLEM_TYPE
+from portal.foundation.problems import PROBLEM_TYPE
 
 REF = "#/components/schemas/"
 # The same members as the REST API's Problem (portal.api.schemas.Problem).
@@ -52,7 +52,7 @@ BODY = {
     413: (errors.TooLarge.code,),
     415: (errors.UnsupportedEncoding.code,),
 }
-# The job endpoints' own refusals (metrics.views.agent_jobs.JOB_REFUSALS).
+# The job endpoints' own refusals (metrics.views.jobs.JOB_REFUSALS).
 JOB_RESULT = {400: ("invalid",), 404: ("not_found",), 409: ("finished",)}
 
 

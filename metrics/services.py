@@ -4,12 +4,12 @@ import secrets
 
 from django.utils import timezone
 
-from metrics.ingest import TOKEN_PREFIX, hash_token
+from metrics.ingest.batch import TOKEN_PREFIX, hash_token
 from metrics.models import MetricsToken
-from portal.audit import attempt
-from portal.kernel import check_perm, recorded_user
+from portal.foundation.audit import attempt
+from portal.foundation.kernel import check_perm, recorded_user
+from portal.iam.permissions import Perm
 from portal.models import readable
-from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 

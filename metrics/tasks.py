@@ -6,8 +6,8 @@ from celery import shared_task
 
 from metrics import simulate, storage
 from metrics.storage import events, series_sql
-from portal.broker import IDEMPOTENT
 from portal.compute.backends import get_backend
+from portal.foundation.broker import IDEMPOTENT
 
 # Rollups and partition upkeep are idempotent (upserts, IF NOT EXISTS): a retry or a duplicate
 # delivery is harmless, so they are acked late and retried like every idempotent task.

@@ -1,8 +1,7 @@
 from django.urls import path
 
 from metrics import federate
-from metrics.views import agent
-from metrics.views import agent_jobs as jobs
+from metrics.views import agent, jobs
 from metrics.views import pages as views
 
 app_name = "metrics"

@@ -47,14 +47,14 @@ def _django_logging(loglevel=None, logfile=None, **_kwargs):
 @before_task_publish.connect
 def _ensure_broker_folders(**_kwargs):
     """Every publisher (web, worker, beat) remakes a filesystem broker folder gone missing."""
-    from portal import broker
+    from portal.foundation import broker
 
     broker.ensure_folders()
 
 
 @before_task_publish.connect
 def _carry_request_ids(headers=None, **_kwargs):
-    from portal.middleware import carried_ids
+    from portal.foundation.request_ids import carried_ids
 
     ids = carried_ids()
     if ids is not None and headers is not None:
@@ -65,7 +65,7 @@ def _carry_request_ids(headers=None, **_kwargs):
 def _adopt_request_ids(task=None, **_kwargs):
     """A task a worker runs takes the ids it was queued with; one applied in place (eager)
     already runs under its caller's."""
-    from portal.middleware import adopt_ids
+    from portal.foundation.request_ids import adopt_ids
 
     if task is not None and not task.request.is_eager:
         task.request.request_ids_token = adopt_ids(task.request.get(REQUEST_IDS_HEADER))
@@ -81,7 +81,7 @@ def _stamp_heartbeat(task=None, **_kwargs):
     """
     from django.conf import settings
 
-    from portal import heartbeat as worker_heartbeat
+    from portal.processes import heartbeat as worker_heartbeat
 
     queue = (task.request.delivery_info or {}).get("routing_key") if task is not None else None
     if task is not None and not task.request.is_eager and queue != settings.RECONCILE_QUEUE:
@@ -90,7 +90,7 @@ def _stamp_heartbeat(task=None, **_kwargs):
 
 @task_postrun.connect
 def _forget_request_ids(task=None, **_kwargs):
-    from portal.middleware import forget_ids
+    from portal.foundation.request_ids import forget_ids
 
     token = getattr(task.request, "request_ids_token", None) if task is not None else None
     if token is not None:

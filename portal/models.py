@@ -10,10 +10,10 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from portal.errors import NotFound, RuleViolation
-from portal.kernel import parse_id
-from portal.messages import action_label, render_message
-from portal.permissions import Perm
+from portal.foundation.errors import NotFound, RuleViolation
+from portal.foundation.event_text import action_label, render_message
+from portal.foundation.kernel import parse_id
+from portal.iam.permissions import Perm
 from portal.statements import statements
 
 
@@ -358,7 +358,7 @@ class ApiToken(models.Model):
     DEFAULT_DAYS = 90
     MAX_DAYS = 365
     # Active (neither revoked nor expired) tokens a user may hold: each one is a key of the
-    # API's rate limiter (portal.throttle), and keys nobody bounds can flush a cache.
+    # API's rate limiter (portal.iam.throttle), and keys nobody bounds can flush a cache.
     MAX_ACTIVE_PER_USER = 50
 
     user = owner_reference(models.CASCADE, "api_tokens")
@@ -388,7 +388,7 @@ class ApiToken(models.Model):
 
 
 class ThrottleWindow(models.Model):
-    """One counting window of ``portal.throttle`` kept in the database (login failures): no
+    """One counting window of ``portal.iam.throttle`` kept in the database (login failures): no
     traffic can evict it, unlike a cache entry. ``expires_at`` is in seconds since the epoch
     by the limiter's clock; an expired row counts nothing and is replaced by the next event."""
 

@@ -93,6 +93,8 @@ INSTALLED_APPS = [
     "template_partials",
     "csp",
     "portal",
+    "portal.catalog",
+    "portal.compute",
     "vms",
     "clusters",
     "metrics",
@@ -101,14 +103,14 @@ INSTALLED_APPS = [
 # app, Zulip's zilencer pattern) are installed by tests/settings.py and tests/bench/settings.py.
 
 MIDDLEWARE = [
-    "portal.middleware.RequestIdMiddleware",
+    "portal.web.middleware.RequestIdMiddleware",
     # Under /api/: NUL, body size and type refused before anything reads the body; every
     # error answered as problem+json (portal.api.guard).
     "portal.api.guard.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "portal.middleware.KoreanFirstLocaleMiddleware",
+    "portal.web.middleware.KoreanFirstLocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -116,16 +118,16 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "portal.middleware.CurrentProjectMiddleware",
+    "portal.web.middleware.CurrentProjectMiddleware",
     "portal.api.guard.ConsoleNulMiddleware",
-    "portal.middleware.ConsoleErrorPageMiddleware",
-    "portal.middleware.RuleViolationMiddleware",
+    "portal.web.middleware.ConsoleErrorPageMiddleware",
+    "portal.web.middleware.RuleViolationMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
-CSRF_FAILURE_VIEW = "portal.views.csrf_failure"
+CSRF_FAILURE_VIEW = "portal.web.views.csrf_failure"
 WSGI_APPLICATION = "portal.wsgi.application"
-# Above an operation's limit (a field per VM checked, clusters.operations.common.MAX_TARGETS):
+# Above an operation's limit (a field per VM checked, clusters.operations.internal.MAX_TARGETS):
 # past that, the operation refuses in the user's language, not Django's cap with a bare 400.
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 2048
 
@@ -140,7 +142,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.context_processors.console",
+                "portal.web.context_processors.console",
             ],
         },
     }
@@ -159,10 +161,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
     # Django's ModelBackend, refusing while the username or address is throttled: every way
-    # in (the console's login, the admin's) goes through it (portal.throttle).
-    "portal.throttle.ThrottledModelBackend",
-    "portal.auth.ProjectRoleBackend",
-    "portal.auth.ProjectStaffBackend",
+    # in (the console's login, the admin's) goes through it (portal.iam.throttle).
+    "portal.iam.throttle.ThrottledModelBackend",
+    "portal.iam.auth.ProjectRoleBackend",
+    "portal.iam.auth.ProjectStaffBackend",
 ]
 # Login throttling: failures allowed per window, per username and per client address.
 LOGIN_THROTTLE_PER_USER = int(os.environ.get("LOGIN_THROTTLE_PER_USER", "5"))
@@ -259,7 +261,7 @@ CACHES = {
 
 # Celery. The filesystem transport needs no server: the embedded default. All its folders
 # (queue, processed, and the exchange tables it otherwise writes to ./control) live under
-# var/celery; portal.broker makes them again if they go missing.
+# var/celery; portal.foundation.broker makes them again if they go missing.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
     _celery_dir = VAR_DIR / "celery"
@@ -340,7 +342,7 @@ TRANSITION_TIMEOUT_SECONDS = float(os.environ.get("TRANSITION_TIMEOUT_SECONDS", 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "portal.middleware.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "portal.foundation.request_ids.RequestIdFilter"}},
     "formatters": {
         "structured": {
             "format": "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"

@@ -2,9 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.i18n import set_language
 
-from portal import views
 from portal.api import pages as api_pages
 from portal.api.main import api, api_not_found, swagger_asset
+from portal.web import views
 
 urlpatterns = [
     path("", views.home, name="home"),

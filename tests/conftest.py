@@ -5,18 +5,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import translation
 
-from clusters.models import ClusterStatus, SimulatorCapacity, VirtualCluster
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.catalog.models import FabricOffering, FabricType, InstanceType, Zone
+from portal.compute.models import SimulatorCapacity
+from portal.iam.permissions import BUILTIN_ROLES
 from portal.models import Project, Role, RoleBinding
-from portal.permissions import BUILTIN_ROLES
-from vms.models import (
-    BillingType,
-    FabricOffering,
-    FabricType,
-    InstanceType,
-    VirtualMachine,
-    VmStatus,
-    Zone,
-)
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 PASSWORD = "test-pass-1234"
 

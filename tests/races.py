@@ -9,7 +9,7 @@ import threading
 
 from django.db import connection
 
-from portal import errors
+from portal.foundation import errors
 
 
 def race(*calls, timeout: float = 60):

@@ -1,39 +1,13 @@
-"""The catalog (edited here) and VMs (status changes only through ``clusters.operations``,
-as on the console and the API)."""
+"""VMs (status changes only through ``clusters.operations``, as on the console and the API)."""
 
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from clusters import operations
-from clusters.admin.clusters import StatusByServicesAdmin, each_action
-from portal.admin import ConsoleAdmin
-from portal.permissions import Perm
+from clusters.admin import StatusByServicesAdmin, each_action
+from portal.iam.permissions import Perm
 from vms import progress
-from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
-
-
-@admin.register(Zone)
-class ZoneAdmin(ConsoleAdmin):
-    list_display = ["code", "name"]
-    search_fields = ["code", "name"]
-
-
-class FabricOfferingInline(admin.TabularInline):
-    model = FabricOffering
-    extra = 1
-
-
-@admin.register(InstanceType)
-class InstanceTypeAdmin(ConsoleAdmin):
-    list_display = ["code", "gpu_model", "gpu_count", "gpu_memory_gib", "vcpu", "memory_gib"]
-    search_fields = ["code", "gpu_model"]
-    inlines = [FabricOfferingInline]
-
-
-@admin.register(FabricOffering)
-class FabricOfferingAdmin(ConsoleAdmin):
-    list_display = ["instance_type", "zone", "fabric"]
-    list_filter = ["zone", "fabric", "instance_type"]
+from vms.models import VirtualMachine
 
 
 @admin.register(VirtualMachine)

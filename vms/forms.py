@@ -6,13 +6,14 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VirtualCluster
-from clusters.operations.common import MAX_CREATE
-from portal.compute.catalog import types_offered_in
-from portal.kernel import NAME_MAX, parse_id
-from portal.listing import ListFilterForm, NullsAsPostgres, catalog_sorts, headers
+from clusters.operations.internal import MAX_CREATE
+from portal.catalog import version as catalog_version
+from portal.catalog.models import InstanceType, Zone
+from portal.catalog.rules import types_offered_in
+from portal.foundation.kernel import NAME_MAX, parse_id
 from portal.statements import statements
-from vms import catalog_version
-from vms.models import BillingType, InstanceType, VirtualMachine, VmStatus, Zone
+from portal.web.listing import ListFilterForm, NullsAsPostgres, catalog_sorts, headers
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 
 class CatalogChoiceForm(forms.Form):
@@ -66,7 +67,7 @@ class CatalogFilterForm(ListFilterForm):
 
     def __init__(self, *args, catalog: int | None = None, **kwargs):
         """``catalog``: the catalog's version read with the request's user
-        (``vms.catalog_version.current``), under which the listed choices are kept."""
+        (``portal.catalog.version.current``), under which the listed choices are kept."""
         super().__init__(*args, **kwargs)
         self.catalog = catalog
         status = cast(forms.ChoiceField, self.fields["status"])

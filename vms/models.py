@@ -1,4 +1,5 @@
-"""The catalog (zones, instance types, which fabrics each type offers where) and VMs."""
+"""Virtual machines: what a project runs from the catalog (``portal.catalog``), alone or as
+a cluster's members."""
 
 from typing import Self, TypeVar
 
@@ -6,8 +7,9 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from portal.errors import VmNotFound
-from portal.kernel import Lifecycle, step
+from portal.catalog.models import instance_type_reference, zone_reference
+from portal.foundation.errors import VmNotFound
+from portal.foundation.kernel import Lifecycle, step
 from portal.models import (
     LastErrorMixin,
     ProjectScopedQuerySet,
@@ -16,88 +18,10 @@ from portal.models import (
     user_reference,
 )
 
-
-class FabricType(models.TextChoices):
-    INFINIBAND = "INFINIBAND", "InfiniBand"
-    ROCE_V2 = "ROCE_V2", "Ethernet (RoCEv2)"
-
-
-class Zone(models.Model):
-    code = models.SlugField(_("코드"), max_length=40, unique=True)
-    name = models.CharField(_("이름"), max_length=100)
-
-    class Meta:
-        ordering = ["code"]
-        verbose_name = verbose_name_plural = _("가용 영역")
-
-    def __str__(self):
-        return self.code
-
-
-class InstanceType(models.Model):
-    code = models.CharField(_("코드"), max_length=60, unique=True)
-    gpu_model = models.CharField(_("GPU 모델"), max_length=60)
-    gpu_count = models.PositiveSmallIntegerField(_("GPU 수"))
-    gpu_memory_gib = models.PositiveIntegerField(_("GPU 메모리(GiB)"), default=80)
-    vcpu = models.PositiveSmallIntegerField(_("vCPU 수"))
-    memory_gib = models.PositiveIntegerField(_("메모리(GiB)"))
-    zones: "models.ManyToManyField[Zone, FabricOffering]" = models.ManyToManyField(
-        Zone, through="FabricOffering", related_name="instance_types"
-    )
-
-    class Meta:
-        ordering = ["code"]
-        verbose_name = verbose_name_plural = _("인스턴스 유형")
-
-    def __str__(self):
-        return self.code
-
-    @property
-    def summary(self):
-        return f"{self.gpu_count}× {self.gpu_model} · {self.vcpu} vCPU · {self.memory_gib} GiB"
-
-
-def one_per_fabric_of_type_in_zone(constraint_name):
-    """One row per (zone, instance type, fabric): the catalog's offerings, and what the
-    simulator can hold of each, are per fabric of an instance type in a zone."""
-    return models.UniqueConstraint(fields=["zone", "instance_type", "fabric"], name=constraint_name)
-
-
-# The links to the catalog and to what projects run from it, wherever they are made (the
-# models of the clusters app and of metrics link to VMs, a VM links to its cluster).
-zone_reference = reference_to(Zone, _("가용 영역"))
-instance_type_reference = reference_to(InstanceType, _("인스턴스 유형"))
+# The links to what projects run from the catalog, wherever they are made (the models of
+# the clusters app and of metrics link to VMs, a VM links to its cluster).
 vm_reference = reference_to("vms.VirtualMachine", _("가상머신"))
 cluster_reference = reference_to("clusters.VirtualCluster", _("클러스터"))
-
-
-class FabricOffering(models.Model):
-    """Instance type X offers fabric F in zone Z (docs/rules.md#creating-a-cluster)."""
-
-    zone = zone_reference(models.CASCADE, "offerings")
-    instance_type = instance_type_reference(models.CASCADE, "offerings")
-    fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
-
-    class Meta:
-        verbose_name = verbose_name_plural = _("패브릭 제공")
-        constraints = [one_per_fabric_of_type_in_zone("one_offering_per_triple")]
-
-    def __str__(self):
-        return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
-
-
-class CatalogVersion(models.Model):
-    """One row: a number raised by every change to the catalog's tables, in the changing
-    transaction (``vms.catalog_version``). What a process keeps of the catalog is kept under
-    the number it was read at."""
-
-    value = models.BigIntegerField(default=0)
-
-    class Meta:
-        verbose_name = verbose_name_plural = _("카탈로그 버전")
-
-    def __str__(self):
-        return str(self.value)
 
 
 # A deleted cluster's or VM's status: the row stays (its history, its audit), nothing else.
@@ -157,16 +81,15 @@ class VmStatus(models.TextChoices):
     DELETED = "DELETED", _("삭제됨")
 
 
-V = VmStatus
 # A VM's lifecycle as one table; every status set below is read from it.
 VM_LIFECYCLE = Lifecycle(
     VmStatus.values,
-    step("start", {V.STOPPED}, V.STARTING),
+    step("start", {VmStatus.STOPPED}, VmStatus.STARTING),
     # ERROR: the backend failed to stop it; stopping again is the way out.
-    step("stop", {V.RUNNING, V.ERROR}, V.STOPPING),
-    step("delete", {V.STOPPED}, V.DELETED),
-    step("started", {V.STARTING}, {V.RUNNING, V.STOPPED}, system=True),
-    step("stopped", {V.STOPPING}, {V.STOPPED, V.ERROR}, system=True),
+    step("stop", {VmStatus.RUNNING, VmStatus.ERROR}, VmStatus.STOPPING),
+    step("delete", {VmStatus.STOPPED}, VmStatus.DELETED),
+    step("started", {VmStatus.STARTING}, {VmStatus.RUNNING, VmStatus.STOPPED}, system=True),
+    step("stopped", {VmStatus.STOPPING}, {VmStatus.STOPPED, VmStatus.ERROR}, system=True),
 )
 VM_TRANSITIONAL = VM_LIFECYCLE.transitional
 VM_STARTABLE = VM_LIFECYCLE.sources("start")

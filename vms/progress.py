@@ -5,16 +5,15 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from portal.audit import Attempt, record
+from clusters.locking import apply_fabric, lock_vm_with_cluster, save_vm
 from portal.compute.backends import get_backend
-from portal.compute.locking import apply_fabric, lock_vm_with_cluster, save_vm
-from portal.errors import BackendError, CapacityUnavailable, RuleViolation
-from portal.kernel import check_perm, set_status
+from portal.foundation.audit import Attempt, record
+from portal.foundation.errors import BackendError, CapacityUnavailable, RuleViolation
+from portal.foundation.kernel import check_perm, set_status
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent
-from portal.permissions import Perm
 from vms.models import VM_LIFECYCLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
-V = VmStatus
 log = logging.getLogger(__name__)
 
 
@@ -28,7 +27,7 @@ def advance_vm(vm_id) -> None:
     address = None
     error = None
     try:
-        if expected == V.STARTING:
+        if expected == VmStatus.STARTING:
             address = backend.start_vm(vm, vm.cluster)
         else:
             backend.stop_vm(vm)
@@ -39,21 +38,21 @@ def advance_vm(vm_id) -> None:
         if locked.status != expected:
             return
         if error is not None:
-            failed = V.ERROR if expected == V.STOPPING else V.STOPPED
+            failed = VmStatus.ERROR if expected == VmStatus.STOPPING else VmStatus.STOPPED
             set_status(locked, failed, VM_LIFECYCLE)
             locked.set_error(error)
             outcome = AuditEvent.Outcome.FAILED
-        elif expected == V.STARTING:
-            set_status(locked, V.RUNNING, VM_LIFECYCLE)
+        elif expected == VmStatus.STARTING:
+            set_status(locked, VmStatus.RUNNING, VM_LIFECYCLE)
             if address is not None:
                 apply_fabric(locked, address)
             outcome = AuditEvent.Outcome.SUCCEEDED
         else:
-            set_status(locked, V.STOPPED, VM_LIFECYCLE)
+            set_status(locked, VmStatus.STOPPED, VM_LIFECYCLE)
             outcome = AuditEvent.Outcome.SUCCEEDED
         save_vm(locked)
         att = Attempt(
-            action="vm.running" if expected == V.STARTING else "vm.stopped",
+            action="vm.running" if expected == VmStatus.STARTING else "vm.stopped",
             actor=None,
             target_type="vm",
         )
@@ -62,7 +61,7 @@ def advance_vm(vm_id) -> None:
 
 
 def delete_resources(vm_id) -> None:
-    vm = VirtualMachine.objects.filter(pk=vm_id, status=V.DELETED).first()
+    vm = VirtualMachine.objects.filter(pk=vm_id, status=VmStatus.DELETED).first()
     if vm is not None:
         get_backend().delete_vm(vm)
 
@@ -103,12 +102,12 @@ def repair_drift() -> list[int]:
         return []
     down = {pk: o.reason for pk, o in seen.vms.items() if not o.running}
     changed = []
-    for vm_id in VirtualMachine.objects.filter(status=V.RUNNING, pk__in=down).values_list(
+    for vm_id in VirtualMachine.objects.filter(status=VmStatus.RUNNING, pk__in=down).values_list(
         "pk", flat=True
     ):
         if _mark_stopped(vm_id, down[vm_id], began):
             changed.append(vm_id)
-    for vm in VirtualMachine.objects.filter(status=V.DELETED, pk__in=seen.vms):
+    for vm in VirtualMachine.objects.filter(status=VmStatus.DELETED, pk__in=seen.vms):
         backend.delete_vm(vm)  # a delete whose cleanup failed: done again
     for name in seen.strays:
         _report_stray(name)
@@ -130,10 +129,10 @@ def _mark_stopped(vm_id, reason, observed_since) -> bool:
             _cluster, vm = lock_vm_with_cluster(vm_id, None, Perm.VM_UPDATE)
         except RuleViolation:  # deleted or moved meanwhile: the next pass sees it
             return False
-        if vm.status != V.RUNNING or vm.status_changed_at >= observed_since:
+        if vm.status != VmStatus.RUNNING or vm.status_changed_at >= observed_since:
             return False
         # Not a transition of the lifecycle: the record catches up with what happened.
-        vm.status, vm.status_changed_at = V.STOPPED, timezone.now()
+        vm.status, vm.status_changed_at = VmStatus.STOPPED, timezone.now()
         save_vm(vm)
         att = Attempt(action="vm.stopped", actor=None, target_type="vm")
         att.about(vm)

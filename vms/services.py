@@ -2,20 +2,21 @@
 lives in ``clusters.services``.
 
 Same discipline as there: one transaction, the VM's cluster locked before the VM
-(``portal.compute.locking``), a typed error with the user's message, an audit event, the slow part
+(``clusters.locking``), a typed error with the user's message, an audit event, the slow part
 queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` function; its
 ``preflight_*`` twin answers "would this be refused?" for the pages.
 """
 
 from celery import Task
 
+from clusters.holds import hold_refusal
+from clusters.locking import lock_vm_with_cluster, save_vm
 from clusters.models import ClusterStatus, VirtualCluster
-from portal.audit import attempt
+from portal.catalog.models import FabricOffering, InstanceType, Zone
+from portal.catalog.rules import catalog_choice
 from portal.compute.backends import get_backend
-from portal.compute.catalog import catalog_choice
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_vm_with_cluster, save_vm
-from portal.errors import (
+from portal.foundation.audit import attempt
+from portal.foundation.errors import (
     BillingTypeRequired,
     ClusterNotRunning,
     InstanceTypeNotOffered,
@@ -26,7 +27,7 @@ from portal.errors import (
     VmNotStopped,
     ZoneRequired,
 )
-from portal.kernel import (
+from portal.foundation.kernel import (
     Actor,
     Refusal,
     begin_create,
@@ -38,22 +39,17 @@ from portal.kernel import (
     save_unique,
     set_status,
 )
+from portal.iam.permissions import Perm
 from portal.models import Project
-from portal.permissions import Perm
 from vms import tasks
 from vms.models import (
     VM_LIFECYCLE,
     VM_STARTABLE,
     VM_STOPPABLE,
     BillingType,
-    FabricOffering,
-    InstanceType,
     VirtualMachine,
     VmStatus,
-    Zone,
 )
-
-V = VmStatus
 
 
 def _move(vm: VirtualMachine, status: str, task: "Task[..., object]") -> None:
@@ -87,7 +83,7 @@ def delete_refusal(vm: VirtualMachine) -> RuleViolation | None:
     """A member is detached first; only a stopped VM is deleted."""
     if vm.cluster_id is not None:
         return VmIsMember()
-    if vm.status != V.STOPPED:
+    if vm.status != VmStatus.STOPPED:
         return VmNotStopped()
     return None
 
@@ -199,7 +195,7 @@ def start_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
         cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
         raise_if(start_refusal(vm, cluster) or hold_refusal(vm))
         vm.set_error(None)
-        _move(vm, V.STARTING, tasks.advance_vm)
+        _move(vm, VmStatus.STARTING, tasks.advance_vm)
     return vm
 
 
@@ -208,7 +204,7 @@ def stop_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     with attempt("vm.stop", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_UPDATE, att)
         raise_if(stop_refusal(vm))
-        _move(vm, V.STOPPING, tasks.advance_vm)
+        _move(vm, VmStatus.STOPPING, tasks.advance_vm)
     return vm
 
 
@@ -216,5 +212,5 @@ def delete_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
     with attempt("vm.delete", actor=actor, target_type="vm") as att:
         _cluster, vm = lock_vm_with_cluster(vm_id, actor, Perm.VM_DELETE, att)
         raise_if(delete_refusal(vm) or hold_refusal(vm))
-        _move(vm, V.DELETED, tasks.delete_vm_resources)
+        _move(vm, VmStatus.DELETED, tasks.delete_vm_resources)
     return vm

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from portal.broker import IDEMPOTENT
+from portal.foundation.broker import IDEMPOTENT
 from vms import progress
 
 

@@ -17,12 +17,12 @@ from django_htmx.http import trigger_client_event
 from clusters import operations
 from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
-from portal.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
-from portal.listing import list_page, render_list
+from portal.catalog import version as catalog_version
+from portal.foundation.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
+from portal.iam.permissions import Perm
 from portal.models import readable
-from portal.permissions import Perm
-from portal.rendering import create_view, delete_and_list, go_to, render_form
-from vms import catalog_version
+from portal.web.listing import list_page, render_list
+from portal.web.rendering import create_view, delete_and_list, go_to, render_form
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.models import VM_TRANSITIONAL, VirtualMachine
 

@@ -1,5 +1,5 @@
-"""The clusters app's models: clusters and operations (``clusters``), the libvirt backend's
-GPU hosts (``hosts``), 클러스터 검증 (``validation``), the live clusters' tally (``tally``).
+"""The clusters app's models: clusters and operations (``clusters``), 클러스터 검증
+(``validation``), the live clusters' tally (``tally``).
 Django finds them here; import them from ``clusters.models``."""
 
 from clusters.models.clusters import (
@@ -19,18 +19,8 @@ from clusters.models.clusters import (
     Operation,
     OperationItem,
     OperationQuerySet,
-    S,
-    SimulatorAllocation,
-    SimulatorCapacity,
     VirtualCluster,
     VirtualClusterQuerySet,
-)
-from clusters.models.hosts import (
-    URI_SCHEMES,
-    FabricPartition,
-    GpuHost,
-    HostDevice,
-    Placement,
 )
 from clusters.models.tally import LiveClusterTally
 from clusters.models.validation import (
@@ -46,10 +36,7 @@ __all__ = [
     "ClusterOp",
     "ClusterStatus",
     "DELETABLE",
-    "FabricPartition",
-    "GpuHost",
     "HOLDS_RESOURCES",
-    "HostDevice",
     "LIFECYCLE",
     "LiveClusterTally",
     "MEMBERSHIP_OPEN",
@@ -58,15 +45,10 @@ __all__ = [
     "Operation",
     "OperationItem",
     "OperationQuerySet",
-    "Placement",
-    "S",
     "STABLE",
     "STARTABLE",
     "STOPPABLE",
-    "SimulatorAllocation",
-    "SimulatorCapacity",
     "TRANSITIONAL",
-    "URI_SCHEMES",
     "ValidationJob",
     "ValidationRun",
     "ValidationThreshold",

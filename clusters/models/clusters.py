@@ -8,8 +8,11 @@ from typing import Self
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from portal.errors import ClusterNotFound
-from portal.kernel import Lifecycle, step
+from portal.catalog.models import (
+    FabricType,
+)
+from portal.foundation.errors import ClusterNotFound
+from portal.foundation.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, ProjectScopedQuerySet, project_reference, user_reference
 from portal.statements import statements
 from vms.models import (
@@ -17,15 +20,11 @@ from vms.models import (
     VM_TRANSITIONAL,
     CatalogResource,
     CatalogResourceQuerySet,
-    FabricType,
     VirtualMachine,
     VmStatus,
     cluster_reference,
-    instance_type_reference,
     name_unique_per_project,
-    one_per_fabric_of_type_in_zone,
     vm_reference,
-    zone_reference,
 )
 
 
@@ -39,22 +38,27 @@ class ClusterStatus(models.TextChoices):
     DELETED = "DELETED", _("삭제됨")
 
 
-S = ClusterStatus
 # docs/rules.md#cluster-lifecycle as one table; every status set below is read from it.
 LIFECYCLE = Lifecycle(
     ClusterStatus.values,
-    step("start", {S.UNALLOCATED, S.TERMINATED}, S.PROVISIONING),
-    step("stop", {S.RUNNING, S.ALLOCATED, S.WAITING}, S.TERMINATED),
-    step("delete", {S.UNALLOCATED, S.TERMINATED}, S.DELETED),
-    step("provisioned", {S.PROVISIONING}, S.UNALLOCATED, system=True),
-    step("allocated", {S.PROVISIONING}, S.ALLOCATED, system=True),
-    step("configuring", {S.ALLOCATED}, S.WAITING, system=True),
-    step("running", {S.WAITING}, S.RUNNING, system=True),
+    step(
+        "start", {ClusterStatus.UNALLOCATED, ClusterStatus.TERMINATED}, ClusterStatus.PROVISIONING
+    ),
+    step(
+        "stop",
+        {ClusterStatus.RUNNING, ClusterStatus.ALLOCATED, ClusterStatus.WAITING},
+        ClusterStatus.TERMINATED,
+    ),
+    step("delete", {ClusterStatus.UNALLOCATED, ClusterStatus.TERMINATED}, ClusterStatus.DELETED),
+    step("provisioned", {ClusterStatus.PROVISIONING}, ClusterStatus.UNALLOCATED, system=True),
+    step("allocated", {ClusterStatus.PROVISIONING}, ClusterStatus.ALLOCATED, system=True),
+    step("configuring", {ClusterStatus.ALLOCATED}, ClusterStatus.WAITING, system=True),
+    step("running", {ClusterStatus.WAITING}, ClusterStatus.RUNNING, system=True),
     # A start that cannot finish goes back to where it came from (docs/rules.md#cluster-lifecycle).
     step(
         "roll_back",
-        {S.PROVISIONING, S.ALLOCATED, S.WAITING},
-        {S.UNALLOCATED, S.TERMINATED},
+        {ClusterStatus.PROVISIONING, ClusterStatus.ALLOCATED, ClusterStatus.WAITING},
+        {ClusterStatus.UNALLOCATED, ClusterStatus.TERMINATED},
         system=True,
     ),
 )
@@ -140,7 +144,7 @@ class VirtualCluster(CatalogResource):
     name = models.CharField(_("클러스터 이름"), max_length=63)
     fabric_type = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
     status = models.CharField(
-        _("상태"), max_length=14, choices=ClusterStatus.choices, default=S.PROVISIONING
+        _("상태"), max_length=14, choices=ClusterStatus.choices, default=ClusterStatus.PROVISIONING
     )
     # What the current transitional status is doing, and where to fall back if it fails.
     operation = models.CharField(_("작업"), max_length=10, choices=ClusterOp.choices, blank=True)
@@ -170,49 +174,12 @@ class VirtualCluster(CatalogResource):
             # pages at 10,000 clusters, where the name index it counted from has 72): 0.34
             # ms, not 0.58. The statement names the status it excludes, so its plan uses it.
             models.Index(
-                fields=["project"], condition=~models.Q(status=S.DELETED), name="cluster_alive"
+                fields=["project"],
+                condition=~models.Q(status=ClusterStatus.DELETED),
+                name="cluster_alive",
             ),
             models.Index(fields=["status", "status_changed_at"]),
         ]
-
-
-class SimulatorCapacity(models.Model):
-    """How many nodes the simulated fabric of (zone, type, fabric) can hold."""
-
-    zone = zone_reference(models.CASCADE)
-    instance_type = instance_type_reference(models.CASCADE)
-    fabric = models.CharField(_("패브릭 타입"), max_length=20, choices=FabricType.choices)
-    total_nodes = models.PositiveIntegerField(_("전체 노드 수"), default=64)
-
-    class Meta:
-        verbose_name = verbose_name_plural = _("시뮬레이터 용량")
-        constraints = [one_per_fabric_of_type_in_zone("one_capacity_per_triple")]
-
-    def __str__(self):
-        return (
-            f"{self.zone} / {self.instance_type} / {self.get_fabric_display()}: {self.total_nodes}"
-        )
-
-
-class SimulatorAllocation(models.Model):
-    """Nodes the simulator has reserved for one cluster's fabric."""
-
-    cluster = cluster_reference(models.CASCADE, "+", one_to_one=True)
-    capacity = models.ForeignKey(
-        SimulatorCapacity, on_delete=models.CASCADE, verbose_name=_("시뮬레이터 용량")
-    )
-    nodes = models.PositiveIntegerField(_("노드 수"))
-    configured = models.BooleanField(_("패브릭 구성됨"), default=False)
-    created_at = models.DateTimeField(_("생성일"), auto_now_add=True)
-
-    class Meta:
-        verbose_name = verbose_name_plural = _("시뮬레이터 할당")
-
-    def __str__(self):
-        return _("클러스터 %(cluster)s: 노드 %(nodes)d개") % {
-            "cluster": self.cluster_id,
-            "nodes": self.nodes,
-        }
 
 
 class OperationQuerySet(ProjectScopedQuerySet["Operation"]):

@@ -8,7 +8,8 @@ so that the two modules import one way only.
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from vms.models import FabricType, instance_type_reference, vm_reference
+from portal.catalog.models import FabricType, instance_type_reference
+from vms.models import vm_reference
 
 
 class Verdict(models.TextChoices):

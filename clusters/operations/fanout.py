@@ -21,22 +21,21 @@ from clusters.models import (
     OperationItem,
     VirtualCluster,
 )
-from clusters.operations.common import (
+from clusters.operations.internal import (
     CHUNK,
     ITEM_ACTIONS,
     ItemStatus,
-    K,
-    _cluster_frame,
-    _cluster_operation,
-    _finish,
-    _item,
-    _succeed,
-    _target_ids,
-    _vm_refusal,
-    _vm_update_frame,
+    add_item,
+    cluster_frame,
+    cluster_operation,
+    finish_operation,
+    succeed_item,
+    target_ids,
+    vm_refusal,
+    vm_update_frame,
 )
-from portal.broker import publish
-from portal.errors import (
+from portal.foundation.broker import publish
+from portal.foundation.errors import (
     ClusterNotRunning,
     InvalidTransition,
     NotMember,
@@ -46,8 +45,8 @@ from portal.errors import (
     TransitionTimedOut,
     VmNotFound,
 )
-from portal.kernel import Actor, id_for_lookup, permission_refusal
-from portal.permissions import Perm
+from portal.foundation.kernel import Actor, id_for_lookup, permission_refusal
+from portal.iam.permissions import Perm
 from vms.models import VM_STARTABLE, VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 # The tasks (``clusters.tasks``) that wrap this module's work, by name.
@@ -68,8 +67,8 @@ def _fan_out(operation: Operation) -> None:
 
 # The members an action takes when none are named: those it can act on.
 MEMBERS_WANTED: dict[str, frozenset[str]] = {
-    K.START_MEMBERS: VM_STARTABLE,
-    K.STOP_MEMBERS: VM_STOPPABLE,
+    Operation.Kind.START_MEMBERS: VM_STARTABLE,
+    Operation.Kind.STOP_MEMBERS: VM_STOPPABLE,
 }
 VmIds = Sequence[object] | None
 Idempotency = tuple[str, ...] | None
@@ -81,28 +80,28 @@ def _member_operation(
     """Start or stop members: who may not update the project's VMs is refused whole, before
     any item is made (one refusal, not one per member), whatever targets were named."""
     wanted = MEMBERS_WANTED[kind]
-    with _vm_update_frame(f"operation.{kind}", actor, cluster_id) as (att, cluster):
-        if kind == K.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
+    with vm_update_frame(f"operation.{kind}", actor, cluster_id) as (att, cluster):
+        if kind == Operation.Kind.START_MEMBERS and cluster.status != ClusterStatus.RUNNING:
             raise ClusterNotRunning()  # docs/rules.md#member-operations: the whole request
         members = cluster.members.order_by("name", "pk")
         targets: list[VirtualMachine | None]  # None: an id that names no VM (refused below)
         if vm_ids is None:
             targets = list(members.filter(status__in=wanted))
         else:
-            ids = _target_ids(vm_ids)
+            ids = target_ids(vm_ids)
             by_id = {vm.pk: vm for vm in VirtualMachine.objects.filter(pk__in=ids)}
             targets = [by_id.get(vm_id) for vm_id in ids]
         if not targets:
             raise TargetsRequired()
-        operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
+        operation = cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
         items = []
         for position, vm in enumerate(targets):
-            refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
+            refusal = vm_refusal(actor, vm, Perm.VM_UPDATE)
             if refusal is None and vm is not None and vm.cluster_id != cluster.pk:
                 refusal = NotMember()
             shown = vm if not isinstance(refusal, VmNotFound) else None
             name = shown.name if shown is not None else str(vm_ids[position] if vm_ids else "")
-            items.append(_item(operation, position, shown, refusal, name=name))
+            items.append(add_item(operation, position, shown, refusal, name=name))
         OperationItem.objects.bulk_create(items)
         att.notice("operation_queued", total=len(items))
         _fan_out(operation)
@@ -113,14 +112,14 @@ def start_members(
     cluster_id: object, *, actor: Actor, vm_ids: VmIds = None, idempotency: Idempotency = None
 ) -> Operation:
     """멤버 모두 시작 (or the selected ones): each member through ``start_vm``."""
-    return _member_operation(K.START_MEMBERS, cluster_id, vm_ids, actor, idempotency)
+    return _member_operation(Operation.Kind.START_MEMBERS, cluster_id, vm_ids, actor, idempotency)
 
 
 def stop_members(
     cluster_id: object, *, actor: Actor, vm_ids: VmIds = None, idempotency: Idempotency = None
 ) -> Operation:
     """멤버 모두 중지 (or the selected ones): each member through ``stop_vm``."""
-    return _member_operation(K.STOP_MEMBERS, cluster_id, vm_ids, actor, idempotency)
+    return _member_operation(Operation.Kind.STOP_MEMBERS, cluster_id, vm_ids, actor, idempotency)
 
 
 def stop_cluster_with_members(
@@ -128,18 +127,18 @@ def stop_cluster_with_members(
 ) -> Operation:
     """클러스터 중지 with 멤버 가상머신도 함께 중지: stop the running members, then (when all
     are 중지됨) the cluster through ``stop_cluster``, whose rule still decides."""
-    frame = _cluster_frame("operation.stop_cluster", actor, cluster_id, Perm.CLUSTER_UPDATE)
+    frame = cluster_frame("operation.stop_cluster", actor, cluster_id, Perm.CLUSTER_UPDATE)
     with frame as (att, cluster):
         if cluster.status not in STOPPABLE:
             raise InvalidTransition()
-        operation = _cluster_operation(
-            K.STOP_CLUSTER, cluster, actor=actor, idempotency=idempotency
+        operation = cluster_operation(
+            Operation.Kind.STOP_CLUSTER, cluster, actor=actor, idempotency=idempotency
         )
         active = list(cluster.members.exclude(status=VmStatus.STOPPED).order_by("name", "pk"))
         items = []
         for position, vm in enumerate(active):
             refusal = permission_refusal(actor, Perm.VM_UPDATE, vm)
-            item = _item(operation, position, vm, refusal)
+            item = add_item(operation, position, vm, refusal)
             if vm.status in VM_TRANSITIONAL and refusal is None:
                 item.started_at = timezone.now()  # already on its way: just wait for it
             items.append(item)
@@ -149,7 +148,7 @@ def stop_cluster_with_members(
     return operation
 
 
-def _actor_of(operation: Operation) -> Actor:
+def actor_of(operation: Operation) -> Actor:
     """The user an operation acts as; a deleted user acts as nobody (never as the system)."""
     if operation.actor_id is None:
         return None
@@ -165,7 +164,7 @@ def run_items(operation_id: int, positions: list[int], then_watch: bool = True) 
     if operation is None or operation.done:
         return
     action, _goal = ITEM_ACTIONS[operation.kind]
-    actor = _actor_of(operation)
+    actor = actor_of(operation)
     pending = operation.items.filter(
         position__in=positions, status=ItemStatus.PENDING, started_at__isnull=True
     )
@@ -198,7 +197,7 @@ def _settle_items(operation: Operation, goal: str) -> None:
         if vm is not None and vm.status in VM_TRANSITIONAL:
             continue
         if vm is not None and vm.status == goal:
-            _succeed(item)
+            succeed_item(item)
         else:
             item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
             item.set_error((vm.last_error if vm is not None else None) or InvalidTransition())
@@ -206,7 +205,10 @@ def _settle_items(operation: Operation, goal: str) -> None:
 
 
 # The kinds this module finishes (validation and replace keep their own books).
-SETTLED_HERE = frozenset(ITEM_ACTIONS) | {K.START_CLUSTER, K.CREATE_CLUSTER}
+SETTLED_HERE = frozenset(ITEM_ACTIONS) | {
+    Operation.Kind.START_CLUSTER,
+    Operation.Kind.CREATE_CLUSTER,
+}
 
 
 def _settle(operation: Operation) -> bool:
@@ -216,20 +218,20 @@ def _settle(operation: Operation) -> bool:
         if operation.items.filter(status=ItemStatus.PENDING).exists():
             return False
         error = None
-        if operation.kind == K.STOP_CLUSTER:
+        if operation.kind == Operation.Kind.STOP_CLUSTER:
             failed = operation.items.filter(status=ItemStatus.FAILED).first()
             error = failed.last_error if failed is not None else None
             if error is None:
                 try:
-                    services.stop_cluster(operation.cluster_id, actor=_actor_of(operation))
+                    services.stop_cluster(operation.cluster_id, actor=actor_of(operation))
                 except RuleViolation as refusal:
                     error = refusal
-        _finish(operation, error)
+        finish_operation(operation, error)
         return True
     cluster = VirtualCluster.objects.filter(pk=id_for_lookup(operation.cluster_id)).first()
     if cluster is not None and cluster.status in TRANSITIONAL:
         return False
-    _finish(operation, cluster.last_error if cluster is not None else None)
+    finish_operation(operation, cluster.last_error if cluster is not None else None)
     return True
 
 

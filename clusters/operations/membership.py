@@ -5,40 +5,40 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from clusters import services
+from clusters.holds import hold_refusal
+from clusters.locking import lock_cluster, lock_members
 from clusters.models import (
     ClusterStatus,
     Operation,
     OperationItem,
     VirtualCluster,
 )
-from clusters.operations.common import (
+from clusters.operations.internal import (
     MAX_CREATE,
-    K,
-    _cluster_frame,
-    _cluster_operation,
-    _finish,
-    _item,
-    _new_operation,
-    _require_vm_update,
-    _succeed,
-    _target_ids,
-    _vm_refusal,
+    add_item,
+    cluster_frame,
+    cluster_operation,
+    finish_operation,
+    new_operation,
+    require_vm_update,
+    succeed_item,
+    target_ids,
+    vm_refusal,
 )
-from portal.audit import Attempt, attempt, build_event, record_many, require_perm
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_cluster, lock_members
-from portal.errors import (
+from portal.catalog.models import InstanceType, Zone
+from portal.foundation.audit import Attempt, attempt, build_event, record_many, require_perm
+from portal.foundation.errors import (
     CountInvalid,
     NotMember,
     RuleViolation,
     VmNameTaken,
     VmNotFound,
 )
-from portal.kernel import Actor, id_for_lookup, parse_id, raise_if, validate_name
+from portal.foundation.kernel import Actor, id_for_lookup, parse_id, raise_if, validate_name
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent, Project
-from portal.permissions import Perm
 from vms import services as vm_services
-from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
+from vms.models import VirtualMachine, VmStatus
 
 
 class _Books:
@@ -57,8 +57,8 @@ class _Books:
         refusal: RuleViolation | None,
         event: Attempt,
     ) -> None:
-        item = _item(self.operation, position, vm, refusal, name=str(vm_id))
-        self.items.append(item if refusal is not None else _succeed(item))
+        item = add_item(self.operation, position, vm, refusal, name=str(vm_id))
+        self.items.append(item if refusal is not None else succeed_item(item))
         outcome = AuditEvent.Outcome.REFUSED if refusal else AuditEvent.Outcome.SUCCEEDED
         self.events.append(build_event(event, outcome, refusal))
 
@@ -80,7 +80,7 @@ def _attach_each(
     for position, vm_id in enumerate(vm_ids):
         vm = vms.get(vm_id)
         att = Attempt(action="vm.attach", actor=actor, target_type="vm", target_id=vm_id)
-        refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
+        refusal = vm_refusal(actor, vm, Perm.VM_UPDATE)
         visible = not isinstance(refusal, VmNotFound)
         if visible and vm is not None:  # (a missing VM is refused as not found)
             att.about(vm)
@@ -110,7 +110,7 @@ def _detach_each(
     for position, vm_id in enumerate(ids):
         vm = members.get(vm_id) or others.get(vm_id)
         evt = Attempt(action="vm.detach", actor=actor, target_type="vm", target_id=vm_id)
-        refusal = _vm_refusal(actor, vm, Perm.VM_UPDATE)
+        refusal = vm_refusal(actor, vm, Perm.VM_UPDATE)
         visible = not isinstance(refusal, VmNotFound)
         if visible:
             evt.about(vm)
@@ -139,20 +139,20 @@ def _membership_operation(
     readable), the operation, ``each(operation, cluster, ids, actor)``, its end and its audit.
     Who may not update the project's VMs is refused whole, before the targets are even read
     (one refusal, one audit row: every item would say the same)."""
-    _require_vm_update(f"operation.{kind}", actor, cluster_id)
-    ids = _target_ids(vm_ids)
-    with _cluster_frame(f"operation.{kind}", actor, cluster_id, Perm.VM_UPDATE) as (att, cluster):
-        operation = _cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
+    require_vm_update(f"operation.{kind}", actor, cluster_id)
+    ids = target_ids(vm_ids)
+    with cluster_frame(f"operation.{kind}", actor, cluster_id, Perm.VM_UPDATE) as (att, cluster):
+        operation = cluster_operation(kind, cluster, actor=actor, idempotency=idempotency)
         each(operation, cluster, ids, actor)
-        _finish(operation)
+        finish_operation(operation)
         att.items_done(len(ids), operation.failed)
     return operation
 
 
 # Attach many VMs to a cluster (가상머신 연결): one item per VM, done on return.
-attach_many = partial(_membership_operation, K.ATTACH, _attach_each)
+attach_many = partial(_membership_operation, Operation.Kind.ATTACH, _attach_each)
 # Detach many members (분리): one item per VM, done on return.
-detach_many = partial(_membership_operation, K.DETACH, _detach_each)
+detach_many = partial(_membership_operation, Operation.Kind.DETACH, _detach_each)
 
 
 def require_create_vms(actor: Actor, project: Project, name: str | None = "") -> None:
@@ -235,8 +235,8 @@ def create_vms(
                     disaster_recovery,
                 )
             )
-        operation = _new_operation(
-            K.CREATE_VMS,
+        operation = new_operation(
+            Operation.Kind.CREATE_VMS,
             actor=actor,
             project_id=project.pk,
             cluster=cluster,
@@ -258,8 +258,8 @@ def create_vms(
             _attach_each(operation, cluster, [vm.pk for vm in created], actor)
         else:
             OperationItem.objects.bulk_create(
-                [_succeed(_item(operation, i, vm)) for i, vm in enumerate(created)]
+                [succeed_item(add_item(operation, i, vm)) for i, vm in enumerate(created)]
             )
-        _finish(operation)
+        finish_operation(operation)
         att.items_done(len(names), operation.failed)
     return operation

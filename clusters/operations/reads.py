@@ -2,9 +2,9 @@
 
 from clusters import services
 from clusters.models import Operation, OperationQuerySet, VirtualCluster
-from portal.errors import RuleViolation
-from portal.kernel import Actor, permission_refusal
-from portal.permissions import Perm
+from portal.foundation.errors import RuleViolation
+from portal.foundation.kernel import Actor, permission_refusal
+from portal.iam.permissions import Perm
 from vms.models import VirtualMachine
 
 

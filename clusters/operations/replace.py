@@ -9,7 +9,7 @@ steps that wait for a VM to settle are walked by ``advance_replace``, which read
 (not ``operation.done``) to know where it is.
 
 The end state is the member replaced, or the cluster as it was. The spare is locked and held
-for the replace (``portal.compute.holds``) before the member is touched, so starting, deleting or
+for the replace (``clusters.holds``) before the member is touched, so starting, deleting or
 attaching it meanwhile is refused; and should the swap be refused all the same (the spare's
 permission withdrawn, the cluster changed), the member this replace stopped is started again.
 """
@@ -18,32 +18,31 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
+from clusters.holds import hold_refusal
+from clusters.locking import lock_cluster, lock_members, lock_vm, lock_vms
 from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem, VirtualCluster
-from clusters.operations.common import (
+from clusters.operations.fanout import actor_of
+from clusters.operations.internal import (
     ItemStatus,
-    K,
-    _cluster_operation,
-    _finish,
-    _item,
-    _succeed,
-    _vm_refusal,
-    _vm_update_frame,
+    add_item,
+    cluster_operation,
+    finish_operation,
+    succeed_item,
+    vm_refusal,
+    vm_update_frame,
 )
-from clusters.operations.fanout import _actor_of
-from portal.audit import Attempt, build_event, record_many
-from portal.broker import publish
-from portal.compute.holds import hold_refusal
-from portal.compute.locking import lock_cluster, lock_members, lock_vm, lock_vms
-from portal.errors import (
+from portal.foundation.audit import Attempt, build_event, record_many
+from portal.foundation.broker import publish
+from portal.foundation.errors import (
     ClusterChanging,
     InvalidTransition,
     NotMember,
     RuleViolation,
     VmNotFound,
 )
-from portal.kernel import Actor, id_for_lookup, raise_if
+from portal.foundation.kernel import Actor, id_for_lookup, raise_if
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent
-from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
@@ -71,9 +70,7 @@ def preflight_replace(
 ) -> RuleViolation | None:
     """``replace_refusal`` for ``actor``: either VM unseen (not found) or not theirs to
     change (the permission) first."""
-    refusal = _vm_refusal(actor, member, Perm.VM_UPDATE) or _vm_refusal(
-        actor, spare, Perm.VM_UPDATE
-    )
+    refusal = vm_refusal(actor, member, Perm.VM_UPDATE) or vm_refusal(actor, spare, Perm.VM_UPDATE)
     if refusal is not None or member is None or spare is None:
         return refusal or VmNotFound()  # (a missing VM is refused above, as not found)
     return replace_refusal(cluster, member, spare)
@@ -90,17 +87,19 @@ def replace_member(
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
     when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is)."""
-    with _vm_update_frame("operation.replace", actor, cluster_id) as (att, cluster):
+    with vm_update_frame("operation.replace", actor, cluster_id) as (att, cluster):
         # Both locked, by id (a request naming both, attach_many, takes them in that order
         # too): a start, delete or attach of the spare waits for this replace, then sees
-        # the hold (``portal.compute.holds``).
+        # the hold (``clusters.holds``).
         locked = {vm.pk: vm for vm in lock_vms(member_vm_id, spare_vm_id)}
         member = locked.get(id_for_lookup(member_vm_id))
         spare = locked.get(id_for_lookup(spare_vm_id))
         raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
         assert member is not None and spare is not None  # noqa: S101 - refused above if missing
-        operation = _cluster_operation(K.REPLACE, cluster, actor=actor, idempotency=idempotency)
-        member_item, spare_item = _item(operation, 0, member), _item(operation, 1, spare)
+        operation = cluster_operation(
+            Operation.Kind.REPLACE, cluster, actor=actor, idempotency=idempotency
+        )
+        member_item, spare_item = add_item(operation, 0, member), add_item(operation, 1, spare)
         if member.status in VM_STOPPABLE:
             vm_services.stop_vm(member.pk, actor=actor)
             member_item.started_at = timezone.now()
@@ -124,7 +123,7 @@ def _fail(operation: Operation, items: list[OperationItem], error: RuleViolation
             item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
             item.set_error(error)
             item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
-    _finish(operation, error)
+    finish_operation(operation, error)
 
 
 def _swap(
@@ -158,7 +157,7 @@ def _swap(
     for att in (attach, detach):
         att.message, att.cluster_id = cluster.name, cluster.pk
     record_many([build_event(att, AuditEvent.Outcome.SUCCEEDED) for att in (attach, detach)])
-    _succeed(member_item).save(update_fields=["status", "finished_at"])
+    succeed_item(member_item).save(update_fields=["status", "finished_at"])
     if cluster.status == ClusterStatus.RUNNING:
         try:
             vm_services.start_vm(spare.pk, actor=actor)
@@ -169,8 +168,8 @@ def _swap(
         spare_item.save(update_fields=["started_at"])
         _watch_after_commit(operation)
     else:
-        _succeed(spare_item).save(update_fields=["status", "finished_at"])
-        _finish(operation)
+        succeed_item(spare_item).save(update_fields=["status", "finished_at"])
+        finish_operation(operation)
 
 
 def _put_back(
@@ -213,8 +212,8 @@ def _step(operation: Operation, actor: Actor) -> bool:
     if spare is not None and spare.status in VM_TRANSITIONAL:
         return False
     if spare is not None and spare.status == VmStatus.RUNNING:
-        _succeed(spare_item).save(update_fields=["status", "finished_at"])
-        _finish(operation)
+        succeed_item(spare_item).save(update_fields=["status", "finished_at"])
+        finish_operation(operation)
     else:  # joined but not 실행중 (its start failed, or it was stopped): not NotMember
         why = NotMember() if spare is None else spare.last_error or InvalidTransition()
         _fail(operation, [spare_item], why)
@@ -227,11 +226,13 @@ def advance_replace(operation_id: int) -> bool:
     ``clusters.tasks.advance_replace``, looks again shortly)."""
     with transaction.atomic():
         operation = (
-            Operation.objects.select_for_update().filter(pk=operation_id, kind=K.REPLACE).first()
+            Operation.objects.select_for_update()
+            .filter(pk=operation_id, kind=Operation.Kind.REPLACE)
+            .first()
         )
         if operation is None:
             return False
-        moved = _step(operation, _actor_of(operation))
+        moved = _step(operation, actor_of(operation))
         return not moved and operation.items.filter(status=ItemStatus.PENDING).exists()
 
 
@@ -240,6 +241,6 @@ def walk_stale() -> None:
     steps, a lost message): each is moved on from what its items and VMs show, as
     ``advance_replace`` does; a step that starts the spare queues the walk again."""
     for operation_id in (
-        Operation.objects.open().filter(kind=K.REPLACE).values_list("pk", flat=True)
+        Operation.objects.open().filter(kind=Operation.Kind.REPLACE).values_list("pk", flat=True)
     ):
         advance_replace(operation_id)

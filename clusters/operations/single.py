@@ -10,19 +10,18 @@ from django.utils import timezone
 
 from clusters import services
 from clusters.models import Operation, OperationItem, VirtualCluster
-from clusters.operations.common import (
-    K,
-    _finish,
-    _new_operation,
-    _succeed,
-)
 from clusters.operations.fanout import WATCH, stop_cluster_with_members
-from portal.audit import require_perm
-from portal.broker import publish
-from portal.errors import RuleViolation
-from portal.kernel import Actor
+from clusters.operations.internal import (
+    finish_operation,
+    new_operation,
+    succeed_item,
+)
+from portal.foundation.audit import require_perm
+from portal.foundation.broker import publish
+from portal.foundation.errors import RuleViolation
+from portal.foundation.kernel import Actor
+from portal.iam.permissions import Perm
 from portal.models import Project, readable
-from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine
 
@@ -39,8 +38,8 @@ def create_cluster_op(
 ) -> tuple[Operation, VirtualCluster]:
     """``services.create_cluster`` as an Operation, done when the cluster is 미할당."""
     require_create_cluster(actor, project, fields.get("name"))
-    operation = _new_operation(
-        K.CREATE_CLUSTER, actor=actor, project_id=project.pk, idempotency=idempotency
+    operation = new_operation(
+        Operation.Kind.CREATE_CLUSTER, actor=actor, project_id=project.pk, idempotency=idempotency
     )
     try:
         cluster = services.create_cluster(actor=actor, project=project, **fields)
@@ -60,17 +59,17 @@ Done = tuple[Operation, Any]
 # the target settles (a start, a VM's stop: ``watch``) or at once.
 STEPS: dict[str, tuple[Callable[..., object], bool]] = {
     # on a cluster
-    K.START_CLUSTER: (services.start_cluster, True),
-    K.STOP_CLUSTER: (services.stop_cluster, False),
-    K.DELETE_CLUSTER: (services.delete_cluster, False),
-    K.UPDATE: (services.rename_cluster, False),
+    Operation.Kind.START_CLUSTER: (services.start_cluster, True),
+    Operation.Kind.STOP_CLUSTER: (services.stop_cluster, False),
+    Operation.Kind.DELETE_CLUSTER: (services.delete_cluster, False),
+    Operation.Kind.UPDATE: (services.rename_cluster, False),
     # on a VM
-    K.START_VM: (vm_services.start_vm, True),
-    K.STOP_VM: (vm_services.stop_vm, True),
-    K.DELETE_VM: (vm_services.delete_vm, False),
-    K.RENAME_VM: (vm_services.rename_vm, False),
-    K.ATTACH: (services.attach_vm, False),
-    K.DETACH: (services.detach_vm, False),
+    Operation.Kind.START_VM: (vm_services.start_vm, True),
+    Operation.Kind.STOP_VM: (vm_services.stop_vm, True),
+    Operation.Kind.DELETE_VM: (vm_services.delete_vm, False),
+    Operation.Kind.RENAME_VM: (vm_services.rename_vm, False),
+    Operation.Kind.ATTACH: (services.attach_vm, False),
+    Operation.Kind.DETACH: (services.detach_vm, False),
 }
 
 
@@ -91,7 +90,7 @@ def _single(
         vm, cluster = target, cluster or target.cluster
     else:
         vm, cluster = None, target
-    operation = _new_operation(
+    operation = new_operation(
         kind, actor=actor, project_id=target.project_id, cluster=cluster, idempotency=idempotency
     )
     item = None
@@ -111,8 +110,8 @@ def _single(
         transaction.on_commit(lambda: publish(WATCH, operation.pk))
     else:
         if item is not None:
-            _succeed(item).save(update_fields=["status", "finished_at"])
-        _finish(operation)
+            succeed_item(item).save(update_fields=["status", "finished_at"])
+        finish_operation(operation)
     return operation, result
 
 
@@ -147,17 +146,17 @@ class StepOp(Protocol):
 
 
 # Done when the cluster is 실행중, or back where it was with the reason as its error.
-start_cluster_op: StepOp = partial(_cluster_op, K.START_CLUSTER)
+start_cluster_op: StepOp = partial(_cluster_op, Operation.Kind.START_CLUSTER)
 # Done at once: the cluster is 삭제됨, or the rule's refusal is raised.
-delete_cluster_op: StepOp = partial(_cluster_op, K.DELETE_CLUSTER)
+delete_cluster_op: StepOp = partial(_cluster_op, Operation.Kind.DELETE_CLUSTER)
 # Done when the VM is 실행중 (성공) or back to 중지됨 with its error (실패).
-start_vm_op: StepOp = partial(_vm_op, K.START_VM)
+start_vm_op: StepOp = partial(_vm_op, Operation.Kind.START_VM)
 # Done when the VM is 중지됨 (성공), or with its error (실패).
-stop_vm_op: StepOp = partial(_vm_op, K.STOP_VM)
+stop_vm_op: StepOp = partial(_vm_op, Operation.Kind.STOP_VM)
 # Done at once: the VM is 삭제됨, or the rule's refusal is raised.
-delete_vm_op: StepOp = partial(_vm_op, K.DELETE_VM)
+delete_vm_op: StepOp = partial(_vm_op, Operation.Kind.DELETE_VM)
 # One VM out of its cluster by ``services.detach_vm`` (the VM page's 분리).
-detach_vm_op: StepOp = partial(_vm_op, K.DETACH)
+detach_vm_op: StepOp = partial(_vm_op, Operation.Kind.DETACH)
 
 
 def stop_cluster_op(
@@ -167,21 +166,25 @@ def stop_cluster_op(
     if stop_members:
         operation = stop_cluster_with_members(cluster_id, actor=actor, idempotency=idempotency)
         return operation, operation.cluster
-    return _cluster_op(K.STOP_CLUSTER, cluster_id, actor=actor, idempotency=idempotency)
+    return _cluster_op(
+        Operation.Kind.STOP_CLUSTER, cluster_id, actor=actor, idempotency=idempotency
+    )
 
 
 def rename_cluster_op(
     cluster_id: object, *, actor: Actor, name: str | None, idempotency: Idempotency = None
 ) -> Done:
     """``services.rename_cluster`` as an Operation, done at once."""
-    return _cluster_op(K.UPDATE, cluster_id, actor=actor, idempotency=idempotency, name=name)
+    return _cluster_op(
+        Operation.Kind.UPDATE, cluster_id, actor=actor, idempotency=idempotency, name=name
+    )
 
 
 def rename_vm_op(
     vm_id: object, *, actor: Actor, name: str | None, idempotency: Idempotency = None
 ) -> Done:
     """``vms.services.rename_vm`` as an Operation, done at once."""
-    return _vm_op(K.RENAME_VM, vm_id, actor=actor, idempotency=idempotency, name=name)
+    return _vm_op(Operation.Kind.RENAME_VM, vm_id, actor=actor, idempotency=idempotency, name=name)
 
 
 def attach_vm_op(
@@ -191,7 +194,7 @@ def attach_vm_op(
     whole with the rule's error, as the page shows it, or an Operation done at once."""
     cluster = readable(actor, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cluster_id)
     return _vm_op(
-        K.ATTACH,
+        Operation.Kind.ATTACH,
         vm_id,
         actor=actor,
         idempotency=idempotency,

@@ -1,6 +1,6 @@
 """클러스터 검증 as one Operation of kind VALIDATE, an item per running
 member. The jobs (``clusters.validation.plan``) wait for the members' agents, which fetch
-them with their metrics tokens (``metrics.views.agent_jobs``); ``watch_validation`` times out the
+them with their metrics tokens (``metrics.views.jobs``); ``watch_validation`` times out the
 silent
 and ends the run when no agent posts anything more. With the simulator backend (no agents on
 its VMs) ``clusters.validation.agent_sim`` answers for the running members.
@@ -10,19 +10,19 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
+from clusters.locking import lock_members
 from clusters.models import Operation, OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun
-from clusters.operations.common import K, _cluster_frame, _cluster_operation, _item
+from clusters.operations.internal import add_item, cluster_frame, cluster_operation
 from clusters.validation import jobs
 from clusters.validation.errors import LevelInvalid
 from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for
-from portal.broker import publish
 from portal.compute.backends import get_backend
-from portal.compute.locking import lock_members
-from portal.kernel import Actor, raise_if
-from portal.permissions import Perm
+from portal.foundation.broker import publish
+from portal.foundation.kernel import Actor, raise_if
+from portal.iam.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
 LEVELS = (1, 2)
@@ -41,17 +41,19 @@ def start_validation(
     are those of the cluster's instance type and fabric now (kept with the run)."""
     if str(level) not in {str(value) for value in LEVELS}:
         raise LevelInvalid()
-    frame = _cluster_frame("operation.validate", actor, cluster_id, Perm.CLUSTER_UPDATE)
+    frame = cluster_frame("operation.validate", actor, cluster_id, Perm.CLUSTER_UPDATE)
     with frame as (att, cluster):
         running = rank_order(vm for vm in lock_members(cluster) if vm.status == VmStatus.RUNNING)
         raise_if(validate_refusal(cluster, len(running), jobs.open_run_of(cluster) is not None))
-        operation = _cluster_operation(K.VALIDATE, cluster, actor=actor, idempotency=idempotency)
+        operation = cluster_operation(
+            Operation.Kind.VALIDATE, cluster, actor=actor, idempotency=idempotency
+        )
         threshold = threshold_for(cluster.instance_type, cluster.fabric_type)
         run = ValidationRun.objects.create(
             operation=operation, level=int(level), thresholds=threshold.snapshot()
         )
         OperationItem.objects.bulk_create(
-            _item(operation, position, vm) for position, vm in enumerate(running)
+            add_item(operation, position, vm) for position, vm in enumerate(running)
         )
         ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running))
         jobs.settle(run.pk)  # opens the first phase

@@ -13,9 +13,9 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, gettext
 
+from portal.catalog.models import FabricType
 from portal.kept import Kept
 from portal.templatetags.console import short_time, status_badge, url_pattern
-from vms.models import FabricType
 
 register = template.Library()
 FABRIC_LABELS = dict(FabricType.choices)

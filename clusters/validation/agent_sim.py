@@ -24,7 +24,6 @@ from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.validation import jobs
 from vms.models import VirtualMachine, VmStatus
 
-K = ValidationJob.Kind
 STRAGGLERS = {"gpu-node-03": 5}  # VM name: the rail (GPU and port) that is bad
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 DIAG_TESTS = {
@@ -37,12 +36,12 @@ DIAG_TESTS = {
     ],
 }
 DURATIONS: dict[str, Any] = {
-    K.GPU: {1: 14.0, 2: 118.0},
-    K.NCCL_LOCAL: 24.0,
-    K.IB_SERVER: 47.0,
-    K.IB_CLIENT: 46.0,
-    K.NCCL_PAIR: 38.0,
-    K.NCCL_ALL: 61.0,
+    ValidationJob.Kind.GPU: {1: 14.0, 2: 118.0},
+    ValidationJob.Kind.NCCL_LOCAL: 24.0,
+    ValidationJob.Kind.IB_SERVER: 47.0,
+    ValidationJob.Kind.IB_CLIENT: 46.0,
+    ValidationJob.Kind.NCCL_PAIR: 38.0,
+    ValidationJob.Kind.NCCL_ALL: 61.0,
 }
 
 
@@ -129,7 +128,7 @@ def _ib_outputs(job, rng, names, roce):
                 "stdout": _ib_text(device, round(gbps, 2), roce),
             }
         )
-    if job.kind == K.IB_CLIENT:
+    if job.kind == ValidationJob.Kind.IB_CLIENT:
         outputs.append(
             {
                 "tool": "ports",
@@ -182,7 +181,7 @@ def _nccl_text(hosts, gpus_per_host, busbw, rng):
 def _nccl_outputs(job, rng, names):
     involved = [job.vm_name, *names]
     slow = any(n in STRAGGLERS for n in involved)
-    if job.kind == K.NCCL_LOCAL:
+    if job.kind == ValidationJob.Kind.NCCL_LOCAL:
         return [
             {
                 "tool": "all_reduce_perf",
@@ -206,10 +205,10 @@ def outputs_for(job, names: dict, roce: bool) -> dict:
     """What a healthy (or the straggler's) agent would post for ``job``."""
     rng = random.Random(f"{job.run_id}:{job.pk}")  # noqa: S311 - the simulator's figures, never a secret
     peers = [names.get(pk, "?") for pk in job.peers]
-    if job.kind == K.GPU:
+    if job.kind == ValidationJob.Kind.GPU:
         outputs = _gpu_outputs(job, rng, job.vm.instance_type.gpu_count)
-        seconds = DURATIONS[K.GPU][job.params.get("level", 1)]
-    elif job.kind in (K.IB_SERVER, K.IB_CLIENT):
+        seconds = DURATIONS[ValidationJob.Kind.GPU][job.params.get("level", 1)]
+    elif job.kind in (ValidationJob.Kind.IB_SERVER, ValidationJob.Kind.IB_CLIENT):
         outputs, seconds = _ib_outputs(job, rng, peers, roce), DURATIONS[job.kind]
     else:
         outputs, seconds = _nccl_outputs(job, rng, peers), DURATIONS[job.kind]

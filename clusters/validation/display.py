@@ -17,7 +17,6 @@ BADGE: dict[str, str] = {
     Verdict.BAD: "error",
     Verdict.NO_ANSWER: "terminated",
 }
-K = ValidationJob.Kind
 
 
 def latest_verdicts(cluster) -> dict[int, ValidationVerdict]:
@@ -117,14 +116,18 @@ def _summary(job: ValidationJob) -> str:
     figures = job.figures or {}
     if figures.get("error"):
         return str(figures["error"])[:200]
-    if job.kind == K.GPU:
+    if job.kind == ValidationJob.Kind.GPU:
         diag = figures.get("diag") or {}
         return _("GPU %(gpus)s개, 실패 %(failed)d건, 경고 %(warned)d건") % {
             "gpus": (figures.get("gpu_list") or {}).get("count", "?"),
             "failed": len(diag.get("failed", [])),
             "warned": len(diag.get("warned", [])),
         }
-    if job.kind in (K.NCCL_LOCAL, K.NCCL_PAIR, K.NCCL_ALL):
+    if job.kind in (
+        ValidationJob.Kind.NCCL_LOCAL,
+        ValidationJob.Kind.NCCL_PAIR,
+        ValidationJob.Kind.NCCL_ALL,
+    ):
         nccl = figures.get("nccl") or {}
         if "busbw_gbs" in nccl:
             return _("busbw %(busbw).1f GB/s (%(size)d MiB)") % {
@@ -180,7 +183,9 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
                 ],
                 "jobs": [
                     {"job": job, "summary": job_summary(job)}
-                    for job in run.jobs.exclude(kind=K.IB_SERVER).order_by("phase", "pk")
+                    for job in run.jobs.exclude(kind=ValidationJob.Kind.IB_SERVER).order_by(
+                        "phase", "pk"
+                    )
                 ],
                 "done_jobs": run.jobs.exclude(status__in=("PENDING", "RUNNING")).count(),
                 "total_jobs": run.jobs.count(),

@@ -6,7 +6,7 @@ the rest of 검증 refuse with the rules' errors (``NotEnoughMembers``, ``Alread
 
 from django.utils.translation import gettext_lazy as _
 
-from portal.errors import InvalidInput, RuleViolation
+from portal.foundation.errors import InvalidInput, RuleViolation
 
 
 class ValidationRunning(RuleViolation):

@@ -18,17 +18,16 @@ from clusters.models import OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation import verdict
 from metrics.vm_agent import toolparse
-from metrics.vm_agent.agent_jobs import NOT_FOUND
-from portal.audit import Attempt, build_event, record_many
+from metrics.vm_agent.jobs import NOT_FOUND
+from portal.foundation.audit import Attempt, build_event, record_many
 from portal.models import AuditEvent
 
 log = logging.getLogger(__name__)
-J, K = ValidationJob.Status, ValidationJob.Kind
 FETCH_WAIT_SECONDS = 60  # an agent polls every few seconds: a minute of silence is an answer
 GRACE_SECONDS = 30  # past the job's own timeout, for the post to arrive
 MAX_OUTPUT_CHARS = 200_000  # per output: dcgmi -r 2 --json is ~60 kB for 8 GPUs
 MAX_OUTPUTS = 40
-OPEN = (J.PENDING, J.RUNNING)
+OPEN = (ValidationJob.Status.PENDING, ValidationJob.Status.RUNNING)
 
 
 def claim(vm_id: int) -> list[ValidationJob]:
@@ -37,13 +36,13 @@ def claim(vm_id: int) -> list[ValidationJob]:
     with transaction.atomic():
         jobs = list(
             ValidationJob.objects.select_for_update(of=("self",))
-            .filter(vm_id=vm_id, status=J.PENDING, run__finished_at__isnull=True)
+            .filter(vm_id=vm_id, status=ValidationJob.Status.PENDING, run__finished_at__isnull=True)
             .select_related("run")
             .order_by("pk")
         )
         ready = [job for job in jobs if job.phase == job.run.phase]
         for job in ready:
-            job.status, job.fetched_at = J.RUNNING, now
+            job.status, job.fetched_at = ValidationJob.Status.RUNNING, now
         ValidationJob.objects.bulk_update(ready, ["status", "fetched_at"])
     return ready
 
@@ -138,7 +137,7 @@ def record(vm_id: int, payload) -> ValidationJob:
         figures, error = figures_of(job.kind, outputs)
         if error:
             figures["error"] = error
-        job.status = J.FAILED if error else J.DONE
+        job.status = ValidationJob.Status.FAILED if error else ValidationJob.Status.DONE
         job.raw, job.figures, job.seconds = outputs, figures, seconds
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "raw", "figures", "seconds", "finished_at"])
@@ -152,21 +151,25 @@ def _expire(run, now) -> None:
         started = job.fetched_at or run.phase_started_at
         wait = job.timeout_seconds + GRACE_SECONDS if job.fetched_at else FETCH_WAIT_SECONDS
         if started is not None and started + timedelta(seconds=wait) <= now:
-            job.status, job.finished_at = J.NO_ANSWER, now
+            job.status, job.finished_at = ValidationJob.Status.NO_ANSWER, now
             job.save(update_fields=["status", "finished_at"])
 
 
 def _next_phase(run, now) -> bool:
     """Open the next phase that has jobs; False when there is none. Jobs of a member whose
     agent has not answered are skipped, not handed out to wait for it again."""
-    later = run.jobs.filter(phase__gt=run.phase, status=J.PENDING).order_by("phase")
+    later = run.jobs.filter(phase__gt=run.phase, status=ValidationJob.Status.PENDING).order_by(
+        "phase"
+    )
     phase = later.values_list("phase", flat=True).first()
     if phase is None:
         return False
-    silent = set(run.jobs.filter(status=J.NO_ANSWER).values_list("vm_id", flat=True))
+    silent = set(
+        run.jobs.filter(status=ValidationJob.Status.NO_ANSWER).values_list("vm_id", flat=True)
+    )
     for job in later.filter(phase=phase):
         if silent & {job.vm_id, *job.peers}:
-            job.status, job.finished_at = J.SKIPPED, now
+            job.status, job.finished_at = ValidationJob.Status.SKIPPED, now
             job.save(update_fields=["status", "finished_at"])
     run.phase, run.phase_started_at = phase, now
     run.save(update_fields=["phase", "phase_started_at"])

@@ -11,9 +11,8 @@ before has finished (``clusters.validation.jobs.settle``).
 from typing import Any
 
 from clusters.models.validation import ValidationJob
-from vms.models import FabricType
+from portal.catalog.models import FabricType
 
-K = ValidationJob.Kind
 PHASE_GPU, PHASE_LOCAL, PHASE_IB, PHASE_PAIRS, PHASE_ALL = 1, 2, 3, 4, 7
 IB_BASE_PORT = 18515  # perftest's default TCP port; one more per NIC
 IB_MESSAGE_BYTES = 1 << 20
@@ -21,12 +20,12 @@ IB_SECONDS = 5
 NCCL_ARGS = ["-b", "512M", "-e", "8G", "-f", "2"]  # large messages: the thresholds' range
 # How long the agent may run each tool (it kills it then and reports the timeout).
 TIMEOUTS: dict[str, Any] = {
-    K.GPU: {1: 120, 2: 600},
-    K.NCCL_LOCAL: 300,
-    K.IB_SERVER: 180,
-    K.IB_CLIENT: 180,
-    K.NCCL_PAIR: 300,
-    K.NCCL_ALL: 600,
+    ValidationJob.Kind.GPU: {1: 120, 2: 600},
+    ValidationJob.Kind.NCCL_LOCAL: 300,
+    ValidationJob.Kind.IB_SERVER: 180,
+    ValidationJob.Kind.IB_CLIENT: 180,
+    ValidationJob.Kind.NCCL_PAIR: 300,
+    ValidationJob.Kind.NCCL_ALL: 600,
 }
 # What NCCL needs to take the fabric (the 정보 tab shows users the same variables).
 NCCL_FABRIC_ENV = {
@@ -57,7 +56,7 @@ def ring_pairs(count: int) -> list[tuple[int, int, int]]:
 
 
 def _job(run, vm, kind, phase, params, peers=(), level=1):
-    timeout = TIMEOUTS[kind][level] if kind == K.GPU else TIMEOUTS[kind]
+    timeout = TIMEOUTS[kind][level] if kind == ValidationJob.Kind.GPU else TIMEOUTS[kind]
     return ValidationJob(
         run=run,
         vm=vm,
@@ -85,21 +84,38 @@ def plan_jobs(run, cluster, members) -> list[ValidationJob]:
     }
     jobs = []
     for vm in members:
-        jobs.append(_job(run, vm, K.GPU, PHASE_GPU, {"level": run.level}, level=run.level))
         jobs.append(
-            _job(run, vm, K.NCCL_LOCAL, PHASE_LOCAL, {"gpus": gpus, "args": NCCL_ARGS, "env": env})
+            _job(run, vm, ValidationJob.Kind.GPU, PHASE_GPU, {"level": run.level}, level=run.level)
+        )
+        jobs.append(
+            _job(
+                run,
+                vm,
+                ValidationJob.Kind.NCCL_LOCAL,
+                PHASE_LOCAL,
+                {"gpus": gpus, "args": NCCL_ARGS, "env": env},
+            )
         )
     count = len(members)
     for i, vm in enumerate(members):
         server, client = members[(i + 1) % count], members[i - 1]
-        jobs.append(_job(run, vm, K.IB_SERVER, PHASE_IB, ib, peers=[client]))
+        jobs.append(_job(run, vm, ValidationJob.Kind.IB_SERVER, PHASE_IB, ib, peers=[client]))
         jobs.append(
-            _job(run, vm, K.IB_CLIENT, PHASE_IB, {**ib, "server": server.private_ip}, [server])
+            _job(
+                run,
+                vm,
+                ValidationJob.Kind.IB_CLIENT,
+                PHASE_IB,
+                {**ib, "server": server.private_ip},
+                [server],
+            )
         )
     for a, b, phase in ring_pairs(count):
         hosts = [members[a].private_ip, members[b].private_ip]
         params = {"hosts": hosts, "gpus": gpus, "args": NCCL_ARGS, "env": env}
-        jobs.append(_job(run, members[a], K.NCCL_PAIR, phase, params, [members[b]]))
+        jobs.append(
+            _job(run, members[a], ValidationJob.Kind.NCCL_PAIR, phase, params, [members[b]])
+        )
     if count > 2:
         params = {
             "hosts": [vm.private_ip for vm in members],
@@ -107,5 +123,7 @@ def plan_jobs(run, cluster, members) -> list[ValidationJob]:
             "args": NCCL_ARGS,
             "env": env,
         }
-        jobs.append(_job(run, members[0], K.NCCL_ALL, PHASE_ALL, params, members[1:]))
+        jobs.append(
+            _job(run, members[0], ValidationJob.Kind.NCCL_ALL, PHASE_ALL, params, members[1:])
+        )
     return jobs

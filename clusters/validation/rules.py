@@ -8,9 +8,9 @@ from clusters.validation.errors import (
     ValidationNeedsRunningCluster,
     ValidationRunning,
 )
-from portal.errors import InvalidTransition, RuleViolation
-from portal.kernel import Actor, Refusal, permission_refusal
-from portal.permissions import Perm
+from portal.foundation.errors import InvalidTransition, RuleViolation
+from portal.foundation.kernel import Actor, Refusal, permission_refusal
+from portal.iam.permissions import Perm
 
 
 def validate_refusal(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from clusters.models.validation import ValidationThreshold
-from vms.models import FabricType
+from portal.catalog.models import FabricType
 
 PUBLISHED_H100 = (
     "Azure azurehpc-health-checks (aznhc) conf/nd96isr_h100_v5.conf: 노드 내 NCCL all-reduce "

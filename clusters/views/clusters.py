@@ -2,7 +2,7 @@
 
 Every lookup goes through ``restrict(user, permission)``: outside it is a 404. Every change
 is a ``clusters.operations`` call, as on the API, so it leaves the same Operation; a refusal
-(``RuleViolation``) is shown in place by ``portal.middleware.RuleViolationMiddleware`` or,
+(``RuleViolation``) is shown in place by ``portal.web.middleware.RuleViolationMiddleware`` or,
 for forms, as a field error.
 """
 
@@ -34,17 +34,17 @@ from clusters.services import MemberStates
 from clusters.views import members as views_members
 from clusters.views.listing import LIST_FIELDS, listed_clusters, listed_total, shown_clusters
 from clusters.views.members import readable_cluster, shown_reason
-from portal.errors import (
+from portal.catalog import version as catalog_version
+from portal.foundation.errors import (
     FabricNotOffered,
     InvalidInput,
     NameTaken,
 )
-from portal.listing import Rows, list_page, render_list
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
-from portal.permissions import Perm
-from portal.rendering import create_view, delete_and_list, go_to, render_form
 from portal.statements import statements
-from vms import catalog_version
+from portal.web.listing import Rows, list_page, render_list
+from portal.web.rendering import create_view, delete_and_list, go_to, render_form
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
@@ -172,7 +172,7 @@ def _member_rows(fields, cluster) -> QuerySet:
     return VirtualMachine.objects.filter(cluster=cluster).order_by(*RANK_ORDER).values_list(*fields)
 
 
-def _detail_context(request, cluster, tab):
+def detail_context(request, cluster, tab):
     user = request.user
     members, states = (
         _members_and_states(user, cluster) if tab in ("info", "members") else ([], None)
@@ -268,7 +268,7 @@ def _fingerprint(user, cluster, members, busy=None):
 
 def _render_tab(request, pk, tab):
     cluster = readable_cluster(request, pk)
-    context = _detail_context(request, cluster, tab)
+    context = detail_context(request, cluster, tab)
     if tab == "activity":
         events = AuditEvent.objects.filter(cluster_id=cluster.pk)
         if not request.user.has_perm(Perm.VM_READ, cluster):

@@ -20,9 +20,10 @@ from clusters.models.validation import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
 from clusters.views.members import readable_cluster
-from portal.errors import SpotOrDrVm, VmNotEligible
-from portal.permissions import Perm
-from vms.models import FabricOffering, FabricType, InstanceType, VirtualMachine
+from portal.catalog.models import FabricOffering, FabricType, InstanceType
+from portal.foundation.errors import SpotOrDrVm, VmNotEligible
+from portal.iam.permissions import Perm
+from vms.models import VirtualMachine
 
 # What each action needs (docs/rules.md#permissions), in the order a user meets them.
 REQUIREMENTS = [

@@ -19,7 +19,7 @@ from clusters import operations, outcome
 from clusters.models import ClusterStatus, OperationItem, VirtualCluster
 from clusters.services import MemberStates, detach_refusal
 from clusters.validation import display
-from portal.errors import (
+from portal.foundation.errors import (
     InvalidInput,
     InvalidTransition,
     MembersStillRunning,
@@ -27,10 +27,10 @@ from portal.errors import (
     VmNotEligible,
     VmNotStopped,
 )
-from portal.kernel import check_perm
-from portal.messages import NOT_STOPPED_REASON, STOPPING_REASON
+from portal.foundation.event_text import NOT_STOPPED_REASON, STOPPING_REASON
+from portal.foundation.kernel import check_perm
+from portal.iam.permissions import Perm
 from portal.models import readable_row
-from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
 
@@ -243,7 +243,7 @@ def operation_detail(request, pk):
     return response
 
 
-def _answer(request, operation) -> HttpResponse:
+def answer_operation(request, operation) -> HttpResponse:
     """A bulk action's answer: its card for the page (swapped in at the top of
     ``#operations``), or the Operation's page."""
     if not request.htmx:
@@ -322,7 +322,7 @@ def cluster_attach(request, pk):
             response["HX-Retarget"] = "#attach-dialog"
             response["HX-Reswap"] = "innerHTML"
         return response
-    return _answer(request, operation)
+    return answer_operation(request, operation)
 
 
 @login_required
@@ -349,7 +349,7 @@ def _members_action(operation, doc: str):
     @require_POST
     def view(request, pk):
         cluster = readable_cluster(request, pk)
-        return _answer(
+        return answer_operation(
             request, operation(cluster.pk, actor=request.user, vm_ids=_selected_vm_ids(request))
         )
 
@@ -368,4 +368,4 @@ def stop_with_members(request, pk) -> HttpResponse:
     then the cluster, as one Operation (``clusters.views.clusters.cluster_stop`` hands over)."""
     cluster = readable_cluster(request, pk)
     operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
-    return _answer(request, operation)
+    return answer_operation(request, operation)

@@ -14,9 +14,9 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from clusters import operations
-from clusters.views.clusters import _detail_context
+from clusters.views.clusters import detail_context
 from clusters.views.members import readable_cluster
-from portal.errors import PermissionRequired, RuleViolation
+from portal.foundation.errors import PermissionRequired, RuleViolation
 
 
 @login_required
@@ -31,7 +31,7 @@ def cluster_rename(request, pk):
     except PermissionRequired:
         raise
     except RuleViolation as exc:
-        context = _detail_context(request, cluster, "info")
+        context = detail_context(request, cluster, "info")
         context.update(rename_error=exc.message, rename_value=name)
         template = "clusters/detail.html#rename" if request.htmx else "clusters/detail.html"
         return render(request, template, context, status=exc.status)

@@ -14,12 +14,11 @@ from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.errors import NotEnoughRunningMembers
 from clusters.validation.rules import preflight_validate
-from clusters.views.members import _answer as answer
-from clusters.views.members import readable_cluster, shown_reason
-from portal.kernel import parse_id
+from clusters.views.members import answer_operation, readable_cluster, shown_reason
+from portal.foundation.kernel import parse_id
+from portal.iam.permissions import Perm
 from portal.models import readable
-from portal.particles import with_particles
-from portal.permissions import Perm
+from portal.web.particles import with_particles
 from vms.models import VirtualMachine, VmStatus
 
 
@@ -104,7 +103,7 @@ def member_replace(request, pk):
         operation = operations.replace_member(
             cluster.pk, request.POST.get("member"), request.POST.get("spare"), actor=request.user
         )
-        return answer(request, operation)
+        return answer_operation(request, operation)
     member = get_object_or_404(
         readable(request.user, Perm.VM_READ, VirtualMachine),
         pk=parse_id(request.GET.get("member")),

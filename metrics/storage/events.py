@@ -16,8 +16,8 @@ from django.db import connection
 from django.utils import timezone
 
 from metrics.models import GPU, PORT
-from portal.audit import Attempt, build_event, record_many
-from portal.messages import render_message
+from portal.foundation.audit import Attempt, build_event, record_many
+from portal.foundation.event_text import render_message
 from portal.models import AuditEvent
 from vms.models import VirtualMachine
 

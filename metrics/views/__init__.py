@@ -1,2 +1,2 @@
 """metrics' endpoints: the console's pages (``pages``), the agents' ingest (``agent``) and
-the agents' job API (``agent_jobs``)."""
+the agents' job API (``jobs``)."""

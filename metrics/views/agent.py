@@ -1,7 +1,7 @@
 """The agents' endpoints: a bearer metrics token, never a session or CSRF.
 
 A refusal is an RFC 9457 problem document, as the REST API answers
-(``portal.problems``): ``application/problem+json`` with ``type``, ``title``, ``status``,
+(``portal.foundation.problems``): ``application/problem+json`` with ``type``, ``title``, ``status``,
 a stable ``code`` (``metrics.errors``) and ``detail``, in the language of Accept-Language
 (Korean by default). ``GET /api/metrics/openapi.json`` describes them (``metrics.openapi``).
 Each endpoint keeps the version the agent reports in its User-Agent
@@ -16,8 +16,9 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from metrics import agent_versions, errors, ingest, openapi
-from portal.problems import PROBLEM_TYPE, activate_api_language, problem, problem_body
+from metrics import agent_versions, errors, openapi
+from metrics.ingest import batch as ingest
+from portal.foundation.problems import PROBLEM_TYPE, activate_api_language, problem, problem_body
 
 
 def problem_response(body: dict) -> HttpResponse:

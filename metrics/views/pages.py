@@ -13,8 +13,8 @@ from metrics import services
 from metrics.figures import figures as draw_figures
 from metrics.figures import script_safe
 from metrics.storage import charts, events, straggler
+from portal.iam.permissions import Perm
 from portal.models import readable
-from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 

@@ -1,6 +1,6 @@
 """Parsers for the output of the tools 클러스터 검증 runs, standard library only.
 
-The agent (``agent_jobs``) runs the tools on a member VM and posts their raw output
+The agent (``jobs``) runs the tools on a member VM and posts their raw output
 with these figures; the portal parses the raw output again with the same functions, so a
 verdict can always be traced to the text shown under 원본 출력. Each parser takes the
 tool's stdout as printed and returns a plain dict (JSON-ready); output it cannot read raises

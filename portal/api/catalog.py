@@ -8,7 +8,7 @@ from typing import NamedTuple
 from ninja import Router
 
 from portal.api.schemas import InstanceTypeOut, ZoneOut
-from vms.models import FabricOffering, InstanceType, Zone
+from portal.catalog.models import FabricOffering, InstanceType, Zone
 
 router = Router(tags=["catalog"])
 

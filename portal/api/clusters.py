@@ -32,10 +32,10 @@ from portal.api.schemas import (
     read,
 )
 from portal.api.vms import VmFilters, readable_vms, vm_page
-from portal.errors import ClusterNotFound
-from portal.kernel import check_perm
+from portal.foundation.errors import ClusterNotFound
+from portal.foundation.kernel import check_perm
+from portal.iam.permissions import Perm
 from portal.models import permitted_projects, readable
-from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
 router = Router(tags=["virtual-clusters"])

@@ -8,15 +8,15 @@ from django.utils import translation
 
 from portal.api import pagination
 from portal.api.schemas import CLUSTERS_VISIBLE, VMS_VISIBLE
-from portal.errors import RuleViolation
-from portal.errors.api import RequestInvalid
-from portal.kernel import require_id
-from portal.permissions import Perm
+from portal.foundation.errors import RuleViolation
+from portal.foundation.errors.api import RequestInvalid
+from portal.foundation.kernel import require_id
+from portal.iam.permissions import Perm
 from vms.models import VirtualMachine
 
 
 def actor(request):
-    """The token's user, narrowed to its project (``portal.tokens.authenticate``)."""
+    """The token's user, narrowed to its project (``portal.iam.tokens.authenticate``)."""
     return request.auth
 
 

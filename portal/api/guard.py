@@ -3,7 +3,7 @@
 * A NUL character (U+0000) in any query parameter, form field or JSON string: no field may
   hold one (PostgreSQL cannot store or compare it). The API answers 400 problem+json. In
   the console, a list's filter with one is ignored with a message (as a list ignores any bad
-  filter value, ``portal.listing``: a NUL cannot be typed, only come from a broken or forged
+  filter value, ``portal.web.listing``: a NUL cannot be typed, only come from a broken or forged
   link, and the list is still what the user came for); a posted form with one is refused
   with the error next to the form (HTMX: the form stays as it was) or, on a page that shows
   its form's errors itself (``nul_as_form_error``), as that form's error.
@@ -23,8 +23,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 
 from portal.api.common import json_response
-from portal.errors import NotFound, NulCharacter, NulFilterIgnored, RuleViolation
-from portal.errors.api import (
+from portal.foundation.errors import NotFound, NulCharacter, NulFilterIgnored, RuleViolation
+from portal.foundation.errors.api import (
     BodyTooLarge,
     HttpRefusal,
     JsonRequired,
@@ -32,8 +32,9 @@ from portal.errors.api import (
     MethodNotAllowed,
     ServerError,
 )
-from portal.middleware import current_request_id, render_refusal
-from portal.problems import PROBLEM_TYPE, activate_api_language, problem_body
+from portal.foundation.problems import PROBLEM_TYPE, activate_api_language, problem_body
+from portal.foundation.request_ids import current_request_id
+from portal.web.middleware import render_refusal
 
 NUL = "\x00"
 API_PREFIX = "/api/"

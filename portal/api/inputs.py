@@ -6,7 +6,7 @@ from typing import Annotated
 from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict
 
-from clusters.operations.common import MAX_TARGETS
+from clusters.operations.internal import MAX_TARGETS
 
 
 def _query_int(value):

@@ -25,14 +25,14 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal import tokens
 from portal.api import catalog, clusters, guard, operations, validation, vms
 from portal.api.common import api_headers, json_bytes
 from portal.api.problems import problem_response, validation_problem
 from portal.api.schemas import Problem
-from portal.errors import NotFound, RuleViolation
-from portal.errors.api import RequestInvalid, TokenRequired
-from portal.problems import PROBLEM_TYPE, activate_api_language
+from portal.foundation.errors import NotFound, RuleViolation
+from portal.foundation.errors.api import RequestInvalid, TokenRequired
+from portal.foundation.problems import PROBLEM_TYPE, activate_api_language
+from portal.iam import tokens
 
 # Every authenticated operation may answer these, whatever else it documents; a change may
 # also be refused for a missing permission or by a rule.

@@ -23,9 +23,9 @@ from portal.api import pagination
 from portal.api.common import actor, visible
 from portal.api.inputs import QueryInt
 from portal.api.schemas import OperationOut, OperationPage, read
-from portal.errors.api import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
-from portal.kernel import parse_id
-from portal.permissions import Perm
+from portal.foundation.errors.api import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInvalid
+from portal.foundation.kernel import parse_id
+from portal.iam.permissions import Perm
 
 router = Router(tags=["operations"])
 ORDERS = pagination.orders("created_at")

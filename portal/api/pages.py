@@ -9,9 +9,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal import tokens
 from portal.api.guard import nul_as_form_error
-from portal.errors import InvalidInput
+from portal.foundation.errors import InvalidInput
+from portal.iam import tokens
 from portal.models import ApiToken
 
 

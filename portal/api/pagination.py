@@ -16,8 +16,8 @@ from django.db.models import Q, QuerySet
 from ninja import Schema
 
 from portal.api.inputs import QueryInt
-from portal.errors.api import PageTokenInvalid, RequestInvalid
-from portal.kernel import parse_id
+from portal.foundation.errors.api import PageTokenInvalid, RequestInvalid
+from portal.foundation.kernel import parse_id
 
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50

@@ -1,13 +1,13 @@
 """RFC 9457 problem documents for the REST API's refusals, in the caller's language: the
-document itself and the language are ``portal.problems``'s (the agents' endpoints answer the
-same); here, the answer through ninja and a schema error as a typed refusal.
+document itself and the language are ``portal.foundation.problems``'s (the agents' endpoints
+answer the same); here, the answer through ninja and a schema error as a typed refusal.
 """
 
 from django.http import HttpRequest, HttpResponse
 
-from portal.errors import RuleViolation
-from portal.errors.api import RequestInvalid
-from portal.problems import PROBLEM_TYPE, activate_api_language, problem_body
+from portal.foundation.errors import RuleViolation
+from portal.foundation.errors.api import RequestInvalid
+from portal.foundation.problems import PROBLEM_TYPE, activate_api_language, problem_body
 
 
 def problem_response(request: HttpRequest, exc: RuleViolation, api) -> HttpResponse:

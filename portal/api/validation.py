@@ -15,9 +15,9 @@ from portal.api.common import actor, path_id
 from portal.api.inputs import QueryBool, ReplaceIn, ValidateIn
 from portal.api.operations import change
 from portal.api.schemas import Problem, ValidationPage, read
-from portal.errors import ClusterNotFound
-from portal.kernel import check_perm
-from portal.permissions import Perm
+from portal.foundation.errors import ClusterNotFound
+from portal.foundation.kernel import check_perm
+from portal.iam.permissions import Perm
 
 router = Router(tags=["virtual-clusters"])
 ORDERS = pagination.orders("created_at")

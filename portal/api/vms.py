@@ -10,10 +10,10 @@ from portal.api.common import ListFilters, actor, filtered, path_id, project, vi
 from portal.api.inputs import QueryInt, RenameIn, VmCreateIn
 from portal.api.operations import change
 from portal.api.schemas import OperationOut, VmDetailOut, VmPage, read
-from portal.errors import VmNotFound
-from portal.kernel import parse_id
+from portal.foundation.errors import VmNotFound
+from portal.foundation.kernel import parse_id
+from portal.iam.permissions import Perm
 from portal.models import readable
-from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
 router = Router(tags=["virtual-machines"])

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from portal.errors import BackendError
+from portal.foundation.errors import BackendError
 
 log = logging.getLogger(__name__)
 

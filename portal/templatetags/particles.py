@@ -1,9 +1,9 @@
 """``{{ text|particles }}``: a translated sentence with its "을(를)" markers resolved by the
-name before each (``portal.particles``)."""
+name before each (``portal.web.particles``)."""
 
 from django import template
 
-from portal.particles import with_particles
+from portal.web.particles import with_particles
 
 register = template.Library()
 

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from openapi_schema_validator import OAS31Validator
 
-from portal import tokens
 from portal.api.main import api as portal_api
+from portal.iam import tokens
 
 ACTORS = ("admin", "operator", "viewer", "other")
 

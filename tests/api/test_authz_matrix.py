@@ -11,9 +11,9 @@ import pytest
 
 from clusters.models import ClusterStatus, Operation
 from clusters.operations import attach_many
-from portal import tokens
+from portal.iam import tokens
+from portal.iam.permissions import Perm
 from portal.models import ApiToken
-from portal.permissions import Perm
 from tests.api.conftest import openapi_document
 from vms.models import VirtualMachine, VmStatus
 

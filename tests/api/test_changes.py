@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import ClusterStatus, Operation, VirtualCluster
-from clusters.operations.common import MAX_TARGETS
-from portal.errors import MembersStillRunning, NotEnoughMembers, SpotOrDrVm
+from clusters.operations.internal import MAX_TARGETS
+from portal.foundation.errors import MembersStillRunning, NotEnoughMembers, SpotOrDrVm
 from tests.api.bodies import cluster_body, vm_body
 from vms.models import BillingType, VirtualMachine, VmStatus
 
@@ -192,7 +192,7 @@ def test_an_idempotency_key_is_scoped_to_the_project_and_route(api, world, secre
     """One user's token per project: the same key and body in another project is another
     request (a cluster there, not the first project's Operation); so is the same key on
     another route, while the same route with another target is still a reused key."""
-    from portal import tokens
+    from portal.iam import tokens
     from portal.models import Role, RoleBinding
 
     admin = world.users["admin"]

@@ -8,8 +8,8 @@ from django.utils import translation
 
 import vc_cli.main as cli
 from clusters.models import ClusterStatus, VirtualCluster
-from portal import tokens
-from portal.errors import NotEnoughMembers
+from portal.foundation.errors import NotEnoughMembers
+from portal.iam import tokens
 from vc_cli import http, output
 from vms.models import VirtualMachine, VmStatus
 

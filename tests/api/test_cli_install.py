@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from portal import tokens
+from portal.iam import tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_PACKAGES = ("django", "celery", "kombu", "click", "portal", "clusters", "vms", "metrics")

@@ -44,9 +44,9 @@ def test_a_cluster_only_role_gets_no_member_figures(api, world):
     VMs is refused (as on the console's 메트릭 tab, members, hostfile and launch)."""
     from django.contrib.auth import get_user_model
 
-    from portal import tokens
+    from portal.iam import tokens
+    from portal.iam.permissions import Perm
     from portal.models import Role, RoleBinding
-    from portal.permissions import Perm
 
     role = Role.objects.create(name="cluster-hand", permissions=[Perm.CLUSTER_READ])
     user = get_user_model().objects.create_user("clusterhand")

@@ -12,7 +12,6 @@ from portal.models import AuditEvent
 from vms.models import VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db
-K = Operation.Kind
 
 
 def kinds_listed(api, secrets, cluster=None) -> list[str]:
@@ -35,11 +34,11 @@ def test_a_console_cluster_start_stop_and_delete_leave_operations(
     client.post(reverse("clusters:cluster_stop", args=[cluster.pk]))
     client.post(reverse("clusters:cluster_delete", args=[cluster.pk]))
     assert kinds_listed(api, secrets, cluster) == [
-        K.DELETE_CLUSTER,
-        K.STOP_CLUSTER,
-        K.START_CLUSTER,
+        Operation.Kind.DELETE_CLUSTER,
+        Operation.Kind.STOP_CLUSTER,
+        Operation.Kind.START_CLUSTER,
     ]
-    start = Operation.objects.get(kind=K.START_CLUSTER)
+    start = Operation.objects.get(kind=Operation.Kind.START_CLUSTER)
     assert (start.actor, start.done, start.last_error) == (world.admin, True, None)
     activity = client.get(reverse("clusters:cluster_activity", args=[cluster.pk])).content
     assert "클러스터 시작" in activity.decode()
@@ -66,7 +65,14 @@ def test_console_vm_changes_leave_operations(
     kinds = list(
         Operation.objects.filter(items__vm=vm).order_by("pk").values_list("kind", flat=True)
     )
-    assert kinds == [K.START_VM, K.STOP_VM, K.RENAME_VM, K.ATTACH, K.DETACH, K.DELETE_VM]
+    assert kinds == [
+        Operation.Kind.START_VM,
+        Operation.Kind.STOP_VM,
+        Operation.Kind.RENAME_VM,
+        Operation.Kind.ATTACH,
+        Operation.Kind.DETACH,
+        Operation.Kind.DELETE_VM,
+    ]
     assert set(kinds) <= set(kinds_listed(api, secrets))
 
 
@@ -77,13 +83,13 @@ def test_a_console_create_leaves_the_operation_the_api_create_does(
     with django_capture_on_commit_callbacks(execute=True):
         login("admin").post(reverse("clusters:cluster_create"), {"name": "by-page", **form})
     cluster = VirtualCluster.objects.get(name="by-page")
-    operation = Operation.objects.get(kind=K.CREATE_CLUSTER)
+    operation = Operation.objects.get(kind=Operation.Kind.CREATE_CLUSTER)
     assert (operation.cluster, operation.done) == (cluster, True)
     vm_form = {"zone": world.zone_a.pk, "instance_type": world.h100.pk}
     vm_form.update(billing_type="ON_DEMAND", count=1, name="one-vm")
     login("admin").post(reverse("vms:vm_create"), vm_form)
     vm = VirtualMachine.objects.get(name="one-vm")
-    assert Operation.objects.get(kind=K.CREATE_VMS).items.get().vm == vm
+    assert Operation.objects.get(kind=Operation.Kind.CREATE_VMS).items.get().vm == vm
 
 
 def test_an_admin_start_leaves_an_operation(world, client):
@@ -94,7 +100,7 @@ def test_an_admin_start_leaves_an_operation(world, client):
         reverse("admin:clusters_virtualcluster_changelist"),
         {"action": "start", "_selected_action": [cluster.pk]},
     )
-    assert Operation.objects.get(cluster=cluster).kind == K.START_CLUSTER
+    assert Operation.objects.get(cluster=cluster).kind == Operation.Kind.START_CLUSTER
 
 
 def test_api_renames_leave_operations(api, world, secrets):
@@ -107,7 +113,7 @@ def test_api_renames_leave_operations(api, world, secrets):
         == "new"
     )
     api.patch(f"/virtual-machines/{vm.pk}", {"name": "new-vm"}, token=secrets["admin"])
-    assert kinds_listed(api, secrets) == [K.RENAME_VM, K.UPDATE]
+    assert kinds_listed(api, secrets) == [Operation.Kind.RENAME_VM, Operation.Kind.UPDATE]
 
 
 def test_a_refused_change_leaves_no_operation_on_either_surface(api, world, secrets, login):

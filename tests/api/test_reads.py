@@ -6,8 +6,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import ClusterStatus
+from portal.catalog.models import FabricType
 from portal.models import Role, RoleBinding
-from vms.models import FabricType, VmStatus
+from vms.models import VmStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -163,7 +164,7 @@ def test_cluster_json_counts_members_and_speaks_the_callers_language(api, secret
     cluster = world.cluster("train", status=ClusterStatus.RUNNING)
     world.members(cluster, 3)
     cluster.members.filter(name="train-m0").update(status=VmStatus.RUNNING)
-    from portal.errors import CapacityUnavailable
+    from portal.foundation.errors import CapacityUnavailable
 
     cluster.set_error(CapacityUnavailable())
     cluster.save()
@@ -219,7 +220,7 @@ def test_members_hostfile_and_launch_lines_are_the_info_tabs(api, login, secrets
 
 
 def test_vms_list_and_detail_hide_the_cluster_from_who_cannot_read_clusters(api, world):
-    from portal import tokens
+    from portal.iam import tokens
 
     cluster = world.cluster("c")
     (member,) = world.members(cluster, 1)

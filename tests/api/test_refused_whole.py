@@ -4,8 +4,8 @@
 import pytest
 
 from clusters.models import Operation
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent
-from portal.permissions import Perm
 from tests.api.bodies import vm_body
 
 pytestmark = pytest.mark.django_db

@@ -9,12 +9,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from portal import tokens
 from portal.api.schemas import VmOut, read
 from portal.api.vms import readable_vms
-from portal.errors import PermissionRequired
+from portal.foundation.errors import PermissionRequired
+from portal.iam import tokens
+from portal.iam.permissions import Perm
 from portal.models import Role, RoleBinding
-from portal.permissions import Perm
 from vms.models import VirtualMachine
 
 pytestmark = pytest.mark.django_db

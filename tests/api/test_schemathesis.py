@@ -13,7 +13,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from portal import tokens
+from portal.iam import tokens
 from tests.api.conftest import openapi_document
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from portal import tokens
+from portal.iam import tokens
 from portal.models import ApiToken
 
 pytestmark = pytest.mark.django_db

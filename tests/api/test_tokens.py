@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from portal import tokens
-from portal.errors import InvalidInput
+from portal.foundation.errors import InvalidInput
+from portal.iam import tokens
 from portal.models import ApiToken, AuditEvent, Role, RoleBinding
 from tests.conftest import builtin_role
 

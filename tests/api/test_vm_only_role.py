@@ -9,9 +9,9 @@ from django.urls import reverse
 
 from clusters.models import ClusterStatus
 from clusters.operations import attach_many
-from portal import tokens
+from portal.iam import tokens
+from portal.iam.permissions import Perm
 from portal.models import Role, RoleBinding
-from portal.permissions import Perm
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -3,8 +3,8 @@
 from django.http import HttpResponse
 from django.urls import include, path
 
-from portal import tokens
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
+from portal.iam import tokens
 
 
 def api_floor_view(request):

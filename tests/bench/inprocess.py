@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from portal.projects import SESSION_KEY
+from portal.iam.projects import SESSION_KEY
 from tests.bench.scratch import database_url
 
 # The bench's URLconf (the portal's plus the floor view) and the host the environ names.

@@ -5,10 +5,11 @@ import random
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from clusters.models import ClusterStatus, SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from clusters.models import ClusterStatus, VirtualCluster
 from metrics import services
+from portal.compute.models import SimulatorAllocation, SimulatorCapacity
+from portal.iam.permissions import BUILTIN_ROLES
 from portal.models import AuditEvent, Project, Role, RoleBinding
-from portal.permissions import BUILTIN_ROLES
 from vms import models as vm_models
 
 LOAD_PROJECTS = 5

@@ -14,8 +14,8 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from portal.iam.permissions import BUILTIN_ROLES
 from portal.models import Role
-from portal.permissions import BUILTIN_ROLES
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -15,9 +15,10 @@ from playwright.sync_api import expect
 from clusters import services
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import simulate, tasks
+from portal.catalog.models import FabricType, InstanceType, Zone
 from portal.models import Project
 from vms import services as vm_services
-from vms.models import FabricType, InstanceType, VirtualMachine, Zone
+from vms.models import VirtualMachine
 
 SHOTS = os.environ.get("SCREENSHOTS")
 

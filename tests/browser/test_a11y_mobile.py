@@ -17,12 +17,13 @@ from playwright.sync_api import expect
 
 import clusters.views.clusters
 from clusters.models import ClusterStatus, VirtualCluster
+from portal.catalog.models import FabricType, InstanceType, Zone
 from portal.models import Project
 from tests.browser.conftest import script_errors
 from tests.browser.dialogs import confirm
 from tests.browser.pages import shoot, switch_language
 from tests.waiting import wait_until
-from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -11,9 +11,10 @@ from django.utils import translation
 from playwright.sync_api import expect
 
 from clusters.models import ClusterStatus, VirtualCluster
+from portal.catalog.models import FabricType, InstanceType, Zone
 from portal.models import Project
 from tests.browser.dialogs import cancel, confirm, confirm_dialog
-from vms.models import FabricType, InstanceType, VirtualMachine, Zone
+from vms.models import VirtualMachine
 
 pytestmark = [
     pytest.mark.browser,

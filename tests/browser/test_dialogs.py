@@ -13,11 +13,12 @@ import pytest
 from playwright.sync_api import expect
 
 from clusters.models import ClusterStatus, Operation, VirtualCluster
-from portal import errors
+from portal.catalog.models import InstanceType, Zone
 from portal.compute.backends.simulator import SimulatorBackend
+from portal.foundation import errors
 from tests.browser.dialogs import cancel, confirm, confirm_dialog, shoot, switch_language
 from tests.browser.test_console import demo_cluster
-from vms.models import InstanceType, VirtualMachine, VmStatus, Zone
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,9 +12,10 @@ from playwright.sync_api import expect
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.models.validation import ValidationRun, ValidationVerdict, Verdict
 from metrics import simulate
+from portal.catalog.models import FabricType
 from portal.models import Project
 from tests.browser.dialogs import cancel, confirm_dialog
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NODES = ("gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04")

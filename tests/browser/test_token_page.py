@@ -71,9 +71,9 @@ def test_the_admin_shows_its_labels_as_written(browser_login, page, live_server)
     from django.contrib.auth import get_user_model
 
     from clusters.validation.thresholds import threshold_for
-    from portal import tokens
+    from portal.catalog.models import FabricType, InstanceType
+    from portal.iam import tokens
     from portal.models import Project
-    from vms.models import FabricType, InstanceType
 
     for fabric in FabricType.values:
         threshold_for(InstanceType.objects.get(code="gpu.h100x8"), fabric)

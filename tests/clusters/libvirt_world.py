@@ -3,11 +3,11 @@ each, over 2 NUMA nodes), synced into the database, with the libvirt backend sel
 
 import pytest
 
-from clusters.models.hosts import GpuHost
+from portal.catalog.models import FabricOffering, FabricType, InstanceType
 from portal.compute.backends.libvirt import connection
 from portal.compute.backends.libvirt.inventory import sync_host
+from portal.compute.models.hosts import GpuHost
 from tests.libvirt_testhost import write_hosts
-from vms.models import FabricOffering, FabricType, InstanceType
 
 # name: (block, leaf)
 TOPOLOGY = {"h0": ("b1", "l1"), "h1": ("b1", "l1"), "h2": ("b1", "l2"), "h3": ("b2", "l3")}
@@ -59,14 +59,14 @@ class Hosts:
 @pytest.fixture
 def commits(django_capture_on_commit_callbacks, monkeypatch):
     """Queued tasks run (eagerly) when each service's transaction would have committed."""
-    import portal.kernel
+    import portal.foundation.kernel
 
     def run_now(func):
         with django_capture_on_commit_callbacks(execute=True):
             func()
 
-    original = portal.kernel.transaction.on_commit
-    monkeypatch.setattr(portal.kernel.transaction, "on_commit", run_now)
+    original = portal.foundation.kernel.transaction.on_commit
+    monkeypatch.setattr(portal.foundation.kernel.transaction, "on_commit", run_now)
     return original  # for a test that needs the callbacks at the real commit
 
 

@@ -14,11 +14,12 @@ from django.utils import timezone, translation
 from clusters import operations, outcome, services
 from clusters.models import ClusterStatus, Operation, OperationItem
 from clusters.validation.rules import validate_refusal
-from portal import errors
+from portal.catalog.models import FabricType
+from portal.foundation import errors
 from portal.models import AuditEvent
-from vms.models import BillingType, FabricType, VmStatus
+from vms.models import BillingType, VmStatus
 
-S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
+Item = OperationItem.Status
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
@@ -37,7 +38,7 @@ def url(name, pk):
     return reverse(f"clusters:{name}", args=[pk])
 
 
-def named_members(world, cluster, names, status=V.STOPPED):
+def named_members(world, cluster, names, status=VmStatus.STOPPED):
     return [
         world.vm(
             name,
@@ -54,9 +55,9 @@ def named_members(world, cluster, names, status=V.STOPPED):
 
 
 def test_the_stop_dialog_names_the_cluster_and_the_members_it_would_stop(world, login):
-    cluster = world.cluster("ib-demo", status=S.RUNNING)
+    cluster = world.cluster("ib-demo", status=ClusterStatus.RUNNING)
     names = [f"gpu-node-0{i}" for i in range(1, 5)]
-    named_members(world, cluster, names, status=V.RUNNING)
+    named_members(world, cluster, names, status=VmStatus.RUNNING)
     page = body(login("admin").get(url("cluster_detail", cluster.pk)))
     assert 'hx-confirm="ib-demo를 중지합니다"' in page
     assert "실행 중인 멤버 4대(gpu-node-01, gpu-node-02, gpu-node-03, …)도 함께 중지됩니다" in page
@@ -68,13 +69,13 @@ def test_the_stop_dialog_names_the_cluster_and_the_members_it_would_stop(world, 
 
 
 def test_the_seed_sentence_is_said_in_the_header_only_where_it_applies(world, login):
-    cluster = world.cluster("ib-demo", status=S.RUNNING)
-    named_members(world, cluster, ["gpu-node-01", "gpu-node-02"], status=V.RUNNING)
+    cluster = world.cluster("ib-demo", status=ClusterStatus.RUNNING)
+    named_members(world, cluster, ["gpu-node-01", "gpu-node-02"], status=VmStatus.RUNNING)
     still_running = errors.MembersStillRunning().message
     page = body(login("admin").get(url("cluster_header", cluster.pk)))
     assert page.count(still_running) == 1  # in the dialog's options only
     # Nothing runs: no sentence at all, and a plain confirmed stop.
-    cluster.members.update(status=V.STOPPED)
+    cluster.members.update(status=VmStatus.STOPPED)
     page = body(login("admin").get(url("cluster_header", cluster.pk)))
     assert still_running not in page and "stop-options" not in page
     assert 'hx-confirm="ib-demo를 중지합니다"' in page
@@ -83,7 +84,7 @@ def test_the_seed_sentence_is_said_in_the_header_only_where_it_applies(world, lo
 def test_every_confirmation_on_the_members_tab_uses_the_dialog_with_the_right_particle(
     world, login
 ):
-    cluster = world.cluster("train", status=S.RUNNING)
+    cluster = world.cluster("train", status=ClusterStatus.RUNNING)
     named_members(world, cluster, ["gpu-node-01", "gpu-node-02", "gpu-node-03"])
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     assert 'hx-confirm="gpu-node-01을 시작합니다"' in page
@@ -101,7 +102,7 @@ def test_every_confirmation_on_the_members_tab_uses_the_dialog_with_the_right_pa
 
 
 def test_a_disabled_detach_says_why_in_visible_text(world, login):
-    cluster = world.cluster("train", status=S.RUNNING)
+    cluster = world.cluster("train", status=ClusterStatus.RUNNING)
     named_members(world, cluster, ["a", "b"])
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     reason = errors.NotEnoughMembers().message
@@ -113,9 +114,9 @@ def test_a_disabled_detach_says_why_in_visible_text(world, login):
 
 
 def test_while_an_operation_runs_the_header_names_it_and_offers_nothing_contradicting(world, login):
-    cluster = world.cluster("ib-demo", status=S.RUNNING)
-    members = named_members(world, cluster, ["n1", "n2", "n3"], status=V.STOPPING)
-    members[0].status = V.STOPPED
+    cluster = world.cluster("ib-demo", status=ClusterStatus.RUNNING)
+    members = named_members(world, cluster, ["n1", "n2", "n3"], status=VmStatus.STOPPING)
+    members[0].status = VmStatus.STOPPED
     members[0].save(update_fields=["status"])
     operation = Operation.objects.create(
         kind=Operation.Kind.STOP_CLUSTER, project=cluster.project, cluster=cluster
@@ -138,7 +139,7 @@ def test_while_an_operation_runs_the_header_names_it_and_offers_nothing_contradi
     assert 'id="members-busy"' in tab and 'id="start-all"' not in tab
     operation.finished_at = timezone.now()
     operation.save(update_fields=["finished_at"])
-    cluster.members.update(status=V.STOPPED)
+    cluster.members.update(status=VmStatus.STOPPED)
     header = body(client.get(url("cluster_header", cluster.pk)))
     assert 'id="header-operation"' not in header and 'id="cluster-stop"' in header
 
@@ -196,10 +197,10 @@ def test_one_failed_item_is_failure_on_the_card_in_the_toast_in_activity_and_aud
         ({"billing_type": BillingType.SPOT}, "spot_or_dr_vm", None),
         ({"zone": "zone_b"}, "vm_other_zone", "다른 가용 영역 (kr-central-1b)"),
         ({"instance_type": "l40s"}, "vm_other_instance_type", "인스턴스 유형이 다름 (gpu.l40sx4)"),
-        ({"status": V.RUNNING}, "vm_not_eligible", None),
+        ({"status": VmStatus.RUNNING}, "vm_not_eligible", None),
         # What stopping cannot fix is said first.
-        ({"status": V.RUNNING, "zone": "zone_b"}, "vm_other_zone", None),
-        ({"status": V.RUNNING, "disaster_recovery": True}, "spot_or_dr_vm", None),
+        ({"status": VmStatus.RUNNING, "zone": "zone_b"}, "vm_other_zone", None),
+        ({"status": VmStatus.RUNNING, "disaster_recovery": True}, "spot_or_dr_vm", None),
     ],
 )
 def test_the_attach_rule_names_the_fact(world, kw, code, short):
@@ -218,8 +219,8 @@ def test_the_attach_rule_names_the_fact(world, kw, code, short):
 def test_the_attach_panel_says_per_vm_what_refuses_it(world, login):
     cluster = world.cluster("target")
     world.vm("zone-b-1", zone=world.zone_b)
-    world.vm("running-1", status=V.RUNNING)
-    world.vm("stopping-1", status=V.STOPPING)
+    world.vm("running-1", status=VmStatus.RUNNING)
+    world.vm("stopping-1", status=VmStatus.STOPPING)
     world.vm("l40s-1", instance_type=world.l40s)
     page = body(login("admin").get(url("cluster_attach", cluster.pk), **HX))
     for reason in (
@@ -243,7 +244,7 @@ def test_validation_refusals_name_the_fact(world, login):
     section = body(login("admin").get(url("validation_section", cluster.pk)))
     assert "클러스터가 실행중일 때 검증할 수 있습니다" in section and "disabled" in section
 
-    cluster.status = S.RUNNING
+    cluster.status = ClusterStatus.RUNNING
     cluster.save(update_fields=["status"])
     assert validate_refusal(cluster, 1, False).code == "not_enough_running_members"
     section = body(login("admin").get(url("validation_section", cluster.pk)))

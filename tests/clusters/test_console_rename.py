@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from clusters.models import Operation
-from portal import tokens
+from portal.iam import tokens
 from portal.models import AuditEvent
 
 pytestmark = pytest.mark.django_db

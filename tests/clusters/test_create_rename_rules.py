@@ -6,11 +6,10 @@ import pytest
 
 from clusters import operations, services
 from clusters.models import ClusterStatus, VirtualCluster
+from portal.catalog.models import FabricType
 from tests.clusters.test_preflight import outcome
 from vms import services as vm_services
-from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
-
-S = ClusterStatus
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 
 def code(refusal):
@@ -61,11 +60,11 @@ def test_preflight_create_answers_what_the_create_raises(
 @pytest.mark.parametrize(
     ("status", "name"),
     [
-        (S.UNALLOCATED, "new"),
-        (S.UNALLOCATED, "taken"),
-        (S.UNALLOCATED, "mine"),  # its own name: no query asks, the answer is the same
-        (S.DELETED, "new"),
-        (S.RUNNING, "new"),
+        (ClusterStatus.UNALLOCATED, "new"),
+        (ClusterStatus.UNALLOCATED, "taken"),
+        (ClusterStatus.UNALLOCATED, "mine"),  # its own name: no query asks, the answer is the same
+        (ClusterStatus.DELETED, "new"),
+        (ClusterStatus.RUNNING, "new"),
     ],
 )
 def test_preflight_rename_answers_what_rename_cluster_raises(world, actor_name, status, name):
@@ -104,9 +103,9 @@ def test_the_running_cluster_allocation_step_is_one_function(world):
     """``reserve_node`` is the step both the single attach and the bulk one take: nothing to
     reserve unless the cluster runs; past the capacity, the capacity error."""
     world.capacity(2)
-    cluster = world.cluster(status=S.UNALLOCATED)
+    cluster = world.cluster(status=ClusterStatus.UNALLOCATED)
     assert services.reserve_node(cluster, 5) is None
-    running = world.cluster("running", status=S.RUNNING)
+    running = world.cluster("running", status=ClusterStatus.RUNNING)
     assert services.reserve_node(running, 1) is None
     assert code(services.reserve_node(running, 2)) == "capacity_unavailable"
     assert not VirtualMachine.objects.exists()

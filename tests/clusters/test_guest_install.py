@@ -4,7 +4,7 @@ other: a new image's base prunes the bases nothing is backed by any more."""
 import libvirt
 import pytest
 
-from portal.compute.backends.libvirt.guest_install import prune_bases
+from portal.compute.backends.libvirt.guest.install import prune_bases
 
 VOLUME = (
     "<volume><name>{name}</name><capacity>4096</capacity>"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from portal.compute.backends.libvirt import guest
+from portal.compute.backends.libvirt.guest import boot as guest
 
-SCRIPT = Path(guest.__file__).with_name("guest_files") / "vc-nocloud"
+SCRIPT = Path(guest.__file__).with_name("files") / "vc-nocloud"
 ENV = "METRICS_AGENT_TOKEN=vcm_secret\n"
 
 

@@ -9,8 +9,10 @@ import pycdlib
 import pytest
 
 from portal.compute.backends.base import FabricAddress
-from portal.compute.backends.libvirt import guest, guest_image, names
-from portal.errors import GuestImageMissing
+from portal.compute.backends.libvirt import names
+from portal.compute.backends.libvirt.guest import boot as guest
+from portal.compute.backends.libvirt.guest import image as guest_image
+from portal.foundation.errors import GuestImageMissing
 
 
 class Vm:

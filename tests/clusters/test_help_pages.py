@@ -16,8 +16,9 @@ from django.urls import reverse
 from clusters.models import ClusterStatus
 from clusters.models.validation import ValidationThreshold
 from clusters.validation.thresholds import Default
-from portal.middleware import ConsoleErrorPageMiddleware
-from vms.models import FabricType, VmStatus
+from portal.catalog.models import FabricType
+from portal.web.middleware import ConsoleErrorPageMiddleware
+from vms.models import VmStatus
 
 FABRIC_IB = (
     "InfiniBand 프로토콜 기반 전용 고속 네트워크. 최저 지연·최대 대역폭이 필요한 워크로드용",

@@ -6,13 +6,12 @@ from django.contrib.auth.models import Permission
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from clusters import progress, services
-from clusters.models import ClusterStatus, SimulatorAllocation
-from portal import errors
+from clusters.models import ClusterStatus
+from portal.compute.models import SimulatorAllocation
+from portal.foundation import errors
 from portal.models import Role, RoleBinding
 from vms import services as vm_services
 from vms.models import VmStatus
-
-S = ClusterStatus
 
 
 def test_staff_see_only_their_projects_in_the_admin(world, client, django_user_model):
@@ -36,7 +35,7 @@ def test_staff_see_only_their_projects_in_the_admin(world, client, django_user_m
 
 
 def test_cluster_pages_show_members_only_with_vm_read(world, client, django_user_model):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     world.members(cluster, 3, prefix="hidden-node-")
     user = django_user_model.objects.create_user("clusters-only")
     role = Role.objects.create(name="clusters-only", permissions=["Resource.VirtualCluster.READ"])
@@ -116,7 +115,7 @@ def test_unicode_digits_in_ids_are_not_a_500(world, login, value):
 
 
 def test_deleted_clusters_are_hidden_unless_asked_for(world, login):
-    world.cluster("gone", status=S.DELETED)
+    world.cluster("gone", status=ClusterStatus.DELETED)
     client = login("admin")
     assert "gone" not in client.get("/clusters/").content.decode()
     assert "gone" in client.get("/clusters/?status=DELETED").content.decode()

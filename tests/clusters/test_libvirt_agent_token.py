@@ -11,12 +11,13 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from clusters import progress
-from clusters.models.hosts import Placement
 from metrics import services as metrics_services
 from metrics.models import MetricsToken
 from portal.compute import hooks
-from portal.compute.backends.libvirt import guest, names
-from portal.errors import PermissionRequired
+from portal.compute.backends.libvirt import names
+from portal.compute.backends.libvirt.guest import boot as guest
+from portal.compute.models.hosts import Placement
+from portal.foundation.errors import PermissionRequired
 from portal.models import AuditEvent
 from tests.metrics.conftest import sample
 from vms import services as vm_services

@@ -10,11 +10,12 @@ from django.utils import translation
 
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus
-from clusters.models.hosts import FabricPartition, HostDevice, Placement
+from portal.catalog.models import FabricType
 from portal.compute.backends.libvirt import LibvirtBackend, domain, management, names
-from portal.errors import CapacityUnavailable
+from portal.compute.models.hosts import FabricPartition, HostDevice, Placement
+from portal.foundation.errors import CapacityUnavailable
 from vms import services as vm_services
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -49,8 +50,8 @@ def test_inventory_and_capacity(world, hosts):
     cap = backend.capacity(world.zone_a, hosts.h100x4, FabricType.INFINIBAND)
     assert (cap.total_nodes, cap.free_nodes) == (8, 5)
     # 동기화 again changes nothing; a draining host takes no new members.
-    from clusters.models.hosts import GpuHost
     from portal.compute.backends.libvirt.inventory import sync_all
+    from portal.compute.models.hosts import GpuHost
 
     assert sync_all() == {"h0": "16", "h1": "16", "h2": "16", "h3": "16"}
     assert HostDevice.objects.count() == 64
@@ -250,7 +251,7 @@ def test_delete_leaves_nothing(world, hosts):
 
 
 def hosts_all(hosts):
-    from clusters.models.hosts import GpuHost
+    from portal.compute.models.hosts import GpuHost
 
     return list(GpuHost.objects.all())
 

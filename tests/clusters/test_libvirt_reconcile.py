@@ -11,14 +11,15 @@ import pytest
 
 from clusters import progress
 from clusters import services as cluster_services
-from clusters.models.hosts import FabricPartition, Placement
+from portal.catalog.models import FabricType
 from portal.compute.backends.libvirt import LibvirtBackend, fabric, management, names
 from portal.compute.backends.libvirt.fabric import UfmClient
-from portal.errors import BackendError
+from portal.compute.models.hosts import FabricPartition, Placement
+from portal.foundation.errors import BackendError
 from portal.models import AuditEvent
 from tests.clusters.test_libvirt_backend import running_cluster
 from vms import services as vm_services
-from vms.models import FabricType, VmStatus
+from vms.models import VmStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -185,7 +186,7 @@ def test_infiniband_partition_programmed_in_ufm(world, hosts, ufm):
 
 
 def test_ufm_client_errors_are_backend_errors():
-    from portal.errors import BackendError
+    from portal.foundation.errors import BackendError
 
     with pytest.raises(BackendError):
         UfmClient("http://127.0.0.1:9", timeout=1).add_pkey("0x0101")
@@ -195,12 +196,12 @@ def test_gpu_hosts_are_for_platform_admins_only(world, hosts, client, django_use
     hosts.add("h0")
     staff = django_user_model.objects.create_user("staff", password="pw-12345678", is_staff=True)
     client.force_login(staff)
-    assert client.get("/admin/clusters/gpuhost/").status_code == 403
+    assert client.get("/admin/compute/gpuhost/").status_code == 403
     root = django_user_model.objects.create_superuser("root", password="pw-12345678")
     client.force_login(root)
-    assert client.get("/admin/clusters/gpuhost/").status_code == 200
+    assert client.get("/admin/compute/gpuhost/").status_code == 200
     response = client.post(
-        "/admin/clusters/gpuhost/",
+        "/admin/compute/gpuhost/",
         {"action": "sync", "_selected_action": [h.pk for h in _hosts()]},
         follow=True,
     )
@@ -208,7 +209,7 @@ def test_gpu_hosts_are_for_platform_admins_only(world, hosts, client, django_use
 
 
 def _hosts():
-    from clusters.models.hosts import GpuHost
+    from portal.compute.models.hosts import GpuHost
 
     return GpuHost.objects.all()
 
@@ -234,14 +235,14 @@ def test_a_host_with_a_bad_uri_is_refused_in_its_language(world, client, django_
         "emulated_gpus": 0, "emulated_vfs": 0, "emulated_numa_nodes": 1,
         "devices-TOTAL_FORMS": 0, "devices-INITIAL_FORMS": 0,
     }  # fmt: skip
-    response = client.post("/admin/clusters/gpuhost/add/", form, HTTP_ACCEPT_LANGUAGE="ko")
+    response = client.post("/admin/compute/gpuhost/add/", form, HTTP_ACCEPT_LANGUAGE="ko")
     assert response.status_code == 200
     assert "libvirt URI는 qemu://, qemu+ssh://, qemu+tls://, test:// 중 하나로" in (
         response.content.decode()
     )
     assert not _hosts().exists()
     form["uri"] = "qemu+ssh://gpu9/system"
-    response = client.post("/admin/clusters/gpuhost/add/", form)
+    response = client.post("/admin/compute/gpuhost/add/", form)
     assert response.status_code == 302 and _hosts().get().uri == "qemu+ssh://gpu9/system"
 
 
@@ -269,7 +270,7 @@ def test_replace_puts_the_spare_on_the_members_node(
 
 
 def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
-    from clusters.models.hosts import GpuHost
+    from portal.compute.models.hosts import GpuHost
 
     hosts.add("h0")
     GpuHost.objects.create(
@@ -293,9 +294,9 @@ def test_an_unreachable_host_holds_up_nothing_else(world, hosts, tmp_path):
 
 
 def test_a_remote_host_that_failed_is_not_dialled_again_at_once(world, caplog):
-    from clusters.models.hosts import GpuHost
     from portal.compute.backends.libvirt import connection
-    from portal.errors import BackendError
+    from portal.compute.models.hosts import GpuHost
+    from portal.foundation.errors import BackendError
 
     host = GpuHost(name="far", zone=world.zone_a, uri="qemu+tls://127.0.0.1:1/system")
     caplog.set_level("WARNING", logger="portal.compute.backends.libvirt.connection")

@@ -18,7 +18,7 @@ from django.test.utils import override_settings
 from portal.compute.backends.libvirt import LibvirtBackend
 from portal.compute.backends.libvirt.inventory import sync_host
 from tests.libvirt_testhost import write_hosts
-from clusters.models.hosts import FabricPartition, GpuHost, Placement
+from portal.compute.models.hosts import FabricPartition, GpuHost, Placement
 from clusters.models import VirtualCluster
 from portal.models import Project
 from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone

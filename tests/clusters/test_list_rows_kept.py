@@ -9,7 +9,7 @@ from django.conf import settings
 
 from clusters.models import ClusterStatus, VirtualCluster
 from clusters.templatetags import cluster_tags
-from vms.models import FabricType
+from portal.catalog.models import FabricType
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,10 @@ import pytest
 from clusters import services
 from clusters.models import ClusterStatus, MemberStates
 from clusters.views.members import member_controls, shown_reason
-from portal.errors import InvalidTransition, VmNotStopped
+from portal.foundation.errors import InvalidTransition, VmNotStopped
 from vms import services as vm_services
 from vms.models import VmStatus
 
-S, V = ClusterStatus, VmStatus
 MEMBER_RULES = (vm_services.start_refusal, vm_services.stop_refusal, services.detach_refusal)
 
 
@@ -44,11 +43,27 @@ def asked_of_each(cluster, members) -> dict:
 @pytest.mark.parametrize(
     ("cluster_status", "statuses"),
     [
-        (S.RUNNING, [V.RUNNING, V.STOPPED, V.ERROR, V.STARTING, V.STOPPING, V.RUNNING]),
-        (S.RUNNING, [V.STOPPED, V.RUNNING]),  # a detach would leave fewer than 2
-        (S.UNALLOCATED, [V.STOPPED, V.STOPPED, V.STOPPED]),
-        (S.WAITING, [V.STOPPED, V.STARTING]),  # membership closed while it changes
-        (S.TERMINATED, [V.STOPPED, V.ERROR]),
+        (
+            ClusterStatus.RUNNING,
+            [
+                VmStatus.RUNNING,
+                VmStatus.STOPPED,
+                VmStatus.ERROR,
+                VmStatus.STARTING,
+                VmStatus.STOPPING,
+                VmStatus.RUNNING,
+            ],
+        ),
+        (
+            ClusterStatus.RUNNING,
+            [VmStatus.STOPPED, VmStatus.RUNNING],
+        ),  # a detach would leave fewer than 2
+        (ClusterStatus.UNALLOCATED, [VmStatus.STOPPED, VmStatus.STOPPED, VmStatus.STOPPED]),
+        (
+            ClusterStatus.WAITING,
+            [VmStatus.STOPPED, VmStatus.STARTING],
+        ),  # membership closed while it changes
+        (ClusterStatus.TERMINATED, [VmStatus.STOPPED, VmStatus.ERROR]),
     ],
 )
 def test_each_member_is_offered_what_its_own_rules_say(world, cluster_status, statuses):
@@ -63,7 +78,7 @@ def test_each_member_is_offered_what_its_own_rules_say(world, cluster_status, st
 
 
 def test_a_user_who_may_not_update_vms_is_offered_nothing(world):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     members = world.members(cluster, 3)
     controls = member_controls(world.users["viewer"], cluster, members)
     assert (controls["startable"], controls["stoppable"], controls["detach"]) == (set(), set(), {})
@@ -96,12 +111,20 @@ def test_the_member_rules_read_only_the_members_status(world, rule):
     (its billing type, its name) would be answered for one member and shown on all of them.
     Such a rule must change ``member_controls`` first. Asked of a member that is only a
     status, every rule answers, and as it answers for a real member of that status."""
-    for cluster_status in (S.RUNNING, S.UNALLOCATED, S.WAITING, S.TERMINATED):
+    for cluster_status in (
+        ClusterStatus.RUNNING,
+        ClusterStatus.UNALLOCATED,
+        ClusterStatus.WAITING,
+        ClusterStatus.TERMINATED,
+    ):
         cluster = world.cluster(f"c-{cluster_status}", status=cluster_status)
         vm = world.vm(f"m-{cluster_status}", cluster=cluster)
-        for statuses in ([V.STOPPED, V.RUNNING], [V.STOPPED, V.STOPPED, V.RUNNING]):
+        for statuses in (
+            [VmStatus.STOPPED, VmStatus.RUNNING],
+            [VmStatus.STOPPED, VmStatus.STOPPED, VmStatus.RUNNING],
+        ):
             states = MemberStates.of(statuses)
-            for status in V.values:
+            for status in VmStatus.values:
                 vm.status = status
                 asked = ask(rule, OnlyStatus(status), cluster, states)
                 assert asked == ask(rule, vm, cluster, states), (cluster_status, status)
@@ -112,4 +135,4 @@ def test_a_rule_reading_more_than_the_status_is_caught():
         return vm.status if vm.billing_type else None
 
     with pytest.raises(AttributeError, match="billing_type"):
-        rule(OnlyStatus(V.STOPPED), None)
+        rule(OnlyStatus(VmStatus.STOPPED), None)

@@ -10,8 +10,6 @@ from clusters.templatetags import member_table
 from clusters.templatetags.member_table import ClusterShown, RowFrame, Shown
 from vms.models import BillingType, VmStatus
 
-S, V = ClusterStatus, VmStatus
-
 
 @pytest.fixture(autouse=True)
 def _nothing_kept():
@@ -33,7 +31,7 @@ def drawn_anew(client, cluster) -> str:
 @pytest.fixture
 def tab(world, login):
     """A running cluster of three stopped members, its tab seen once by an operator."""
-    cluster = world.cluster("ops", status=S.RUNNING)
+    cluster = world.cluster("ops", status=ClusterStatus.RUNNING)
     members = world.members(cluster, 3)
     client = login("operator")
     first = rows_of(client, cluster)
@@ -51,7 +49,7 @@ def test_a_kept_row_is_the_row_drawn_anew(tab):
     ("field", "value", "shown"),
     [
         ("name", "renamed-node", "renamed-node"),
-        ("status", V.RUNNING, 'data-status="RUNNING"'),
+        ("status", VmStatus.RUNNING, 'data-status="RUNNING"'),
         ("private_ip", "10.9.8.7", "10.9.8.7"),
         ("fabric_guid", "0xfeedface00000001", "GUID 0xfeedface00000001"),
         ("billing_type", BillingType.ON_DEMAND, "온디맨드"),
@@ -94,7 +92,7 @@ def test_the_cluster_renamed_changes_the_detach_question(tab):
 def test_the_cluster_stopped_changes_what_the_rows_offer(tab):
     client, cluster, _members, first = tab
     assert "data-startable" in first
-    cluster.status = S.TERMINATED
+    cluster.status = ClusterStatus.TERMINATED
     cluster.save()
     after = rows_of(client, cluster)
     assert "data-startable" not in after
@@ -138,9 +136,21 @@ def test_the_frames_kept_stay_bounded_and_take_their_rows_with_them(tab, monkeyp
 def test_a_row_is_drawn_from_what_it_shows_alone():
     """No model, no query: the frame and the row read nothing but ``ClusterShown`` and
     ``Shown`` (a row that read more of a member than its key would be kept stale)."""
-    frame = RowFrame(ClusterShown(7, "c<1>", S.RUNNING), True, ("사유",))
+    frame = RowFrame(ClusterShown(7, "c<1>", ClusterStatus.RUNNING), True, ("사유",))
     row = frame.row(
-        Shown(3, "n<&>", V.STOPPED, "", "", BillingType.ON_DEMAND, True, False, "사유", "-", True)
+        Shown(
+            3,
+            "n<&>",
+            VmStatus.STOPPED,
+            "",
+            "",
+            BillingType.ON_DEMAND,
+            True,
+            False,
+            "사유",
+            "-",
+            True,
+        )
     )
     assert 'data-vm="n&lt;&amp;&gt;"' in row and "c&lt;1&gt;에서 분리합니다" in row
     assert 'aria-describedby="detach-reason-1"' in row and "data-startable" in row

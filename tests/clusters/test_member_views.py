@@ -12,12 +12,12 @@ import pytest
 from django.urls import reverse
 
 from clusters.models import ClusterStatus, Operation, OperationItem
-from clusters.operations.common import MAX_TARGETS
+from clusters.operations.internal import MAX_TARGETS
+from portal.catalog.models import FabricType
 from portal.models import AuditEvent
 from tests.pages import HX, SAME_TYPE_STOPPED, SPOT_OR_DR, UNATTACHABLE, body
-from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
+from vms.models import BillingType, VirtualMachine, VmStatus
 
-S = ClusterStatus
 ALREADY_MEMBER = "이미 다른 클러스터에 연결된 가상머신입니다"
 STILL_RUNNING = "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 종료해야 합니다"
 NOT_STOPPED = "중지된 가상머신만 분리하거나 삭제할 수 있습니다"
@@ -199,7 +199,7 @@ def test_row_detach_is_offered_for_stopped_members_and_answers_with_a_toast(worl
 
 
 def test_row_detach_that_would_leave_one_member_is_shown_disabled_with_the_reason(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, _b = world.members(cluster, 2)
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     assert re.search(
@@ -211,12 +211,12 @@ def test_row_detach_that_would_leave_one_member_is_shown_disabled_with_the_reaso
 
 
 def test_bulk_start_is_offered_only_while_the_cluster_runs(world, login):
-    cluster = world.cluster(status=S.TERMINATED)
+    cluster = world.cluster(status=ClusterStatus.TERMINATED)
     world.members(cluster, 2)
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     assert "멤버 모두 시작" not in page and "선택한 멤버 시작" not in page
     assert NOT_RUNNING in page
-    cluster.status = S.RUNNING
+    cluster.status = ClusterStatus.RUNNING
     cluster.save(update_fields=["status"])
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     assert "멤버 모두 시작" in page and "선택한 멤버 시작" in page
@@ -226,7 +226,7 @@ def test_bulk_start_is_offered_only_while_the_cluster_runs(world, login):
 def test_start_all_members_then_stop_the_selected_one(
     world, login, django_capture_on_commit_callbacks
 ):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     members = world.members(cluster, 3)
     client = login("operator")
 
@@ -265,7 +265,7 @@ def _poll_until_done(client, operation):
 
 
 def test_bulk_start_with_nonsense_ids_changes_nothing(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     world.members(cluster, 2)
     response = login("admin").post(url("cluster_start_members", cluster.pk), {"vm": "x"}, **HX)
     assert response.status_code == 422
@@ -280,7 +280,7 @@ def test_bulk_start_with_nonsense_ids_changes_nothing(world, login):
 def test_stop_with_running_members_offers_the_checkbox_and_stops_all(
     world, login, django_capture_on_commit_callbacks
 ):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     world.members(cluster, 2, status=VmStatus.RUNNING)
     client = login("admin")
     page = body(client.get(url("cluster_detail", cluster.pk)))
@@ -296,12 +296,12 @@ def test_stop_with_running_members_offers_the_checkbox_and_stops_all(
     operation = Operation.objects.get(kind=Operation.Kind.STOP_CLUSTER)
     _poll_until_done(client, operation)
     cluster.refresh_from_db()
-    assert cluster.status == S.TERMINATED
+    assert cluster.status == ClusterStatus.TERMINATED
     assert set(cluster.members.values_list("status", flat=True)) == {VmStatus.STOPPED}
 
 
 def test_stop_checkbox_is_not_offered_when_nothing_runs_or_to_viewers(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     world.members(cluster, 2)
     assert "멤버 가상머신도 함께 중지" not in body(
         login("admin").get(url("cluster_detail", cluster.pk))
@@ -316,7 +316,7 @@ def test_stop_checkbox_is_not_offered_when_nothing_runs_or_to_viewers(world, log
 
 
 def test_header_counts_running_members_and_calls_out_stopped_ones(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, _b, _c = world.members(cluster, 3)
     a.status = VmStatus.RUNNING
     a.save(update_fields=["status"])
@@ -475,7 +475,7 @@ def test_forged_detach_of_a_non_member_is_a_form_error(world, login):
 
 
 def test_the_new_controls_speak_english_when_chosen(world, login, settings):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     world.members(cluster, 2)
     client = login("admin")
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"

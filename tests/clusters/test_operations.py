@@ -7,12 +7,12 @@ from django.test.utils import CaptureQueriesContext
 
 from clusters import operations, services
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
-from portal import errors
+from portal.foundation import errors
 from portal.models import AuditEvent
 from tests.races import outcome, race
 from vms.models import BillingType, VirtualMachine, VmStatus
 
-S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
+Item = OperationItem.Status
 
 
 def run(callbacks, fn, *args, **kwargs):
@@ -32,7 +32,7 @@ def test_attach_many_attaches_the_eligible_and_names_each_refusal(world):
     cluster = world.cluster()
     good = [world.vm(f"node-{i}") for i in range(3)]
     spot = world.vm("spot", billing_type=BillingType.SPOT)
-    running = world.vm("busy", status=V.RUNNING)
+    running = world.vm("busy", status=VmStatus.RUNNING)
     elsewhere = world.vm("theirs", project=world.other)
     ids = [good[0].pk, spot.pk, good[1].pk, running.pk, elsewhere.pk, good[2].pk]
     operation = operations.attach_many(cluster.pk, ids, actor=world.admin)
@@ -97,7 +97,7 @@ def test_attach_many_has_a_query_budget_per_vm(world):
 
 
 def test_detach_many_keeps_a_running_cluster_at_two(world):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     members = world.members(cluster, 3)
     operation = operations.detach_many(cluster.pk, [vm.pk for vm in members], actor=world.admin)
     assert [status for _n, status, _c in outcomes(operation)] == [
@@ -111,20 +111,20 @@ def test_detach_many_keeps_a_running_cluster_at_two(world):
 
 def test_start_members_starts_each_stopped_member(world, django_capture_on_commit_callbacks):
     world.capacity(10)
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     world.members(cluster, 3)
-    world.vm("already", cluster=cluster, status=V.RUNNING)
+    world.vm("already", cluster=cluster, status=VmStatus.RUNNING)
     operation = run(
         django_capture_on_commit_callbacks, operations.start_members, cluster.pk, actor=world.admin
     )
     operation.refresh_from_db()
     assert operation.done and operation.total == 3 and operation.failed == 0
-    assert set(cluster.members.values_list("status", flat=True)) == {V.RUNNING}
+    assert set(cluster.members.values_list("status", flat=True)) == {VmStatus.RUNNING}
     assert AuditEvent.objects.filter(action="vm.start", outcome="SUCCEEDED").count() == 3
 
 
 def test_start_members_of_a_cluster_not_running_is_refused_whole(world):
-    cluster = world.cluster(status=S.TERMINATED)
+    cluster = world.cluster(status=ClusterStatus.TERMINATED)
     world.members(cluster, 2)
     with pytest.raises(errors.ClusterNotRunning):
         operations.start_members(cluster.pk, actor=world.admin)
@@ -133,7 +133,7 @@ def test_start_members_of_a_cluster_not_running_is_refused_whole(world):
 
 def test_one_refused_start_does_not_block_the_others(world, django_capture_on_commit_callbacks):
     world.capacity(10)
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     members = world.members(cluster, 3)
     operation = run(
         django_capture_on_commit_callbacks,
@@ -149,15 +149,15 @@ def test_one_refused_start_does_not_block_the_others(world, django_capture_on_co
         Item.SUCCEEDED,
     ]
     assert outcomes(operation)[1][2] == "not_member"
-    assert VirtualMachine.objects.get(pk=members[1].pk).status == V.STOPPED
+    assert VirtualMachine.objects.get(pk=members[1].pk).status == VmStatus.STOPPED
 
 
 def test_stop_cluster_with_members_stops_them_then_the_cluster(
     world, django_capture_on_commit_callbacks
 ):
     world.capacity(10)
-    cluster = world.cluster(status=S.RUNNING)
-    world.members(cluster, 2, status=V.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
+    world.members(cluster, 2, status=VmStatus.RUNNING)
     world.vm("idle", cluster=cluster)
     operation = run(
         django_capture_on_commit_callbacks,
@@ -168,18 +168,18 @@ def test_stop_cluster_with_members_stops_them_then_the_cluster(
     operation.refresh_from_db()
     cluster.refresh_from_db()
     assert operation.done and operation.last_error is None and operation.total == 2
-    assert set(cluster.members.values_list("status", flat=True)) == {V.STOPPED}
-    assert cluster.status == S.TERMINATED
+    assert set(cluster.members.values_list("status", flat=True)) == {VmStatus.STOPPED}
+    assert cluster.status == ClusterStatus.TERMINATED
     # The plain stop still refuses while members run.
-    other = world.cluster("plain", status=S.RUNNING)
-    world.members(other, 2, status=V.RUNNING)
+    other = world.cluster("plain", status=ClusterStatus.RUNNING)
+    world.members(other, 2, status=VmStatus.RUNNING)
     with pytest.raises(errors.MembersStillRunning):
         services.stop_cluster(other.pk, actor=world.admin)
 
 
 def test_stop_cluster_with_members_needs_cluster_update(world):
-    cluster = world.cluster(status=S.RUNNING)
-    world.members(cluster, 2, status=V.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
+    world.members(cluster, 2, status=VmStatus.RUNNING)
     with pytest.raises(errors.PermissionRequired):
         operations.stop_cluster_with_members(cluster.pk, actor=world.users["viewer"])
     assert not Operation.objects.exists()
@@ -199,7 +199,7 @@ def test_create_vms_names_them_and_attaches_as_one_operation(world):
         "gpu-node-02",
         "gpu-node-03",
     ]
-    assert set(cluster.members.values_list("status", flat=True)) == {V.STOPPED}
+    assert set(cluster.members.values_list("status", flat=True)) == {VmStatus.STOPPED}
 
 
 @pytest.mark.parametrize("count", [0, 65, "x", -1])
@@ -229,7 +229,7 @@ def test_single_start_is_an_operation_done_when_running(world, django_capture_on
     )
     operation.refresh_from_db()
     assert operation.done and operation.kind == Operation.Kind.START_CLUSTER
-    assert VirtualCluster.objects.get(pk=cluster.pk).status == S.RUNNING
+    assert VirtualCluster.objects.get(pk=cluster.pk).status == ClusterStatus.RUNNING
 
 
 def test_a_refused_single_action_leaves_no_operation(world):

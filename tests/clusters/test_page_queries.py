@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from clusters import tally
 from clusters.forms import ClusterFilterForm
-from clusters.models import ClusterStatus as S
-from clusters.models import Operation, VirtualCluster
+from clusters.models import ClusterStatus, Operation, VirtualCluster
 from clusters.models.validation import ValidationRun, ValidationVerdict, Verdict
 from vms.models import VmStatus
 
@@ -71,7 +70,10 @@ TAB_QUERIES = {"": [], "vms/": []}
 @PINNED
 @pytest.mark.parametrize("tab", TAB_QUERIES)
 def test_a_detail_tab_reads_the_same_at_2_and_at_64_members(world, login, tab):
-    small, big = world.cluster("small", status=S.RUNNING), world.cluster("big", status=S.RUNNING)
+    small, big = (
+        world.cluster("small", status=ClusterStatus.RUNNING),
+        world.cluster("big", status=ClusterStatus.RUNNING),
+    )
     world.members(small, 2, status=VmStatus.RUNNING)
     world.members(big, 64, status=VmStatus.RUNNING)
     client = login("operator")
@@ -85,7 +87,7 @@ def test_a_detail_tab_reads_the_same_at_2_and_at_64_members(world, login, tab):
 def test_a_detail_tab_reads_the_running_operation_only_while_one_runs(world, login, tab):
     """The header names a running operation with its counts: read then, and only then (and
     on 연결된 가상머신, which rows it has not reached yet)."""
-    cluster = world.cluster("c", status=S.RUNNING)
+    cluster = world.cluster("c", status=ClusterStatus.RUNNING)
     world.members(cluster, 2, status=VmStatus.STOPPED)
     client = login("operator")
     idle = tables(client, f"/clusters/{cluster.pk}/{tab}")
@@ -99,7 +101,7 @@ def test_a_detail_tab_reads_the_running_operation_only_while_one_runs(world, log
 
 def test_a_member_the_user_may_not_read_is_counted_in_the_header_but_not_listed(world, login):
     """The header's rules count every member; the rows are those the reader may read."""
-    cluster = world.cluster("c", status=S.RUNNING)
+    cluster = world.cluster("c", status=ClusterStatus.RUNNING)
     world.members(cluster, 2, status=VmStatus.RUNNING)
     stranger = world.vm("elsewhere", project=world.other, cluster=cluster, status=VmStatus.STOPPED)
     page = login("admin").get(f"/clusters/{cluster.pk}/vms/").content.decode()
@@ -121,7 +123,7 @@ def test_the_list_as_it_opens_has_an_index_in_its_order():
 def test_the_members_tab_reads_the_verdicts_of_the_last_run_in_one_query(world, login):
     """After a 검증, the run is known from the cluster's read: its verdicts are one query,
     and the row shows the last run's verdict, not an earlier one's."""
-    cluster = world.cluster("c", status=S.RUNNING)
+    cluster = world.cluster("c", status=ClusterStatus.RUNNING)
     first, second = world.members(cluster, 2, status=VmStatus.RUNNING)
     client = login("operator")
     before = tables(client, f"/clusters/{cluster.pk}/vms/")

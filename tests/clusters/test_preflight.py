@@ -12,13 +12,12 @@ from django.test.utils import CaptureQueriesContext
 from clusters import progress, services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.celery import app
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
+from portal.iam.permissions import Perm
 from portal.models import Role, RoleBinding
-from portal.permissions import Perm
 from vms import services as vm_services
 from vms.models import BillingType, VirtualMachine, VmStatus
 
-S, V = ClusterStatus, VmStatus
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
@@ -39,17 +38,17 @@ def snapshot():
 
 CLUSTER_CASES = [
     # (cluster status, member statuses)
-    (S.UNALLOCATED, []),
-    (S.UNALLOCATED, [V.STOPPED]),
-    (S.UNALLOCATED, [V.STOPPED, V.STOPPED]),
-    (S.TERMINATED, [V.STOPPED, V.STOPPED, V.STOPPED]),
-    (S.RUNNING, [V.STOPPED, V.STOPPED]),
-    (S.RUNNING, [V.RUNNING, V.STOPPED]),
-    (S.RUNNING, [V.ERROR, V.STOPPED]),
-    (S.RUNNING, [V.STARTING, V.STOPPED]),
-    (S.WAITING, [V.STOPPED, V.STOPPED]),
-    (S.PROVISIONING, [V.STOPPED, V.STOPPED]),
-    (S.DELETED, []),
+    (ClusterStatus.UNALLOCATED, []),
+    (ClusterStatus.UNALLOCATED, [VmStatus.STOPPED]),
+    (ClusterStatus.UNALLOCATED, [VmStatus.STOPPED, VmStatus.STOPPED]),
+    (ClusterStatus.TERMINATED, [VmStatus.STOPPED, VmStatus.STOPPED, VmStatus.STOPPED]),
+    (ClusterStatus.RUNNING, [VmStatus.STOPPED, VmStatus.STOPPED]),
+    (ClusterStatus.RUNNING, [VmStatus.RUNNING, VmStatus.STOPPED]),
+    (ClusterStatus.RUNNING, [VmStatus.ERROR, VmStatus.STOPPED]),
+    (ClusterStatus.RUNNING, [VmStatus.STARTING, VmStatus.STOPPED]),
+    (ClusterStatus.WAITING, [VmStatus.STOPPED, VmStatus.STOPPED]),
+    (ClusterStatus.PROVISIONING, [VmStatus.STOPPED, VmStatus.STOPPED]),
+    (ClusterStatus.DELETED, []),
 ]
 
 
@@ -68,7 +67,7 @@ def test_cluster_preflight_answers_what_the_action_raises(
     world, actor_name, status, member_statuses, action, preflight
 ):
     world.capacity(100)
-    cluster = world.cluster(status=status, previous_status=S.UNALLOCATED)
+    cluster = world.cluster(status=status, previous_status=ClusterStatus.UNALLOCATED)
     for index, member_status in enumerate(member_statuses):
         world.vm(f"m{index}", cluster=cluster, status=member_status)
     actor = world.users[actor_name]
@@ -80,16 +79,16 @@ def test_cluster_preflight_answers_what_the_action_raises(
 
 VM_CASES = [
     # (vm status, billing, dr, cluster status or None, vm in that cluster)
-    (V.STOPPED, BillingType.ON_DEMAND, False, S.UNALLOCATED, False),
-    (V.STOPPED, BillingType.SPOT, False, S.UNALLOCATED, False),
-    (V.STOPPED, BillingType.RESERVED, True, S.RUNNING, False),
-    (V.RUNNING, BillingType.ON_DEMAND, False, S.RUNNING, False),
-    (V.STOPPED, BillingType.ON_DEMAND, False, S.WAITING, False),
-    (V.STOPPED, BillingType.ON_DEMAND, False, S.RUNNING, True),
-    (V.STOPPED, BillingType.ON_DEMAND, False, S.UNALLOCATED, True),
-    (V.RUNNING, BillingType.ON_DEMAND, False, S.RUNNING, True),
-    (V.ERROR, BillingType.ON_DEMAND, False, None, False),
-    (V.STARTING, BillingType.ON_DEMAND, False, None, False),
+    (VmStatus.STOPPED, BillingType.ON_DEMAND, False, ClusterStatus.UNALLOCATED, False),
+    (VmStatus.STOPPED, BillingType.SPOT, False, ClusterStatus.UNALLOCATED, False),
+    (VmStatus.STOPPED, BillingType.RESERVED, True, ClusterStatus.RUNNING, False),
+    (VmStatus.RUNNING, BillingType.ON_DEMAND, False, ClusterStatus.RUNNING, False),
+    (VmStatus.STOPPED, BillingType.ON_DEMAND, False, ClusterStatus.WAITING, False),
+    (VmStatus.STOPPED, BillingType.ON_DEMAND, False, ClusterStatus.RUNNING, True),
+    (VmStatus.STOPPED, BillingType.ON_DEMAND, False, ClusterStatus.UNALLOCATED, True),
+    (VmStatus.RUNNING, BillingType.ON_DEMAND, False, ClusterStatus.RUNNING, True),
+    (VmStatus.ERROR, BillingType.ON_DEMAND, False, None, False),
+    (VmStatus.STARTING, BillingType.ON_DEMAND, False, None, False),
 ]
 
 
@@ -153,10 +152,10 @@ def test_header_poll_has_a_fixed_query_budget(world, login):
     when the cluster could stop and delete; now one read of the members' statuses (their
     names with them, for the stop dialog) and one of the operation running on it."""
     client = login("admin")
-    small = world.cluster("small", status=S.RUNNING)
-    world.members(small, 2, status=V.RUNNING)
-    big = world.cluster("big", status=S.RUNNING)
-    world.members(big, 60, status=V.STOPPED)
+    small = world.cluster("small", status=ClusterStatus.RUNNING)
+    world.members(small, 2, status=VmStatus.RUNNING)
+    big = world.cluster("big", status=ClusterStatus.RUNNING)
+    world.members(big, 60, status=VmStatus.STOPPED)
     _header_queries(client, small)  # warm the session and the role map
     assert _header_queries(client, small) == _header_queries(client, big) <= 7
 
@@ -174,14 +173,14 @@ def test_header_poll_does_not_leak_member_statuses_without_vm_read(world, client
     """Failed before the fix: the header's ``seen`` fingerprint spelled out every member's
     status (``RUNNING:STARTING.STOPPED``) to a user with only cluster READ."""
     reader = _only_role(world, "cluster-reader", [Perm.CLUSTER_READ])
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     first, second = world.members(cluster, 2)
-    VirtualMachine.objects.filter(pk=first.pk).update(status=V.STARTING)
+    VirtualMachine.objects.filter(pk=first.pk).update(status=VmStatus.STARTING)
     client.force_login(reader)
     page = client.get(f"/clusters/{cluster.pk}/header/", **HX).content.decode()
     assert "STARTING" not in page and "STOPPED" not in page
     seen = re.search(r'"seen": "([^"]+)"', page).group(1)
-    VirtualMachine.objects.filter(pk=first.pk).update(status=V.RUNNING)
+    VirtualMachine.objects.filter(pk=first.pk).update(status=VmStatus.RUNNING)
     again = client.get(f"/clusters/{cluster.pk}/header/", **HX).content.decode()
     assert re.search(r'"seen": "([^"]+)"', again).group(1) == seen, "a member's change shows"
     # Who may read the VMs is told that something changed (the tabs refresh), no more.
@@ -189,7 +188,7 @@ def test_header_poll_does_not_leak_member_statuses_without_vm_read(world, client
     admin_seen = re.search(
         r'"seen": "([^"]+)"', client.get(f"/clusters/{cluster.pk}/header/", **HX).content.decode()
     ).group(1)
-    VirtualMachine.objects.filter(pk=second.pk).update(status=V.STARTING)
+    VirtualMachine.objects.filter(pk=second.pk).update(status=VmStatus.STARTING)
     changed = client.get(f"/clusters/{cluster.pk}/header/", {"seen": admin_seen}, **HX)
     assert "cluster-changed" in changed.headers.get("HX-Trigger", "")
     assert "STARTING" not in changed.content.decode().split("hx-vals")[1].split(">")[0]
@@ -199,7 +198,7 @@ def test_vm_pages_hide_the_cluster_from_a_user_without_cluster_read(world, clien
     """Failed before the fix: /vms/ and /vms/<id>/ showed the cluster's name and status to a
     user who may read VMs but not clusters."""
     vm_reader = _only_role(world, "vm-reader", [Perm.VM_READ, Perm.VM_UPDATE])
-    cluster = world.cluster("secret-cluster", status=S.RUNNING)
+    cluster = world.cluster("secret-cluster", status=ClusterStatus.RUNNING)
     vm, _other = world.members(cluster, 2, prefix="node-")
     client.force_login(vm_reader)
     for url in ("/vms/", f"/vms/{vm.pk}/"):
@@ -218,11 +217,14 @@ def test_repair_leaves_a_step_another_process_is_advancing(world, monkeypatch):
     from portal.compute.backends.simulator import SimulatorBackend
 
     world.capacity(10)
-    cluster = world.cluster(status=S.UNALLOCATED)
+    cluster = world.cluster(status=ClusterStatus.UNALLOCATED)
     world.members(cluster, 2)
     # A start whose task a worker is about to run again (it was requeued when it died).
     VirtualCluster.objects.filter(pk=cluster.pk).update(
-        status=S.PROVISIONING, previous_status=S.UNALLOCATED, operation="START", generation=1
+        status=ClusterStatus.PROVISIONING,
+        previous_status=ClusterStatus.UNALLOCATED,
+        operation="START",
+        generation=1,
     )
     allocate = SimulatorBackend.allocate
     calls = []
@@ -253,8 +255,10 @@ def test_repair_leaves_a_step_another_process_is_advancing(world, monkeypatch):
         app.control.purge()
     cluster.refresh_from_db()
     assert cluster.last_error is None, cluster.last_error.message
-    assert cluster.status == S.ALLOCATED  # the worker's step stands; it goes on from here
+    assert (
+        cluster.status == ClusterStatus.ALLOCATED
+    )  # the worker's step stands; it goes on from here
     while progress.advance_cluster(cluster.pk, 1):
         pass
     cluster.refresh_from_db()
-    assert cluster.status == S.RUNNING
+    assert cluster.status == ClusterStatus.RUNNING

@@ -7,7 +7,7 @@ import pytest
 
 from clusters import services
 from clusters.models import ClusterStatus, VirtualCluster
-from portal import errors
+from portal.foundation import errors
 from tests.races import race
 from vms.models import VirtualMachine
 

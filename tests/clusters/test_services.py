@@ -4,14 +4,14 @@ import pytest
 from django.utils import translation
 
 from clusters import progress, services
-from clusters.models import ClusterStatus, SimulatorAllocation, VirtualCluster
-from portal import errors
+from clusters.models import ClusterStatus, VirtualCluster
+from portal.catalog.models import FabricType
 from portal.compute.backends.simulator import SimulatorBackend
+from portal.compute.models import SimulatorAllocation
+from portal.foundation import errors
 from portal.models import AuditEvent
 from vms import services as vm_services
-from vms.models import BillingType, FabricType, VmStatus
-
-S = ClusterStatus
+from vms.models import BillingType, VmStatus
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +125,9 @@ def test_vm_belongs_to_at_most_one_cluster(world):
     assert vm.cluster_id == first.pk
 
 
-@pytest.mark.parametrize("status", [S.PROVISIONING, S.ALLOCATED, S.WAITING])
+@pytest.mark.parametrize(
+    "status", [ClusterStatus.PROVISIONING, ClusterStatus.ALLOCATED, ClusterStatus.WAITING]
+)
 def test_attach_and_detach_refused_while_cluster_changes(world, status):
     cluster = world.cluster(status=status)
     member = world.members(cluster, 2)[0]
@@ -134,7 +136,9 @@ def test_attach_and_detach_refused_while_cluster_changes(world, status):
     refused(errors.ClusterChanging, RULE3, services.detach_vm, member.pk, actor=world.admin)
 
 
-@pytest.mark.parametrize("status", [S.UNALLOCATED, S.RUNNING, S.TERMINATED])
+@pytest.mark.parametrize(
+    "status", [ClusterStatus.UNALLOCATED, ClusterStatus.RUNNING, ClusterStatus.TERMINATED]
+)
 def test_attach_allowed_in_stable_statuses(world, status):
     cluster = world.cluster(status=status)
     world.members(cluster, 2)
@@ -144,14 +148,14 @@ def test_attach_allowed_in_stable_statuses(world, status):
 
 
 def test_attach_to_deleted_cluster_is_not_found(world):
-    cluster = world.cluster(status=S.DELETED)
+    cluster = world.cluster(status=ClusterStatus.DELETED)
     vm = world.vm("n1")
     with pytest.raises(errors.NotFound):
         services.attach_vm(vm.pk, cluster.pk, actor=world.admin)
 
 
 def test_detach_only_a_stopped_vm(world):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     members = world.members(cluster, 3)
     members[0].status = VmStatus.RUNNING
     members[0].save()
@@ -165,7 +169,7 @@ def test_detach_only_a_stopped_vm(world):
 
 
 def test_detach_from_running_cluster_keeps_two_members(world):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, b, c = world.members(cluster, 3)
     services.detach_vm(a.pk, actor=world.admin)
     refused(
@@ -208,7 +212,7 @@ def test_start_needs_two_members(world, count):
         actor=world.admin,
     )
     cluster.refresh_from_db()
-    assert cluster.status == S.UNALLOCATED
+    assert cluster.status == ClusterStatus.UNALLOCATED
 
 
 def test_start_walks_to_running_and_assigns_fabric_addresses(
@@ -220,7 +224,7 @@ def test_start_walks_to_running_and_assigns_fabric_addresses(
         django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
     )
     cluster.refresh_from_db()
-    assert cluster.status == S.RUNNING
+    assert cluster.status == ClusterStatus.RUNNING
     a.refresh_from_db()
     b.refresh_from_db()
     assert a.fabric_guid and b.fabric_guid and a.fabric_lid != b.fabric_lid
@@ -266,13 +270,13 @@ RULE5 = "실행 중인 가상머신이 있으면 먼저 모든 가상머신을 �
     "vm_status", [VmStatus.RUNNING, VmStatus.STARTING, VmStatus.STOPPING, VmStatus.ERROR]
 )
 def test_stop_refused_while_member_running_or_changing(world, vm_status):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, _b = world.members(cluster, 2)
     a.status = vm_status
     a.save()
     refused(errors.MembersStillRunning, RULE5, services.stop_cluster, cluster.pk, actor=world.admin)
     cluster.refresh_from_db()
-    assert cluster.status == S.RUNNING
+    assert cluster.status == ClusterStatus.RUNNING
 
 
 def test_stop_releases_the_fabric(world, django_capture_on_commit_callbacks):
@@ -286,7 +290,7 @@ def test_stop_releases_the_fabric(world, django_capture_on_commit_callbacks):
         django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin
     )
     cluster.refresh_from_db()
-    assert cluster.status == S.TERMINATED
+    assert cluster.status == ClusterStatus.TERMINATED
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
     assert not cluster.members.exclude(fabric_guid="").exists()
 
@@ -298,14 +302,14 @@ def test_stop_during_waiting_stands_the_start_down(world, django_capture_on_comm
     progress.advance_cluster(cluster.pk)  # -> ALLOCATED
     progress.advance_cluster(cluster.pk)  # -> WAITING
     cluster.refresh_from_db()
-    assert cluster.status == S.WAITING
+    assert cluster.status == ClusterStatus.WAITING
     run_tasks(
         django_capture_on_commit_callbacks, services.stop_cluster, cluster.pk, actor=world.admin
     )
     # The start's next step finds the cluster stopped and does nothing but make sure of release.
     assert progress.advance_cluster(cluster.pk) is False
     cluster.refresh_from_db()
-    assert cluster.status == S.TERMINATED
+    assert cluster.status == ClusterStatus.TERMINATED
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
 
 
@@ -325,7 +329,15 @@ def test_stop_refused_when_not_running(world):
 RULE6 = "클러스터가 실행중일 때만 멤버 가상머신을 시작할 수 있습니다"
 
 
-@pytest.mark.parametrize("status", [S.UNALLOCATED, S.PROVISIONING, S.WAITING, S.TERMINATED])
+@pytest.mark.parametrize(
+    "status",
+    [
+        ClusterStatus.UNALLOCATED,
+        ClusterStatus.PROVISIONING,
+        ClusterStatus.WAITING,
+        ClusterStatus.TERMINATED,
+    ],
+)
 def test_member_start_needs_running_cluster(world, status):
     cluster = world.cluster(status=status)
     a, _b = world.members(cluster, 2)
@@ -335,7 +347,7 @@ def test_member_start_needs_running_cluster(world, status):
 
 
 def test_member_and_free_vm_start(world, django_capture_on_commit_callbacks):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, _b = world.members(cluster, 2)
     free = world.vm("free")
     run_tasks(django_capture_on_commit_callbacks, vm_services.start_vm, a.pk, actor=world.admin)
@@ -369,7 +381,7 @@ def test_create_starts_empty_in_provisioning_then_unallocated(
     )
     assert cluster.name == "학습-클러스터-1"
     cluster.refresh_from_db()
-    assert cluster.status == S.UNALLOCATED and cluster.members.count() == 0
+    assert cluster.status == ClusterStatus.UNALLOCATED and cluster.members.count() == 0
     assert AuditEvent.objects.filter(action="cluster.provisioned", cluster_id=cluster.pk).exists()
 
 
@@ -476,13 +488,13 @@ def test_english_messages_under_english(world):
 
 def test_capacity_exhausted_keeps_previous_status(world, django_capture_on_commit_callbacks):
     world.capacity(1)
-    cluster = world.cluster(status=S.TERMINATED)
+    cluster = world.cluster(status=ClusterStatus.TERMINATED)
     world.members(cluster, 2)
     run_tasks(
         django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
     )
     cluster.refresh_from_db()
-    assert cluster.status == S.TERMINATED
+    assert cluster.status == ClusterStatus.TERMINATED
     # It names what is short and which zone has room (the other zone's default capacity).
     assert cluster.last_error.message.startswith(
         "kr-central-1a의 H100 · InfiniBand 노드가 부족합니다: 요청 2노드, 가용 1노드. "
@@ -500,23 +512,25 @@ def test_fabric_failure_rolls_back_and_releases(world, django_capture_on_commit_
         django_capture_on_commit_callbacks, services.start_cluster, cluster.pk, actor=world.admin
     )
     cluster.refresh_from_db()
-    assert cluster.status == S.UNALLOCATED and cluster.last_error
+    assert cluster.status == ClusterStatus.UNALLOCATED and cluster.last_error
     assert not SimulatorAllocation.objects.filter(cluster_id=cluster.pk).exists()
     assert not cluster.members.exclude(fabric_guid="").exists()
 
 
 def test_delete_detaches_members_and_hides(world):
-    cluster = world.cluster(status=S.TERMINATED)
+    cluster = world.cluster(status=ClusterStatus.TERMINATED)
     a, b = world.members(cluster, 2)
     services.delete_cluster(cluster.pk, actor=world.admin)
     cluster.refresh_from_db()
-    assert cluster.status == S.DELETED
+    assert cluster.status == ClusterStatus.DELETED
     a.refresh_from_db()
     assert a.cluster_id is None and a.status == VmStatus.STOPPED
     assert not VirtualCluster.objects.alive().filter(pk=cluster.pk).exists()
 
 
-@pytest.mark.parametrize("status", [S.RUNNING, S.PROVISIONING, S.WAITING])
+@pytest.mark.parametrize(
+    "status", [ClusterStatus.RUNNING, ClusterStatus.PROVISIONING, ClusterStatus.WAITING]
+)
 def test_delete_refused_unless_unallocated_or_terminated(world, status):
     cluster = world.cluster(status=status)
     refused(
@@ -538,7 +552,7 @@ def test_reconciler_finishes_a_start_whose_task_was_lost(world, settings):
     services.start_cluster(cluster.pk, actor=world.admin)  # the queued task never runs
     assert progress.reconcile() == [cluster.pk]
     cluster.refresh_from_db()
-    assert cluster.status == S.RUNNING
+    assert cluster.status == ClusterStatus.RUNNING
     assert AuditEvent.objects.filter(action="cluster.reconcile", cluster_id=cluster.pk).exists()
 
 
@@ -550,7 +564,7 @@ def test_reconciler_rolls_back_when_the_backend_cannot_finish(world, settings):
     services.start_cluster(cluster.pk, actor=world.admin)
     progress.reconcile()
     cluster.refresh_from_db()
-    assert cluster.status == S.UNALLOCATED and cluster.last_error
+    assert cluster.status == ClusterStatus.UNALLOCATED and cluster.last_error
 
 
 def test_reconciler_leaves_fresh_transitions_alone(world, settings):
@@ -560,7 +574,7 @@ def test_reconciler_leaves_fresh_transitions_alone(world, settings):
     services.start_cluster(cluster.pk, actor=world.admin)
     assert progress.reconcile() == []
     cluster.refresh_from_db()
-    assert cluster.status == S.PROVISIONING
+    assert cluster.status == ClusterStatus.PROVISIONING
 
 
 def test_reconciler_finishes_stuck_vms(world, settings):
@@ -581,7 +595,7 @@ def test_duplicate_task_delivery_is_harmless(world, django_capture_on_commit_cal
         progress.advance_cluster(cluster.pk, generation)
     progress.advance_cluster(cluster.pk, generation - 1)  # a stale one from an older start
     cluster.refresh_from_db()
-    assert cluster.status == S.RUNNING
+    assert cluster.status == ClusterStatus.RUNNING
     assert AuditEvent.objects.filter(action="cluster.running").count() == 1
 
 

@@ -5,11 +5,13 @@ import ipaddress
 
 import pytest
 
-from clusters.models import SimulatorAllocation, VirtualCluster
+from clusters.models import VirtualCluster
+from portal.catalog.models import FabricType
 from portal.compute.backends.simulator import ROCE_BLOCKS, SimulatorBackend
-from portal.errors import CapacityUnavailable
+from portal.compute.models import SimulatorAllocation
+from portal.foundation.errors import CapacityUnavailable
 from tests.clusters.test_races import race
-from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 PRIVATE = ipaddress.ip_network("172.16.0.0/12")
 

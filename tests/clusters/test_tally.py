@@ -16,8 +16,6 @@ from clusters.models import ClusterStatus, LiveClusterTally, VirtualCluster
 from portal.models import Project
 from tests.child import run_python
 
-S = ClusterStatus
-
 
 def tallied() -> dict[int, int]:
     sums = LiveClusterTally.objects.values("project_id").annotate(n=Sum("delta"))
@@ -32,7 +30,15 @@ def counted() -> dict[int, int]:
 @pytest.fixture
 def fleet(world):
     """Five clusters of demo (one 삭제됨), two of other."""
-    for i, status in enumerate([S.RUNNING, S.UNALLOCATED, S.TERMINATED, S.DELETED, S.WAITING]):
+    for i, status in enumerate(
+        [
+            ClusterStatus.RUNNING,
+            ClusterStatus.UNALLOCATED,
+            ClusterStatus.TERMINATED,
+            ClusterStatus.DELETED,
+            ClusterStatus.WAITING,
+        ]
+    ):
         world.cluster(f"d{i}", status=status)
     for i in range(2):
         world.cluster(f"o{i}", project=world.other)
@@ -43,7 +49,7 @@ def fleet(world):
 def test_a_status_change_between_live_statuses_writes_no_delta(fleet):
     before = LiveClusterTally.objects.count()
     cluster = VirtualCluster.objects.get(name="d1")
-    for status in (S.PROVISIONING, S.ALLOCATED, S.RUNNING):
+    for status in (ClusterStatus.PROVISIONING, ClusterStatus.ALLOCATED, ClusterStatus.RUNNING):
         cluster.status = status
         cluster.save()
     cluster.name = "renamed"
@@ -55,10 +61,10 @@ def test_a_status_change_between_live_statuses_writes_no_delta(fleet):
 @pytest.mark.parametrize(
     "write",
     [
-        pytest.param(lambda w: VirtualCluster.objects.filter(name="d0").update(status=S.DELETED),
-                     id="deleted-by-queryset"),
-        pytest.param(lambda w: VirtualCluster.objects.filter(name="d3").update(status=S.RUNNING),
-                     id="deleted-comes-back"),
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="d0").update(
+            status=ClusterStatus.DELETED), id="deleted-by-queryset"),
+        pytest.param(lambda w: VirtualCluster.objects.filter(name="d3").update(
+            status=ClusterStatus.RUNNING), id="deleted-comes-back"),
         pytest.param(lambda w: VirtualCluster.objects.filter(name="d1").delete(), id="row-deleted"),
         pytest.param(lambda w: VirtualCluster.objects.filter(name="d3").delete(),
                      id="deleted-row-deleted"),
@@ -66,7 +72,8 @@ def test_a_status_change_between_live_statuses_writes_no_delta(fleet):
                      id="moved-to-another-project"),
         pytest.param(lambda w: VirtualCluster.objects.bulk_create([
             VirtualCluster(project=w.other, name=f"b{i}", zone=w.zone_a, instance_type=w.h100,
-                           fabric_type="INFINIBAND", status=S.DELETED if i == 2 else S.RUNNING)
+                           fabric_type="INFINIBAND",
+                           status=ClusterStatus.DELETED if i == 2 else ClusterStatus.RUNNING)
             for i in range(3)
         ]), id="bulk-created"),
         pytest.param(lambda w: connection.cursor().execute(
@@ -80,7 +87,7 @@ def test_every_write_keeps_the_sums_equal_to_the_counts(fleet, write):
 
 
 def test_merging_leaves_a_row_per_project_and_the_same_sums(fleet):
-    VirtualCluster.objects.filter(project=fleet.other).update(status=S.DELETED)
+    VirtualCluster.objects.filter(project=fleet.other).update(status=ClusterStatus.DELETED)
     sums = tallied()
     tally.merge()
     assert tallied() == sums == counted() == {fleet.demo.pk: 4}
@@ -100,7 +107,7 @@ def migrate(target: str) -> None:
 def test_migrated_back_the_triggers_are_gone_and_forward_again_the_tally_is_true(fleet):
     migrate("0013_live_cluster_tally")
     fleet.cluster("unseen")
-    VirtualCluster.objects.filter(name="o0").update(status=S.DELETED)
+    VirtualCluster.objects.filter(name="o0").update(status=ClusterStatus.DELETED)
     LiveClusterTally.objects.create(project=fleet.other, delta=40)  # a tally gone wrong
     assert tallied() == {fleet.demo.pk: 4, fleet.other.pk: 42}
     migrate("0014_live_cluster_tally_triggers")
@@ -121,7 +128,7 @@ def test_a_project_deleted_with_its_clusters_leaves_no_delta_behind(fleet, clust
     project's tally is untouched."""
     gone = Project.objects.create(slug="gone", name="gone")
     fleet.cluster("g0", project=gone)
-    fleet.cluster("g1", project=gone, status=S.DELETED)
+    fleet.cluster("g1", project=gone, status=ClusterStatus.DELETED)
     assert tallied() == {fleet.demo.pk: 4, fleet.other.pk: 2, gone.pk: 1}
     statements = [
         ("DELETE FROM clusters_virtualcluster WHERE project_id = %s", [gone.pk]),
@@ -149,7 +156,7 @@ def test_the_list_reads_its_total_from_the_tally_unless_filtered(fleet, login):
     client = login("admin")
     LiveClusterTally.objects.create(project=fleet.demo, delta=100)  # a tally gone wrong: 104
     page = client.get("/clusters/").content.decode()
-    running = client.get("/clusters/", {"status": S.RUNNING}).content.decode()
+    running = client.get("/clusters/", {"status": ClusterStatus.RUNNING}).content.decode()
     assert page.count('<td class="num">') == 4 and running.count('<td class="num">') == 1
     assert "1 / 3 페이지" in page  # 104 clusters, 50 a page: the total is the tally's
     assert "페이지</span>" not in running  # counted: one cluster, one page
@@ -210,7 +217,12 @@ def test_the_tally_is_kept_on_the_demos_sqlite_too(tmp_path):
 
 @pytest.mark.parametrize(
     ("query", "expected"),
-    [({}, 4), ({"status": S.RUNNING}, 1), ({"status": S.DELETED}, 1), ({"q": "d1"}, 1)],
+    [
+        ({}, 4),
+        ({"status": ClusterStatus.RUNNING}, 1),
+        ({"status": ClusterStatus.DELETED}, 1),
+        ({"q": "d1"}, 1),
+    ],
 )
 def test_the_lists_total_is_what_it_lists_filtered_or_not(fleet, login, query, expected):
     VirtualCluster.objects.filter(name="d2").update(zone=fleet.zone_b)

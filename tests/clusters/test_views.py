@@ -9,10 +9,9 @@ from django.urls import reverse
 
 from clusters.models import ClusterStatus, VirtualCluster
 from clusters.templatetags.cluster_tags import torchrun_blocks
+from portal.catalog.models import FabricType
 from tests.pages import HX, body
-from vms.models import FabricType, VmStatus
-
-S = ClusterStatus
+from vms.models import VmStatus
 
 
 def test_cluster_list_shows_columns_and_create_button(world, login):
@@ -32,7 +31,7 @@ def test_cluster_list_shows_columns_and_create_button(world, login):
 
 
 def test_cluster_list_filters(world, login):
-    world.cluster("alpha", status=S.RUNNING)
+    world.cluster("alpha", status=ClusterStatus.RUNNING)
     world.cluster("beta", zone=world.zone_b)
     client = login("admin")
     running = body(client.get("/clusters/?status=RUNNING"))
@@ -123,7 +122,7 @@ def test_start_empty_cluster_shows_reason_and_refuses(world, login):
 
 
 def test_stop_with_running_member_is_refused_with_message(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, _b = world.members(cluster, 2)
     a.status = VmStatus.RUNNING
     a.save()
@@ -156,7 +155,7 @@ def test_start_and_stop_through_the_page(world, login, django_capture_on_commit_
 def test_header_polls_only_while_transitional(world, login):
     client = login("admin")
     settled = world.cluster("settled")
-    changing = world.cluster("changing", status=S.PROVISIONING)
+    changing = world.cluster("changing", status=ClusterStatus.PROVISIONING)
     assert "every 2s" not in body(client.get(f"/clusters/{settled.pk}/header/"))
     assert "every 2s" in body(client.get(f"/clusters/{changing.pk}/header/"))
 
@@ -176,7 +175,10 @@ def test_cluster_list_queries_do_not_grow(world, login, django_assert_max_num_qu
 
 
 def test_members_tab_queries_do_not_grow(world, login, django_assert_num_queries):
-    small, big = world.cluster("small", status=S.RUNNING), world.cluster("big", status=S.RUNNING)
+    small, big = (
+        world.cluster("small", status=ClusterStatus.RUNNING),
+        world.cluster("big", status=ClusterStatus.RUNNING),
+    )
     world.members(small, 2)
     world.members(big, 64)
     client = login("admin")
@@ -193,7 +195,7 @@ def test_members_tab_queries_do_not_grow(world, login, django_assert_num_queries
 
 
 def test_member_rows_escape_and_offer_the_right_buttons(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, b = world.members(cluster, 2)
     b.status = VmStatus.RUNNING
     b.save()

@@ -9,15 +9,16 @@ from contextlib import contextmanager, nullcontext
 from django.db import connection, transaction
 
 from clusters import services
+from clusters.holds import holding_replace
 from clusters.models import STABLE, ClusterStatus, Operation, OperationItem, VirtualCluster
-from portal.compute.holds import holding_replace
 from portal.models import AuditEvent
 from tests.concurrency.invariants import structural_problems
 from tests.waiting import wait_until
 from vms import services as vm_services
 from vms.models import VM_TRANSITIONAL, VirtualMachine, VmStatus
 
-Item, OK = OperationItem.Status, AuditEvent.Outcome.SUCCEEDED
+Item = OperationItem.Status
+OK = AuditEvent.Outcome.SUCCEEDED
 
 
 def running_cluster(world, name="swap", size=3, commits=nullcontext):

@@ -14,8 +14,9 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from clusters.models import SimulatorCapacity, VirtualCluster
+from clusters.models import VirtualCluster
 from portal.compute.backends.simulator import SimulatorBackend
+from portal.compute.models import SimulatorCapacity
 from tests.concurrency.test_mixed_operations import _wait_for_waiters
 
 

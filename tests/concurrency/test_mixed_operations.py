@@ -22,7 +22,7 @@ from clusters import progress as cluster_progress
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.celery import app
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
 from portal.models import AuditEvent
 from tests.concurrency.invariants import structural_problems
 from vms import services as vm_services
@@ -31,7 +31,6 @@ from vms.models import BillingType, VirtualMachine, VmStatus
 pytestmark = pytest.mark.django_db(transaction=True)
 
 THREADS = 7  # + the reconciler or the main thread: the pool's 8 connections
-S = ClusterStatus
 
 
 @dataclass(frozen=True)
@@ -248,7 +247,7 @@ def test_double_attach_storm_on_one_vm(arena, eager_errors_propagate):
     """Every thread attaches the same VM to a different cluster at once: one membership."""
     world, clusters, vms = arena
     vm = free_vms(world)[0]
-    targets = list(VirtualCluster.objects.filter(status=S.UNALLOCATED)) * 10
+    targets = list(VirtualCluster.objects.filter(status=ClusterStatus.UNALLOCATED)) * 10
     ops = [Op("attach", "admin", vm=vm.pk, cluster=c.pk) for c in targets[:40]]
     outcomes, unexpected = run_in_threads(ops)
     assert not unexpected
@@ -272,7 +271,7 @@ def test_start_stop_detach_storm_on_one_cluster(arena, eager_errors_propagate):
     assert not unexpected, unexpected[:2]
     assert check_invariants(ops) == []
     cluster.refresh_from_db()
-    if cluster.status == S.RUNNING:
+    if cluster.status == ClusterStatus.RUNNING:
         assert cluster.members.count() >= 2
 
 

@@ -14,7 +14,7 @@ from django.db import connection
 from clusters import operations
 from clusters.models import Operation
 from portal.compute.backends.simulator import SimulatorBackend
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
 from tests.concurrency.replace_checks import (
     RowLock,
     lock_waiters,

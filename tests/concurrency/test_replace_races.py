@@ -31,7 +31,7 @@ from vms.models import VirtualMachine, VmStatus
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ROUNDS = 3  # each race again on a cluster of its own: the interleavings differ run to run
-V, Item = VmStatus, OperationItem.Status
+Item = OperationItem.Status
 TALLY: Counter = Counter()  # (race, outcomes): how each round ended, for the run's report
 
 
@@ -63,7 +63,7 @@ def stop_and_wait(world, vms):
     for vm in vms:
         operations.stop_vm_op(vm.pk, actor=world.admin)
     ids = [vm.pk for vm in vms]
-    stopped = VirtualMachine.objects.filter(pk__in=ids, status=V.STOPPED)
+    stopped = VirtualMachine.objects.filter(pk__in=ids, status=VmStatus.STOPPED)
     wait_until(lambda: stopped.count() == len(ids), 60, what="the members to stop")
 
 

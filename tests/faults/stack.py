@@ -1,5 +1,5 @@
 """The whole Celery side of the portal as real processes: a worker, the reconciler's worker
-and beat under ``portal.supervisor`` (as ``rundemo`` runs them), on the test database and
+and beat under ``portal.processes.supervisor`` (as ``rundemo`` runs them), on the test database and
 either broker."""
 
 import signal
@@ -14,8 +14,8 @@ from celery import current_app
 from django.conf import settings
 
 from clusters.models import TRANSITIONAL as CLUSTER_TRANSITIONAL
-from portal import heartbeat
-from portal.supervisor import Child, Supervisor
+from portal.processes import heartbeat
+from portal.processes.supervisor import Child, Supervisor
 from tests.faults.harness import (
     BASE_DIR,
     Worker,

@@ -15,11 +15,12 @@ from django.urls import reverse
 
 from clusters import progress as cluster_progress
 from clusters.models import ClusterStatus, VirtualCluster
-from portal.broker import ensure_folders
+from portal.catalog.models import FabricType
 from portal.celery import app
+from portal.foundation.broker import ensure_folders
 from tests.faults.harness import HANDS_A_POSTGRES_URL, broker, filesystem_options, wait_until
 from tests.faults.stack import STARTUP_GRACE, running_stack, start_a_vm_through_the_worker
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

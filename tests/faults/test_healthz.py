@@ -9,9 +9,9 @@ import time
 import pytest
 from django.urls import reverse
 
-from portal import heartbeat
-from portal.broker import ensure_folders
 from portal.celery import app
+from portal.foundation.broker import ensure_folders
+from portal.processes import heartbeat
 from tests.faults.harness import BASE_DIR, broker, filesystem_options
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from django.test import Client
 from django.urls import reverse
 
 from metrics import services as metrics_services
-from portal import throttle, tokens
+from portal.iam import throttle, tokens
 from tests.conftest import PASSWORD
 from tests.metrics.conftest import sample
 from vms.models import VmStatus
@@ -99,13 +99,13 @@ def counted_in_fallback():
 
 
 def throttle_lines(caplog, level):
-    return [r for r in caplog.records if r.name == "portal.throttle" and r.levelno == level]
+    return [r for r in caplog.records if r.name == "portal.iam.throttle" and r.levelno == level]
 
 
 def test_a_lost_cache_serves_limited_per_process_and_counts_in_redis_once_back(
     cache_server, calls, client, caplog
 ):
-    caplog.set_level(logging.INFO, logger="portal.throttle")
+    caplog.set_level(logging.INFO, logger="portal.iam.throttle")
     for call in calls.values():
         assert call().status_code == 200
     assert counted_in_redis(cache_server) == dict.fromkeys(calls, 1)
@@ -150,7 +150,7 @@ def test_healthz_while_the_cache_is_lost_still_fails_on_the_database(
     cache_server, client, monkeypatch
 ):
     """The cache is the only dependency whose loss keeps 200: a lost database is 503 still."""
-    from portal import views
+    from portal.web import views
 
     class DeadConnection:
         def cursor(self):

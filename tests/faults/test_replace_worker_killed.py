@@ -20,9 +20,9 @@ from django.utils import timezone
 from clusters import operations, tasks
 from clusters import progress as cluster_progress
 from clusters.models import Operation, OperationItem
-from portal.broker import publish
 from portal.celery import app
 from portal.compute.backends.simulator import StepGate
+from portal.foundation.broker import publish
 from portal.models import AuditEvent
 from tests.concurrency.replace_checks import (
     RowLock,
@@ -36,7 +36,7 @@ from vms.models import VirtualMachine, VmStatus
 
 pytestmark = HANDS_A_POSTGRES_URL
 
-V, Item = VmStatus, OperationItem.Status
+Item = OperationItem.Status
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def reconcile_after_timeout(settings):
 @pytest.mark.slow
 def test_killed_inside_the_members_stop(lab, gate, settings):
     operation = killed_inside(lab, gate, "stop_vm")
-    assert status(lab.member) == V.STOPPING
+    assert status(lab.member) == VmStatus.STOPPING
     assert items(operation) == [Item.PENDING, Item.PENDING]
     assert_recovered(lab, operation, settings)
 
@@ -143,7 +143,7 @@ def test_killed_inside_the_members_stop(lab, gate, settings):
 @pytest.mark.slow
 def test_killed_after_the_members_stop_before_the_swap(lab, gate, settings):
     operation = killed_after(lab, gate, "stop_vm")
-    assert status(lab.member) == V.STOPPED
+    assert status(lab.member) == VmStatus.STOPPED
     assert VirtualMachine.objects.get(pk=lab.member.pk).cluster_id == lab.cluster.pk
     assert items(operation) == [Item.PENDING, Item.PENDING]
     assert_recovered(lab, operation, settings)
@@ -153,7 +153,7 @@ def test_killed_after_the_members_stop_before_the_swap(lab, gate, settings):
 @pytest.mark.slow
 def test_killed_inside_the_spares_start_after_the_swap(lab, gate, settings):
     operation = killed_inside(lab, gate, "start_vm")
-    assert status(lab.spare) == V.STARTING
+    assert status(lab.spare) == VmStatus.STARTING
     assert ranks_of(lab.cluster)[lab.spare.pk] == lab.before[lab.member.pk]
     assert items(operation) == [Item.SUCCEEDED, Item.PENDING]
     assert_recovered(lab, operation, settings)
@@ -163,7 +163,7 @@ def test_killed_inside_the_spares_start_after_the_swap(lab, gate, settings):
 @pytest.mark.slow
 def test_killed_after_the_spares_start_before_the_end(lab, gate, settings):
     operation = killed_after(lab, gate, "start_vm")
-    assert status(lab.spare) == V.RUNNING
+    assert status(lab.spare) == VmStatus.RUNNING
     assert items(operation) == [Item.SUCCEEDED, Item.PENDING]
     assert not Operation.objects.get(pk=operation.pk).done
     assert_recovered(lab, operation, settings)
@@ -176,7 +176,7 @@ def assert_recovered(lab, operation, settings):
     operation.refresh_from_db()
     assert operation.done and operation.error_code == "", operation.error_code
     assert items(operation) == [Item.SUCCEEDED, Item.SUCCEEDED]
-    assert (status(lab.member), status(lab.spare)) == (V.STOPPED, V.RUNNING)
+    assert (status(lab.member), status(lab.spare)) == (VmStatus.STOPPED, VmStatus.RUNNING)
     assert replace_problems(lab.cluster, lab.before) == []
     settled_events = AuditEvent.objects.filter(outcome=AuditEvent.Outcome.SUCCEEDED)
     assert settled_events.filter(action="vm.stopped", target_id=lab.member.pk).count() == 1
@@ -196,10 +196,10 @@ def test_the_beat_finishes_a_replace_whose_every_task_was_lost(
     with django_capture_on_commit_callbacks():  # lost: the stop's step and the walk
         operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
     reconcile_after_timeout(settings)
-    assert status(a) == V.STOPPED and items(operation) == [Item.PENDING, Item.PENDING]
+    assert status(a) == VmStatus.STOPPED and items(operation) == [Item.PENDING, Item.PENDING]
     with django_capture_on_commit_callbacks(execute=True):
         tasks.watch_stale()
     operation.refresh_from_db()
     assert operation.done and operation.error_code == "", operation.error_code
-    assert (status(a), status(spare)) == (V.STOPPED, V.RUNNING)
+    assert (status(a), status(spare)) == (VmStatus.STOPPED, VmStatus.RUNNING)
     assert replace_problems(cluster, before) == []

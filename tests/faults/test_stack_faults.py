@@ -20,8 +20,8 @@ import pytest
 
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus, VirtualCluster
-from portal import heartbeat
 from portal.compute.backends.simulator import StepGate
+from portal.processes import heartbeat
 from tests.faults.harness import HANDS_A_POSTGRES_URL, children_of, wait_until
 from tests.faults.stack import (
     BOUND,

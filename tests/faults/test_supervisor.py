@@ -1,12 +1,12 @@
-"""rundemo's supervisor (portal.supervisor) on plain processes: no database, no broker."""
+"""rundemo's supervisor (portal.processes.supervisor) on plain processes: no database, no broker."""
 
 import logging
 import sys
 
 import pytest
 
-from portal import supervisor as supervisor_module
-from portal.supervisor import Child, Supervisor
+from portal.processes import supervisor as supervisor_module
+from portal.processes.supervisor import Child, Supervisor
 from tests.faults.harness import wait_until
 
 
@@ -19,7 +19,7 @@ def test_a_child_that_exits_is_restarted_with_a_log_line(caplog):
     supervisor = Supervisor([child], interval=0.05).start()
     try:
         first = child.pid
-        with caplog.at_level(logging.WARNING, logger="portal.supervisor"):
+        with caplog.at_level(logging.WARNING, logger="portal.processes.supervisor"):
             child.process.kill()
             wait_until(lambda: child.pid != first and child.process.poll() is None, 5)
         assert child.restarts == 1

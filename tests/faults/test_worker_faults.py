@@ -17,16 +17,12 @@ from django.utils import timezone
 
 from clusters import progress as cluster_progress
 from clusters import services as cluster_services
-from clusters.models import (
-    STABLE,
-    ClusterStatus,
-    SimulatorAllocation,
-    SimulatorCapacity,
-    VirtualCluster,
-)
+from clusters.models import STABLE, ClusterStatus, VirtualCluster
+from portal.catalog.models import FabricType
 from portal.celery import app
 from portal.compute.backends.simulator import StepGate
-from portal.errors import RuleViolation
+from portal.compute.models import SimulatorAllocation, SimulatorCapacity
+from portal.foundation.errors import RuleViolation
 from portal.models import AuditEvent
 from tests.concurrency.invariants import structural_problems
 from tests.faults.harness import (
@@ -37,11 +33,10 @@ from tests.faults.harness import (
     wait_until,
 )
 from vms import services as vm_services
-from vms.models import FabricType, VmStatus
+from vms.models import VmStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, HANDS_A_POSTGRES_URL]
 
-S = ClusterStatus
 ADVANCE_CLUSTER = "clusters.tasks.advance_cluster"
 ADVANCE_VM = "vms.tasks.advance_vm"
 
@@ -122,7 +117,7 @@ def two_member_cluster(world, name="fault"):
 
 def running_cluster(world, name="fault-run", member_status=VmStatus.STOPPED):
     """A RUNNING cluster as the tasks leave it: its fabric allocated and configured."""
-    cluster = world.cluster(name, status=S.RUNNING)
+    cluster = world.cluster(name, status=ClusterStatus.RUNNING)
     members = world.members(cluster, 2, status=member_status)
     capacity = SimulatorCapacity.objects.get(
         zone=world.zone_a, instance_type=world.h100, fabric=FabricType.INFINIBAND
@@ -141,7 +136,7 @@ def assert_consistent():
 
 def assert_started_to_running(cluster, admin):
     cluster.refresh_from_db()
-    assert cluster.status == S.RUNNING, cluster.last_error
+    assert cluster.status == ClusterStatus.RUNNING, cluster.last_error
     assert events("cluster.start", actor=admin, target_id=cluster.pk).exists()
     for step in ("cluster.allocated", "cluster.waiting", "cluster.running"):
         assert events(step, target_id=cluster.pk).exists(), step
@@ -160,10 +155,10 @@ def test_killed_while_provisioning_a_new_cluster(lab, settings, gate):
     )
     mid_step(gate, "register_cluster")
     worker.kill()
-    assert status(cluster) == S.PROVISIONING  # killed inside register_cluster
+    assert status(cluster) == ClusterStatus.PROVISIONING  # killed inside register_cluster
 
     assert cluster.pk in reconcile_after_timeout(settings)
-    assert status(cluster) == S.UNALLOCATED
+    assert status(cluster) == ClusterStatus.UNALLOCATED
     assert events("cluster.create", actor=world.admin, target_id=cluster.pk).exists()
     assert events("cluster.reconcile", target_id=cluster.pk).exists()
     assert events("cluster.provisioned", target_id=cluster.pk).exists()
@@ -174,7 +169,7 @@ def test_killed_while_allocating(lab, settings, gate):
     world, start_worker, _redis = lab
     cluster, worker = start_held_at_allocate(world, start_worker, gate)
     worker.kill()
-    assert status(cluster) == S.PROVISIONING  # killed inside allocate
+    assert status(cluster) == ClusterStatus.PROVISIONING  # killed inside allocate
     assert not SimulatorAllocation.objects.filter(cluster=cluster).exists()
 
     reconcile_after_timeout(settings)
@@ -199,7 +194,7 @@ def test_killed_while_allocated(lab, settings, gate):
     vm_services.start_vm(blocker.pk, actor=world.admin)
     mid_step(gate, "start_vm")
     worker.kill()
-    assert status(cluster) == S.ALLOCATED
+    assert status(cluster) == ClusterStatus.ALLOCATED
     assert status(blocker) == VmStatus.STARTING
 
     reconcile_after_timeout(settings)
@@ -218,7 +213,7 @@ def test_killed_while_configuring_the_fabric(lab, settings, gate):
     cluster_services.start_cluster(cluster.pk, actor=world.admin)
     mid_step(gate, "configure_fabric")
     worker.kill()
-    assert status(cluster) == S.WAITING  # killed inside configure_fabric
+    assert status(cluster) == ClusterStatus.WAITING  # killed inside configure_fabric
     assert SimulatorAllocation.objects.filter(cluster=cluster, configured=False).exists()
 
     reconcile_after_timeout(settings)
@@ -291,7 +286,7 @@ def test_broker_restarted_mid_task(lab, settings, gate):
         what="the worker to reconnect",
     )
     wait_until(
-        lambda: status(cluster) != S.PROVISIONING and quiet(worker, redis_server),
+        lambda: status(cluster) != ClusterStatus.PROVISIONING and quiet(worker, redis_server),
         60,
         interval=0.1,
         what="the worker to end what it held and the broker to hold nothing",
@@ -304,7 +299,7 @@ def test_broker_restarted_mid_task(lab, settings, gate):
         **world.new_cluster("after-restart"),
     )
     wait_until(
-        lambda: status(fresh) == S.UNALLOCATED,
+        lambda: status(fresh) == ClusterStatus.UNALLOCATED,
         15,
         interval=0.1,
         what="the restarted broker to deliver",
@@ -323,7 +318,7 @@ def test_user_action_while_the_broker_is_down(lab, settings):
         pytest.fail("start refused: the broker being down is not the user's problem")
     finally:
         redis_server.start()
-    assert status(cluster) == S.PROVISIONING
+    assert status(cluster) == ClusterStatus.PROVISIONING
     # The reconciler repairs what no task will: the start completes.
     reconcile_after_timeout(settings)
     assert_started_to_running(cluster, world.admin)
@@ -340,7 +335,9 @@ def test_reconcile_rolls_back_a_start_the_backend_can_no_longer_serve(lab, setti
 
     reconcile_after_timeout(settings)
     cluster.refresh_from_db()
-    assert cluster.status == S.UNALLOCATED and cluster.last_error
+    assert cluster.status == ClusterStatus.UNALLOCATED and cluster.last_error
     assert events("cluster.start", AuditEvent.Outcome.FAILED, target_id=cluster.pk).exists()
-    assert not VirtualCluster.objects.filter(status__in=[S.PROVISIONING, S.ALLOCATED]).exists()
+    assert not VirtualCluster.objects.filter(
+        status__in=[ClusterStatus.PROVISIONING, ClusterStatus.ALLOCATED]
+    ).exists()
     assert_consistent()

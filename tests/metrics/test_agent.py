@@ -13,7 +13,8 @@ from clusters.models import ClusterStatus
 from metrics import services
 from metrics.models import Sample
 from metrics.storage import charts
-from metrics.vm_agent import agent, agent_collect
+from metrics.vm_agent import collect as agent_collect
+from metrics.vm_agent import main as agent
 from tests.metrics.fake_nvml import FakeNvml
 from vms.models import VmStatus
 
@@ -37,7 +38,7 @@ def infiniband(tmp_path):
 
 
 def test_fabric_counters_are_words_read_per_port(infiniband):
-    ports = agent.agent_devices.read_ports(infiniband)
+    ports = agent.devices.read_ports(infiniband)
     assert [(p["port"], p["rx_bytes"], p["tx_bytes"]) for p in ports] == [
         (0, 1_000 * 4, 2_000 * 4),
         (1, 10_000 * 4, 20_000 * 4),
@@ -71,7 +72,7 @@ def test_no_infiniband_and_no_gpu_mean_null_fields(tmp_path):
 
 def test_without_nvidia_ml_py_or_a_gpu_nvml_is_skipped():
     # No GPU here: either pynvml is missing or NVML finds no driver; either way, no crash.
-    assert agent.agent_devices.open_nvml() is None
+    assert agent.devices.open_nvml() is None
 
 
 def fake_nvml(utils, used, total, fail=False):
@@ -80,15 +81,15 @@ def fake_nvml(utils, used, total, fail=False):
 
 
 def test_gpus_are_averaged_and_a_failing_gpu_does_not_crash():
-    mib = agent.agent_devices.MIB
+    mib = agent.devices.MIB
     nvml = fake_nvml([100, 50], [40 * mib, 20 * mib], [80 * mib, 80 * mib])
-    gpus = agent.agent_devices.NvmlGpus(nvml).read()
+    gpus = agent.devices.NvmlGpus(nvml).read()
     assert [(g["gpu"], g["util"], g["mem_used"], g["temp"]) for g in gpus] == [
         (0, 100, 40, None),
         (1, 50, 20, None),
     ]
     assert agent_collect.gpu_summary(gpus) == (75.0, 100.0 * 60 / 160)
-    lost = agent.agent_devices.NvmlGpus(fake_nvml([1], [1], [2], fail=True)).read()
+    lost = agent.devices.NvmlGpus(fake_nvml([1], [1], [2], fail=True)).read()
     assert lost[0]["util"] is None and agent_collect.gpu_summary(lost) == (None, 50.0)
 
 

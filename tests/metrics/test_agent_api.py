@@ -14,9 +14,9 @@ from openapi_spec_validator import validate
 
 from metrics import errors, openapi
 from metrics.urls import urlpatterns
-from metrics.views.agent_jobs import JOB_REFUSALS
+from metrics.views.jobs import JOB_REFUSALS
 from portal.api.schemas import Problem
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
 from tests.metrics.conftest import check_agent_answer, sample
 
 pytestmark = pytest.mark.django_db

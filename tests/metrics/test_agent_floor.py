@@ -25,7 +25,9 @@ import pytest
 
 from metrics import services
 from metrics.models import MetricsToken, Sample
-from metrics.vm_agent import VERSION, agent_exporters, agent_jobs, toolparse
+from metrics.vm_agent import VERSION, toolparse
+from metrics.vm_agent import exporters as agent_exporters
+from metrics.vm_agent import jobs as agent_jobs
 from vms.models import VmStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,8 +50,8 @@ def floor_of(pyproject: Path) -> tuple[int, int]:
 @pytest.mark.parametrize(
     ("pyproject", "module"),
     [
-        (ROOT / "pyproject.toml", ROOT / "portal" / "kernel.py"),
-        (AGENT / "pyproject.toml", AGENT / "agent.py"),
+        (ROOT / "pyproject.toml", ROOT / "portal" / "foundation" / "kernel.py"),
+        (AGENT / "pyproject.toml", AGENT / "main.py"),
         (ROOT / "portal" / "vc" / "pyproject.toml", ROOT / "portal" / "vc" / "vc_cli" / "main.py"),
     ],
 )
@@ -157,8 +159,7 @@ import json, sys
 given = json.load(sys.stdin)
 sys.path.insert(0, given["site"])
 import vc_metrics_agent
-from vc_metrics_agent import (agent, agent_collect, agent_devices, agent_exporters, agent_http,
-                              agent_jobs, toolparse)
+from vc_metrics_agent import collect, devices, exporters, jobs, main, toolparse, transport
 
 out = {"python": list(sys.version_info[:2]), "version": vc_metrics_agent.__version__,
        "agent_file": vc_metrics_agent.__file__}
@@ -169,15 +170,15 @@ def figures(tool, text):
         return {"ParseError": str(exc)}
 out["tools"] = {name: figures(tool, text) for name, (tool, text) in given["tools"].items()}
 out["exporters"] = {
-    name: (agent_exporters.parse_dcgm if "dcgm" in name else agent_exporters.parse_node)(text)
+    name: (exporters.parse_dcgm if "dcgm" in name else exporters.parse_node)(text)
     for name, text in given["exporters"].items()
 }
-runner = agent_jobs.JobRunner(given["url"], given["token"], infiniband_root=given["ib"])
+runner = jobs.JobRunner(given["url"], given["token"], infiniband_root=given["ib"])
 out["gpu_job"] = runner.execute({"id": 1, "kind": "gpu", "params": {"level": 1}, "timeout": 30})
 out["polled"] = len(runner.poll_once())
-out["check"] = agent.check(given["url"], given["token"])
-collector = agent.make_collector("auto", given["ib"], given["closed"], given["closed"])
-running = agent.Agent(given["url"], given["token"], collector=collector)
+out["check"] = main.check(given["url"], given["token"])
+collector = main.make_collector("auto", given["ib"], given["closed"], given["closed"])
+running = main.Agent(given["url"], given["token"], collector=collector)
 running.tick()
 out["stored"] = running.stored
 print(json.dumps(out))

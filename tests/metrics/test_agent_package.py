@@ -27,7 +27,7 @@ def test_the_wheel_holds_the_agent_its_parsers_and_a_console_script(wheel):
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = Parser().parsestr(archive.read(meta_name).decode())
         entry_points = archive.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
-    for module in ("agent", "agent_devices", "agent_exporters", "agent_jobs", "toolparse"):
+    for module in ("main", "collect", "devices", "exporters", "jobs", "transport", "toolparse"):
         assert f"vc_metrics_agent/{module}.py" in names
     assert not any(name.endswith("pyproject.toml") for name in names)
     # The release's version (the portal's: one ``VERSION``), and the floor it is tested on.
@@ -36,7 +36,7 @@ def test_the_wheel_holds_the_agent_its_parsers_and_a_console_script(wheel):
     assert [r for r in requires if "extra ==" not in r] == ["psutil>=5.6"]
     assert any(r.startswith("prometheus-client") and "exporters" in r for r in requires)
     assert any(r.startswith("nvidia-ml-py") and "nvml" in r for r in requires)
-    assert "vc-metrics-agent = vc_metrics_agent.agent:main" in entry_points
+    assert "vc-metrics-agent = vc_metrics_agent.main:main" in entry_points
 
 
 def test_installed_alone_it_imports_and_runs_without_the_portal(wheel, tmp_path):
@@ -58,7 +58,7 @@ def test_installed_alone_it_imports_and_runs_without_the_portal(wheel, tmp_path)
     )
     # Only the installed package and psutil: not the repository, not prometheus-client.
     code = (
-        "import sys, vc_metrics_agent.agent as a, vc_metrics_agent.toolparse as t;"
+        "import sys, vc_metrics_agent.main as a, vc_metrics_agent.toolparse as t;"
         "assert 'metrics' not in sys.modules and 'prometheus_client' not in sys.modules;"
         "c = a.make_collector('auto', infiniband_root='/nonexistent');"
         "s = c.collect(); print(sorted(t.PARSERS), s['cpu_util'] is not None, s['gpu_util'])"
@@ -70,7 +70,7 @@ def test_installed_alone_it_imports_and_runs_without_the_portal(wheel, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "True None" in done.stdout and "dcgmi" in done.stdout
     usage = subprocess.run(
-        [sys.executable, "-S", "-m", "vc_metrics_agent.agent"],
+        [sys.executable, "-S", "-m", "vc_metrics_agent.main"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -9,7 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from metrics.vm_agent import agent, agent_collect, agent_jobs
+from metrics.vm_agent import collect
+from metrics.vm_agent import jobs as agent_jobs
+from metrics.vm_agent import main as agent
 
 TOKEN = "vcm_stays-at-home"
 REDIRECTS = [301, 302, 303, 307, 308]
@@ -80,7 +82,7 @@ def test_the_samples_post_keeps_its_token_and_its_samples(servers, caplog, tmp_p
     portal, elsewhere = servers
     caplog.set_level(logging.INFO, logger="metrics.agent")
     url = f"{portal.url}/api/metrics/ingest"
-    a = agent.Agent(url, TOKEN, timeout=5, collector=agent_collect.Collector(tmp_path))
+    a = agent.Agent(url, TOKEN, timeout=5, collector=collect.Collector(tmp_path))
     a.tick()
     assert elsewhere.seen == []  # not even asked, let alone with the token
     assert portal.seen == [("POST", "/api/metrics/ingest", f"Bearer {TOKEN}")]

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from metrics.models.devices import GPU_NAMES, PORT_NAMES
-from metrics.vm_agent import agent, agent_devices, agent_exporters
+from metrics.vm_agent import devices as agent_devices
+from metrics.vm_agent import exporters as agent_exporters
+from metrics.vm_agent import main as agent
 from tests.metrics.fake_nvml import FakeNvml
 
 FIXTURES = Path(__file__).parent / "fixtures"

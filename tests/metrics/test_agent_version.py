@@ -16,8 +16,10 @@ from setuptools.config.pyprojecttoml import read_configuration
 
 from metrics import agent_versions, services
 from metrics.models import MetricsToken
-from metrics.vm_agent import VERSION, agent, agent_collect, agent_jobs
-from portal.compute.backends.libvirt import guest
+from metrics.vm_agent import VERSION, collect
+from metrics.vm_agent import jobs as agent_jobs
+from metrics.vm_agent import main as agent
+from portal.compute.backends.libvirt.guest import boot as guest
 from tests.metrics.conftest import sample
 from vms.models import VmStatus
 
@@ -169,6 +171,6 @@ def test_the_running_agent_reports_its_version(world, live_server, tmp_path):
     vm = world.vm("reporting", status=VmStatus.RUNNING)
     _vm, token = services.rotate_token(vm.pk, actor=None)
     url = f"{live_server.url}/api/metrics/ingest"
-    running = agent.Agent(url, token, collector=agent_collect.Collector(tmp_path))
+    running = agent.Agent(url, token, collector=collect.Collector(tmp_path))
     running.tick()
     assert running.stored == 1 and stored_version(vm) == VERSION

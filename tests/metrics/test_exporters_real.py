@@ -5,7 +5,8 @@ read off the fixture by hand."""
 
 from pathlib import Path
 
-from metrics.vm_agent import agent, agent_exporters
+from metrics.vm_agent import exporters as agent_exporters
+from metrics.vm_agent import main as agent
 from tests.metrics.test_agent_sources import serve_exporters
 
 REAL = Path(__file__).parent / "fixtures" / "real"

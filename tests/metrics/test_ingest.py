@@ -280,7 +280,7 @@ def test_compact_form_names_the_row(post, token):
 
 def test_rotating_a_token_is_404_for_a_vm_the_user_cannot_read_and_403_for_a_reader(world):
     from metrics.models import MetricsToken
-    from portal.errors import PermissionRequired, VmNotFound
+    from portal.foundation.errors import PermissionRequired, VmNotFound
 
     vm = world.vm("rotate-me")
     with pytest.raises(VmNotFound):

@@ -5,7 +5,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from clusters.models import ClusterStatus
-from metrics import ingest, simulate, tasks
+from metrics import simulate, tasks
+from metrics.ingest import batch as ingest
 from metrics.models import Sample
 from portal.compute.backends.simulator import SimulatorBackend
 from vms.models import VirtualMachine, VmStatus

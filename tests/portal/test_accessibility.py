@@ -12,8 +12,8 @@ from django.utils import translation
 
 from clusters import services
 from clusters.models import ClusterStatus
-from portal.errors import RuleViolation, SpotOrDrVm
-from portal.messages import ACTION_LABELS
+from portal.foundation.errors import RuleViolation, SpotOrDrVm
+from portal.foundation.event_text import ACTION_LABELS
 from portal.templatetags.console import status_badge
 from tests.portal import html_audit
 from vms.models import BillingType, VmStatus

@@ -129,7 +129,7 @@ def test_units_and_words_are_shown_as_written(client, db):
     from django.conf import settings
 
     from clusters.validation.thresholds import threshold_for
-    from vms.models import FabricType, InstanceType
+    from portal.catalog.models import FabricType, InstanceType
 
     h100 = InstanceType.objects.create(
         code="gpu.h100x8", gpu_model="H100", gpu_count=8, vcpu=192, memory_gib=2048

@@ -104,16 +104,16 @@ def test_every_admin_decides_writes_in_one_place(world):
             assert not model_admin.has_change_permission(request), model
             assert not model_admin.has_delete_permission(request), model
     for label in (
-        "portal.Role", "clusters.ValidationThreshold", "clusters.SimulatorCapacity",
-        "vms.Zone", "vms.InstanceType", "vms.FabricOffering", "auth.Group",
+        "portal.Role", "clusters.ValidationThreshold", "compute.SimulatorCapacity",
+        "catalog.Zone", "catalog.InstanceType", "catalog.FabricOffering", "auth.Group",
     ):  # fmt: skip
         assert label in global_models
 
 
 def test_posts_to_global_rows_change_nothing(world, root):
     """Every global row's change and delete page, and every global add page, as a POST."""
-    from clusters.models import SimulatorCapacity
     from clusters.validation.thresholds import threshold_for
+    from portal.compute.models import SimulatorCapacity
 
     SimulatorCapacity.objects.create(
         zone=world.zone_a, instance_type=world.h100, fabric="INFINIBAND", total_nodes=4

@@ -14,10 +14,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from metrics.models import MetricsToken
+from portal.catalog.models import FabricType
 from portal.compute.backends.simulator import SimulatorBackend
 from portal.models import ApiToken, AuditEvent, Project, RoleBinding
 from tests.conftest import builtin_role
-from vms.models import FabricType
 
 SECRET = "zeta"  # in every name of project other's data, nowhere else
 DEMO_TOKEN_HASH = "d3" * 32
@@ -101,7 +101,7 @@ PROJECT_DATA = (
     "clusters.VirtualCluster",
     "vms.VirtualMachine",
     "metrics.MetricsToken",
-    "clusters.SimulatorAllocation",
+    "compute.SimulatorAllocation",
     "portal.AuditEvent",
     "portal.Project",
     "portal.ApiToken",
@@ -109,7 +109,7 @@ PROJECT_DATA = (
 
 
 # The platform's GPU hosts and what is placed on them: superusers only (403 to staff).
-SUPERUSER_ONLY = ("clusters.GpuHost", "clusters.Placement", "clusters.FabricPartition")
+SUPERUSER_ONLY = ("compute.GpuHost", "compute.Placement", "compute.FabricPartition")
 
 
 def test_every_admin_changelist_and_filter_hides_other_projects(staff, root):
@@ -211,7 +211,7 @@ def test_filtering_users_by_another_project_lists_no_one(staff, root, other_data
 def test_revoking_an_api_token_in_the_admin(other_data, client):
     """A project admin with the model permission revokes a leaked token of their project:
     it gets 401 at once, the revoke is audited, another project's token is untouched."""
-    from portal import tokens
+    from portal.iam import tokens
 
     ops = get_user_model().objects.create_user("ops", is_staff=True)
     ops.user_permissions.set(

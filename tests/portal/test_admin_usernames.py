@@ -15,7 +15,7 @@ from django.contrib.auth.models import Permission
 from django.urls import NoReverseMatch, reverse
 
 from clusters.models import ClusterStatus
-from portal.admin_base import visible_users
+from portal.admin.scope import visible_users
 from portal.models import AuditEvent, RoleBinding
 from tests.conftest import builtin_role
 

@@ -30,15 +30,15 @@ from pathlib import Path
 import pytest
 from django.utils import translation
 
-from portal.errors import RuleViolation
+from portal.foundation.errors import RuleViolation
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 RULES = ROOT / "docs" / "rules.md"
 ERROR_MODULES = (
-    "portal.errors",
-    "portal.errors.api",
-    "portal.errors.hosts",
+    "portal.foundation.errors",
+    "portal.foundation.errors.api",
+    "portal.foundation.errors.hosts",
     "metrics.errors",
     "clusters.validation.errors",
 )

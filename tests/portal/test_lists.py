@@ -173,8 +173,8 @@ def test_htmx_sort_and_filter_answer_only_the_table(world, login, vms):
 
 
 def test_a_user_who_may_not_read_clusters_cannot_sort_by_their_names(world, login, vms):
+    from portal.iam.permissions import Perm
     from portal.models import Role, RoleBinding
-    from portal.permissions import Perm
 
     role = Role.objects.create(name="vm-reader", permissions=[Perm.VM_READ])
     RoleBinding.objects.filter(user=world.users["viewer"]).update(role=role)

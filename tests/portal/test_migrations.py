@@ -11,7 +11,7 @@ import pytest
 from django.apps import apps
 from django.db.models.signals import post_migrate
 
-from portal.errors import CapacityUnavailable, RuleViolation
+from portal.foundation.errors import CapacityUnavailable, RuleViolation
 
 OURS = {"portal", "clusters", "vms", "metrics"}
 

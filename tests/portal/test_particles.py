@@ -1,9 +1,9 @@
-"""Korean particles after a name (portal.particles): 을/를 by how the name ends when read
+"""Korean particles after a name (portal.web.particles): 을/를 by how the name ends when read
 aloud, so a confirmation never says "을(를)"."""
 
 import pytest
 
-from portal.particles import josa, with_particles
+from portal.web.particles import josa, with_particles
 
 
 @pytest.mark.parametrize(

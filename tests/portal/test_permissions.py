@@ -5,8 +5,8 @@ import pytest
 from django.core.management import call_command
 
 from clusters.models import VirtualCluster
+from portal.iam.permissions import BUILTIN_ROLES, Perm
 from portal.models import AuditEvent, Project, Role, RoleBinding
-from portal.permissions import BUILTIN_ROLES, Perm
 from vms.models import VirtualMachine
 
 

@@ -4,9 +4,9 @@ and ``shows`` (the same question of a row in hand) agree for every reader and ro
 import pytest
 
 from clusters.models import VirtualCluster
-from portal.errors import ClusterNotFound, VmNotFound
+from portal.foundation.errors import ClusterNotFound, VmNotFound
+from portal.iam.permissions import Perm
 from portal.models import light_instances, readable, readable_row
-from portal.permissions import Perm
 from vms.models import VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """What every console request costs before its page: the session and the user, whose row
-brings their roles and projects (``portal.auth.SessionUserBackend``) — two queries. Nothing
+brings their roles and projects (``portal.iam.auth.SessionUserBackend``) — two queries. Nothing
 keeps a grant between requests, so a grant taken away is gone on the very next request,
 whichever way it was taken: the admin, a queryset ``update()`` that sends no signal, SQL by
 hand, a deleted project, a deactivated user."""
@@ -12,13 +12,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from clusters.models import VirtualCluster
+from portal.iam.permissions import READ_PERMISSIONS
 from portal.models import Project, Role, RoleBinding
-from portal.permissions import READ_PERMISSIONS
 from tests.conftest import PASSWORD, builtin_role
 
 FLOOR = "/__bench__/floor/"  # tests.bench.urls: login_required, answers "ok"
 # The roles and projects come with the user's row by json_agg(… ORDER BY), which the demo's
-# SQLite lacks: there they are read when first asked (portal.auth.SessionUserBackend).
+# SQLite lacks: there they are read when first asked (portal.iam.auth.SessionUserBackend).
 WITH_THE_USER = pytest.mark.postgres_only("the user's grants come with their row by json_agg")
 CREATE_FORM = {"name": "fresh", "fabric_type": "INFINIBAND"}
 

@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from clusters.forms import ClusterFilterForm
 from clusters.models import ClusterStatus, VirtualCluster
 from clusters.views.listing import LIST_FIELDS, listed_clusters, shown_clusters
-from portal.listing import Rows, _read_page, list_page
+from portal.iam.permissions import Perm
 from portal.models import readable, readable_row
-from portal.permissions import Perm
 from portal.statements import Statements, statements
+from portal.web.listing import Rows, _read_page, list_page
 from vms.models import VmStatus
 
 pytestmark = pytest.mark.django_db
@@ -210,7 +210,7 @@ def test_a_readable_row_is_what_get_or_404_finds_for_every_reader(clusters):
     from django.contrib.auth.models import AnonymousUser
 
     from clusters.views.members import _page_cluster
-    from portal.errors import ClusterNotFound
+    from portal.foundation.errors import ClusterNotFound
 
     world = clusters
     superuser = get_user_model().objects.create_superuser("root", password="x-pass-1234")

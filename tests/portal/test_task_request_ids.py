@@ -11,7 +11,7 @@ from django.urls import reverse
 from clusters import operations
 from clusters.models import ClusterStatus
 from portal.celery import app
-from portal.middleware import adopt_ids, carried_ids, forget_ids, request_ids
+from portal.foundation.request_ids import adopt_ids, carried_ids, forget_ids, request_ids
 from portal.models import AuditEvent
 from tests.faults.harness import kept_logging, wait_until
 from tests.pages import HX

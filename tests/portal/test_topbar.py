@@ -6,8 +6,8 @@ from html import escape
 
 from django.conf import settings
 
+from portal.iam.projects import SESSION_KEY
 from portal.models import RoleBinding
-from portal.projects import SESSION_KEY
 from tests.conftest import builtin_role
 
 TOPBAR = re.compile(r'<header class="topbar">.*?</header>', re.S)

@@ -11,8 +11,10 @@ import subprocess
 
 import pytest
 
-from clusters.models.hosts import GpuHost
-from portal.compute.backends.libvirt import guest_image, guest_install, management, names
+from portal.compute.backends.libvirt import management, names
+from portal.compute.backends.libvirt.guest import image as guest_image
+from portal.compute.backends.libvirt.guest import install as guest_install
+from portal.compute.models.hosts import GpuHost
 from tests.waiting import wait_until
 
 URI = "qemu:///system"

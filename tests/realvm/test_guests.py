@@ -19,16 +19,18 @@ from django.conf import settings
 from clusters import operations
 from clusters import services as cluster_services
 from clusters.models import ClusterStatus, Operation
-from clusters.models.hosts import FabricPartition
 from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics.models import Sample
-from portal.compute.backends.libvirt import fabric, guest, management, names
+from portal.catalog.models import FabricType
+from portal.compute.backends.libvirt import fabric, management, names
 from portal.compute.backends.libvirt.events import Watcher
+from portal.compute.backends.libvirt.guest import boot as guest
+from portal.compute.models.hosts import FabricPartition
 from portal.models import AuditEvent
 from vms import progress as vm_progress
 from vms import services as vm_services
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 from vms.progress import repair_drift
 
 from .guests import (

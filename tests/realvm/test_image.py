@@ -3,7 +3,7 @@ agent's sources (or the guest's files) makes a new key, so the next build makes 
 
 import shutil
 
-from portal.compute.backends.libvirt import guest_image
+from portal.compute.backends.libvirt.guest import image as guest_image
 
 
 def test_the_image_is_built_once_and_keyed_by_its_inputs(built_image, tmp_path, monkeypatch):
@@ -16,5 +16,5 @@ def test_the_image_is_built_once_and_keyed_by_its_inputs(built_image, tmp_path, 
     shutil.copytree(guest_image.AGENT_SOURCE, agent, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(guest_image, "AGENT_SOURCE", agent)
     assert guest_image.input_key() == key
-    (agent / "agent.py").write_text((agent / "agent.py").read_text() + "\n# changed\n")
+    (agent / "main.py").write_text((agent / "main.py").read_text() + "\n# changed\n")
     assert guest_image.input_key() != key

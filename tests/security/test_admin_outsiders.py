@@ -24,8 +24,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters.models import Operation, SimulatorAllocation, VirtualCluster
+from clusters.models import Operation, VirtualCluster
 from metrics.models import MetricsToken
+from portal.compute.models import SimulatorAllocation
 from portal.models import ApiToken, AuditEvent, Project, RoleBinding
 from tests.conftest import builtin_role
 from vms.models import VirtualMachine

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from clusters.models import ClusterStatus, VirtualCluster
+from portal.iam.permissions import Perm
 from portal.models import AuditEvent
-from portal.permissions import Perm
 from tests.conftest import PASSWORD
 from vms.models import VirtualMachine, VmStatus
 

@@ -6,9 +6,9 @@ from django.urls import reverse
 
 from clusters import services as cluster_services
 from clusters.models import VirtualCluster
-from portal.errors import NotFound
+from portal.foundation.errors import NotFound
+from portal.iam.projects import SESSION_KEY
 from portal.models import Role, RoleBinding
-from portal.projects import SESSION_KEY
 from vms.models import VirtualMachine
 
 

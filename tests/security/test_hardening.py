@@ -19,7 +19,7 @@ from django.db import DatabaseError
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from portal.middleware import RequestIdFilter
+from portal.foundation.request_ids import RequestIdFilter
 from portal.models import AuditEvent
 from tests.child import run_python
 from tests.conftest import PASSWORD
@@ -329,7 +329,7 @@ def test_success_clears_the_username_counter(scene, client):
 def test_throttle_expires_after_its_window(scene, client, monkeypatch):
     """The limiter's clock is moved, not waited for: locked a second before the window
     ends, open at its end."""
-    from portal import throttle
+    from portal.iam import throttle
 
     start = time.time()
     monkeypatch.setattr(throttle, "now", lambda: start)
@@ -426,7 +426,7 @@ def test_healthz_fails_when_the_broker_is_down(client, db, monkeypatch):
 
 
 def test_healthz_fails_when_the_database_is_down(client, db, monkeypatch):
-    from portal import views
+    from portal.web import views
 
     class DeadConnection:
         def cursor(self):
@@ -456,7 +456,7 @@ def test_state_change_is_logged_and_audited_with_the_request_id(scene, client, c
     client.force_login(scene.world.users["operator"])
     caplog.handler.addFilter(RequestIdFilter())
     formatter = logging.Formatter(settings.LOGGING["formatters"]["structured"]["format"])
-    with caplog.at_level(logging.INFO, logger="portal.audit"):
+    with caplog.at_level(logging.INFO, logger="portal.foundation.audit"):
         response = client.post(
             reverse("clusters:cluster_start", args=[scene.cluster.pk]),
             HTTP_X_REQUEST_ID="req42start",
@@ -472,7 +472,7 @@ def test_state_change_is_logged_and_audited_with_the_request_id(scene, client, c
     assert (event.request_id, event.client_request_id) == (started, "req42start")
     refusal = AuditEvent.objects.get(action="cluster.delete")
     assert (refusal.request_id, refusal.client_request_id) == (deleted, "req43delete")
-    lines = [formatter.format(r) for r in caplog.records if r.name == "portal.audit"]
+    lines = [formatter.format(r) for r in caplog.records if r.name == "portal.foundation.audit"]
     start = [line for line in lines if "action=cluster.start" in line]
     assert start and f"request_id={started}" in start[0] and "outcome=SUCCEEDED" in start[0]
     delete = [line for line in lines if "action=cluster.delete" in line]

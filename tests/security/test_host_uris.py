@@ -8,15 +8,15 @@ from django.utils import translation
 from django.utils.html import escape
 
 from clusters import progress
-from clusters.models.hosts import GpuHost, uri_refusal
 from portal.compute.backends.libvirt import LibvirtBackend, connection
 from portal.compute.backends.libvirt.inventory import sync_all, sync_host
-from portal.errors.hosts import HostUriRefused
+from portal.compute.models.hosts import GpuHost, uri_refusal
+from portal.foundation.errors.hosts import HostUriRefused
 from portal.models import AuditEvent
 from tests.libvirt_testhost import write_hosts
 
 pytestmark = pytest.mark.django_db
-ADMIN = "/admin/clusters/gpuhost/"
+ADMIN = "/admin/compute/gpuhost/"
 
 HOSTILE = [
     (

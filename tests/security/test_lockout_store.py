@@ -10,8 +10,8 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import translation
 
-from portal import tokens
-from portal.errors.api import TokenLimitReached
+from portal.foundation.errors.api import TokenLimitReached
+from portal.iam import tokens
 from portal.models import ApiToken
 from tests.conftest import PASSWORD
 

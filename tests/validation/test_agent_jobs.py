@@ -16,7 +16,7 @@ from clusters.models import ClusterStatus, ValidationJob
 from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics import services as metrics_services
-from metrics.vm_agent import agent_jobs
+from metrics.vm_agent import jobs as agent_jobs
 from portal.compute.backends.simulator import SimulatorBackend
 from vms.models import VirtualMachine, VmStatus
 

@@ -9,7 +9,7 @@ from clusters.models.validation import Verdict
 from clusters.validation import verdict
 from clusters.validation.thresholds import threshold_for
 from metrics.vm_agent import toolparse
-from vms.models import FabricType
+from portal.catalog.models import FabricType
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 

@@ -6,14 +6,14 @@ from django.utils import translation
 
 from clusters import operations, services
 from clusters.models import ClusterStatus, Operation, OperationItem
-from portal import errors
 from portal.compute.backends.simulator import SimulatorBackend
+from portal.foundation import errors
 from portal.models import AuditEvent
 from tests.races import outcome, race
 from vms import services as vm_services
 from vms.models import BillingType, VirtualMachine, VmStatus
 
-S, V, Item = ClusterStatus, VmStatus, OperationItem.Status
+Item = OperationItem.Status
 
 
 def attached(world, cluster, names):
@@ -71,8 +71,8 @@ def test_replacing_a_running_member_of_a_running_pair_stops_swaps_and_starts(
     world.capacity(10)
     cluster = world.cluster()
     a, b = attached(world, cluster, ["a", "b"])
-    VirtualMachine.objects.filter(pk__in=[a.pk, b.pk]).update(status=V.RUNNING)
-    cluster.status = S.RUNNING
+    VirtualMachine.objects.filter(pk__in=[a.pk, b.pk]).update(status=VmStatus.RUNNING)
+    cluster.status = ClusterStatus.RUNNING
     cluster.save()
     spare = world.vm("spare")
     with django_capture_on_commit_callbacks(execute=True):
@@ -80,8 +80,8 @@ def test_replacing_a_running_member_of_a_running_pair_stops_swaps_and_starts(
     operation.refresh_from_db()
     assert operation.done and operation.last_error is None, operation.error_code
     assert ranks(cluster) == {"spare": 0, "b": 1}
-    assert VirtualMachine.objects.get(pk=a.pk).status == V.STOPPED
-    assert VirtualMachine.objects.get(pk=spare.pk).status == V.RUNNING
+    assert VirtualMachine.objects.get(pk=a.pk).status == VmStatus.STOPPED
+    assert VirtualMachine.objects.get(pk=spare.pk).status == VmStatus.RUNNING
     assert {"vm.stop", "vm.start"} <= set(AuditEvent.objects.values_list("action", flat=True))
 
 
@@ -89,7 +89,7 @@ def test_replacing_a_running_member_of_a_running_pair_stops_swaps_and_starts(
     ("spare_kw", "code"),
     [
         ({"billing_type": BillingType.SPOT}, "spot_or_dr_vm"),
-        ({"status": V.RUNNING}, "vm_not_eligible"),
+        ({"status": VmStatus.RUNNING}, "vm_not_eligible"),
         ({"zone": "b"}, "vm_other_zone"),
         ({"cluster": "other"}, "already_member"),
     ],
@@ -164,8 +164,8 @@ def test_a_member_that_fails_to_stop_fails_the_replace_and_leaves_the_spare(
     world.capacity(10)
     cluster = world.cluster()
     a, b, c = attached(world, cluster, ["a", "b", "c"])
-    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
-    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    VirtualMachine.objects.filter(cluster=cluster).update(status=VmStatus.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
     spare = world.vm("spare")
     SimulatorBackend.faults["stop_vm"] = errors.BackendError()
     with django_capture_on_commit_callbacks(execute=True):
@@ -188,8 +188,8 @@ def test_the_operations_beat_does_not_cut_a_replace_short(
     world.capacity(10)
     cluster = world.cluster()
     a, b = attached(world, cluster, ["a", "b"])
-    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
-    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    VirtualMachine.objects.filter(cluster=cluster).update(status=VmStatus.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
     spare = world.vm("spare")
     with django_capture_on_commit_callbacks() as queued:
         operation = operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin)
@@ -207,8 +207,8 @@ def _running_trio(world):
     world.capacity(10)
     cluster = world.cluster()
     a, b, c = attached(world, cluster, ["a", "b", "c"])
-    VirtualMachine.objects.filter(cluster=cluster).update(status=V.RUNNING)
-    type(cluster).objects.filter(pk=cluster.pk).update(status=S.RUNNING)
+    VirtualMachine.objects.filter(cluster=cluster).update(status=VmStatus.RUNNING)
+    type(cluster).objects.filter(pk=cluster.pk).update(status=ClusterStatus.RUNNING)
     return cluster, a
 
 
@@ -268,8 +268,8 @@ def test_the_spare_is_held_while_the_member_stops_and_the_replace_completes(
     operation.refresh_from_db()
     assert operation.done and operation.last_error is None, operation.error_code
     assert ranks(cluster) == {"spare": 0, "b": 1, "c": 2}
-    assert VirtualMachine.objects.get(pk=spare.pk).status == V.RUNNING
-    assert VirtualMachine.objects.get(pk=a.pk).status == V.STOPPED
+    assert VirtualMachine.objects.get(pk=spare.pk).status == VmStatus.RUNNING
+    assert VirtualMachine.objects.get(pk=a.pk).status == VmStatus.STOPPED
 
 
 def test_a_swap_refused_after_the_stop_puts_the_member_back(
@@ -282,7 +282,7 @@ def test_a_swap_refused_after_the_stop_puts_the_member_back(
     spare = world.vm("spare")
 
     def meanwhile():
-        VirtualMachine.objects.filter(pk=spare.pk).update(status=V.RUNNING)
+        VirtualMachine.objects.filter(pk=spare.pk).update(status=VmStatus.RUNNING)
 
     SimulatorBackend.hooks["stop_vm"] = meanwhile
     with django_capture_on_commit_callbacks(execute=True):
@@ -291,4 +291,4 @@ def test_a_swap_refused_after_the_stop_puts_the_member_back(
     assert operation.done and operation.last_error is not None
     assert list(operation.items.values_list("status", flat=True)) == [Item.FAILED, Item.FAILED]
     assert ranks(cluster) == {"a": 0, "b": 1, "c": 2}
-    assert VirtualMachine.objects.get(pk=a.pk).status == V.RUNNING
+    assert VirtualMachine.objects.get(pk=a.pk).status == VmStatus.RUNNING

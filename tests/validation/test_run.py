@@ -11,12 +11,10 @@ from clusters import operations, services
 from clusters.models import ClusterStatus, Operation, ValidationJob, ValidationThreshold
 from clusters.models.validation import Verdict
 from clusters.validation import jobs, verdict
-from portal import errors
 from portal.compute.backends.simulator import SimulatorBackend
+from portal.foundation import errors
 from portal.models import AuditEvent
 from vms.models import VirtualMachine, VmStatus
-
-S, V = ClusterStatus, VmStatus
 
 
 def running_cluster(world, names):
@@ -26,8 +24,8 @@ def running_cluster(world, names):
         services.attach_vm(
             world.vm(name, private_ip=f"10.0.0.{len(name)}").pk, cluster.pk, actor=world.admin
         )
-    cluster.members.update(status=V.RUNNING)
-    cluster.status = S.RUNNING
+    cluster.members.update(status=VmStatus.RUNNING)
+    cluster.status = ClusterStatus.RUNNING
     cluster.save()
     return cluster
 
@@ -109,16 +107,16 @@ def test_a_member_whose_agent_never_answers_is_no_answer(world, monkeypatch):
 
 def test_validation_needs_a_running_cluster_two_running_members_and_update(world):
     cluster = running_cluster(world, ["a", "b"])
-    VirtualMachine.objects.filter(name="b").update(status=V.STOPPED)
+    VirtualMachine.objects.filter(name="b").update(status=VmStatus.STOPPED)
     with pytest.raises(errors.RuleViolation) as refused:
         operations.start_validation(cluster.pk, actor=world.admin)
     assert refused.value.code == "not_enough_running_members"
-    VirtualMachine.objects.filter(name="b").update(status=V.RUNNING)
+    VirtualMachine.objects.filter(name="b").update(status=VmStatus.RUNNING)
     with pytest.raises(errors.PermissionRequired):
         operations.start_validation(cluster.pk, actor=world.users["viewer"])
     with pytest.raises(errors.InvalidInput):
         operations.start_validation(cluster.pk, actor=world.admin, level="3")
-    cluster.status = S.TERMINATED
+    cluster.status = ClusterStatus.TERMINATED
     cluster.save()
     with pytest.raises(errors.RuleViolation) as refused:
         operations.start_validation(cluster.pk, actor=world.admin)

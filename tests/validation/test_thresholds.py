@@ -6,7 +6,7 @@ import pytest
 
 from clusters.models.validation import ValidationThreshold
 from clusters.validation.thresholds import GENERIC, PUBLISHED_H100, threshold_for
-from vms.models import FabricType, InstanceType
+from portal.catalog.models import FabricType, InstanceType
 
 
 @pytest.mark.parametrize(

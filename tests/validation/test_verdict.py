@@ -7,7 +7,6 @@ from django.utils import translation
 from clusters.models.validation import ValidationJob, Verdict
 from clusters.validation import verdict
 
-K, J = ValidationJob.Kind, ValidationJob.Status
 T = {
     "ports": 8,
     "port_gbps": 400,
@@ -24,12 +23,12 @@ def members(n):
     return [{"id": i, "name": f"n{i}", "gpus": 8} for i in range(n)]
 
 
-def gpu_job(vm, count=8, failed=(), warned=(), status=J.DONE):
+def gpu_job(vm, count=8, failed=(), warned=(), status=ValidationJob.Status.DONE):
     def test(name, gpus, state):
         return {"name": name, "gpus": list(gpus), "status": state, "warnings": ["why"]}
 
     return {
-        "kind": K.GPU,
+        "kind": ValidationJob.Kind.GPU,
         "vm": vm,
         "peers": [],
         "status": status,
@@ -44,7 +43,7 @@ def gpu_job(vm, count=8, failed=(), warned=(), status=J.DONE):
     }
 
 
-def nccl(kind, vm, busbw, peers=(), wrong=0, status=J.DONE):
+def nccl(kind, vm, busbw, peers=(), wrong=0, status=ValidationJob.Status.DONE):
     return {
         "kind": kind,
         "vm": vm,
@@ -66,10 +65,10 @@ def ib(client, server, gbps=None, state="ACTIVE", symbol=(0, 0), downed=(0, 0)):
         }
 
     return {
-        "kind": K.IB_CLIENT,
+        "kind": ValidationJob.Kind.IB_CLIENT,
         "vm": client,
         "peers": [server],
-        "status": J.DONE,
+        "status": ValidationJob.Status.DONE,
         "timeout": 120,
         "figures": {
             "devices": DEVICES,
@@ -94,32 +93,68 @@ def ring(n, slow=None, gbps=150.0):
 
 CASES = [
     # (what, jobs, member count, expected verdicts, codes of member 0's reasons)
-    ("all good", [gpu_job(0), gpu_job(1), nccl(K.NCCL_LOCAL, 0, 463.4)], 2, [OK, OK], []),
-    ("exactly at threshold", [nccl(K.NCCL_LOCAL, 0, 460.0)], 2, [OK, OK], []),
-    ("local busbw 5% low", [nccl(K.NCCL_LOCAL, 0, 437.0)], 2, [WARN, OK], ["nccl_local_low"]),
     (
-        "local busbw 10% low is still 점검",
-        [nccl(K.NCCL_LOCAL, 0, 414.0)],
+        "all good",
+        [gpu_job(0), gpu_job(1), nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 463.4)],
+        2,
+        [OK, OK],
+        [],
+    ),
+    ("exactly at threshold", [nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 460.0)], 2, [OK, OK], []),
+    (
+        "local busbw 5% low",
+        [nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 437.0)],
         2,
         [WARN, OK],
         ["nccl_local_low"],
     ),
-    ("local busbw 11% low", [nccl(K.NCCL_LOCAL, 0, 409.0)], 2, [BAD, OK], ["nccl_local_low"]),
-    ("wrong values", [nccl(K.NCCL_LOCAL, 0, 463.0, wrong=2)], 2, [BAD, OK], ["nccl_wrong"]),
+    (
+        "local busbw 10% low is still 점검",
+        [nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 414.0)],
+        2,
+        [WARN, OK],
+        ["nccl_local_low"],
+    ),
+    (
+        "local busbw 11% low",
+        [nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 409.0)],
+        2,
+        [BAD, OK],
+        ["nccl_local_low"],
+    ),
+    (
+        "wrong values",
+        [nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 463.0, wrong=2)],
+        2,
+        [BAD, OK],
+        ["nccl_wrong"],
+    ),
     ("failed diag", [gpu_job(0, failed=[[3]])], 2, [BAD, OK], ["diag_failed"]),
     ("diag warning", [gpu_job(0, warned=[[1]])], 2, [WARN, OK], ["diag_warned"]),
     ("missing GPU", [gpu_job(0, count=7)], 2, [BAD, OK], ["gpu_missing"]),
-    ("no answer", [gpu_job(0, status=J.NO_ANSWER)], 2, [NONE, OK], ["no_answer"]),
+    (
+        "no answer",
+        [gpu_job(0, status=ValidationJob.Status.NO_ANSWER)],
+        2,
+        [NONE, OK],
+        ["no_answer"],
+    ),
     (
         "a skipped job judges nothing",
-        [{**ib(0, 1), "status": J.SKIPPED, "figures": {}}],
+        [{**ib(0, 1), "status": ValidationJob.Status.SKIPPED, "figures": {}}],
         2,
         [OK, OK],
         [],
     ),
     (
         "tool failed",
-        [{**nccl(K.NCCL_LOCAL, 0, 0), "status": J.FAILED, "figures": {"error": "exit 1"}}],
+        [
+            {
+                **nccl(ValidationJob.Kind.NCCL_LOCAL, 0, 0),
+                "status": ValidationJob.Status.FAILED,
+                "figures": {"error": "exit 1"},
+            }
+        ],
         2,
         [BAD, OK],
         ["tool_failed"],
@@ -159,7 +194,7 @@ CASES = [
     ),
     (
         "two members share a low pair",
-        [nccl(K.NCCL_PAIR, 0, 300.0, peers=[1])],
+        [nccl(ValidationJob.Kind.NCCL_PAIR, 0, 300.0, peers=[1])],
         2,
         [BAD, BAD],
         ["nccl_pair_low"],
@@ -167,17 +202,22 @@ CASES = [
     (
         "ring pair straggler",
         [
-            nccl(K.NCCL_PAIR, i, 230.0 if 2 in (i, (i + 1) % 4) else 445.0, peers=[(i + 1) % 4])
+            nccl(
+                ValidationJob.Kind.NCCL_PAIR,
+                i,
+                230.0 if 2 in (i, (i + 1) % 4) else 445.0,
+                peers=[(i + 1) % 4],
+            )
             for i in range(4)
         ]
-        + [nccl(K.NCCL_ALL, 0, 231.0, peers=[1, 2, 3])],
+        + [nccl(ValidationJob.Kind.NCCL_ALL, 0, 231.0, peers=[1, 2, 3])],
         4,
         [OK, OK, BAD, OK],
         [],
     ),
     (
         "all-nodes low, nobody singled out",
-        [nccl(K.NCCL_ALL, 0, 300.0, peers=[1, 2])],
+        [nccl(ValidationJob.Kind.NCCL_ALL, 0, 300.0, peers=[1, 2])],
         3,
         [WARN, WARN, WARN],
         ["nccl_all_low"],
@@ -196,7 +236,12 @@ def test_verdicts(what, jobs, n, expected, codes):
 
 def test_the_straggler_reasons_name_gpu_5_its_port_and_the_figures():
     jobs = ring(4, slow=2) + [
-        nccl(K.NCCL_PAIR, i, 230.5 if 2 in (i, (i + 1) % 4) else 445.0, peers=[(i + 1) % 4])
+        nccl(
+            ValidationJob.Kind.NCCL_PAIR,
+            i,
+            230.5 if 2 in (i, (i + 1) % 4) else 445.0,
+            peers=[(i + 1) % 4],
+        )
         for i in range(4)
     ]
     _verdict, reasons = verdict.judge(members(4), jobs, T, level=2)[2]

@@ -13,9 +13,9 @@ from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import CaptureQueriesContext
 
-from portal.auth import read_with
-from vms import catalog_version
-from vms.models import FabricOffering, FabricType, InstanceType, Zone
+from portal.catalog import version as catalog_version
+from portal.catalog.models import FabricOffering, FabricType, InstanceType, Zone
+from portal.iam.auth import read_with
 
 # The version is PostgreSQL's (its migration does nothing on SQLite, where nothing is kept).
 POSTGRESQL_ONLY = pytest.mark.postgres_only(

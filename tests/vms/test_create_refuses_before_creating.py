@@ -7,9 +7,10 @@ from django.urls import reverse
 
 from clusters import operations
 from clusters.models import Operation
-from portal import errors
+from portal.catalog.models import FabricType
+from portal.foundation import errors
 from portal.models import AuditEvent
-from vms.models import BillingType, FabricType, VirtualMachine
+from vms.models import BillingType, VirtualMachine
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

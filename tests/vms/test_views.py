@@ -5,10 +5,9 @@ Korean message in place and nothing changed on refusal."""
 import re
 
 from clusters.models import ClusterStatus
+from portal.catalog.models import FabricType
 from tests.pages import HX, UNATTACHABLE, body
-from vms.models import BillingType, FabricType, VmStatus
-
-S = ClusterStatus
+from vms.models import BillingType, VmStatus
 
 
 def test_member_start_refused_unless_cluster_runs(world, login):
@@ -25,7 +24,7 @@ def test_member_start_refused_unless_cluster_runs(world, login):
 def test_vm_page_offers_only_eligible_clusters_and_guidance(world, login):
     good = world.cluster("good")
     world.cluster("other-type", instance_type=world.l40s, fabric_type=FabricType.ROCE_V2)
-    world.cluster("busy", status=S.WAITING)
+    world.cluster("busy", status=ClusterStatus.WAITING)
     world.cluster("foreign", project=world.other)
     vm = world.vm("n1")
     page = body(login("admin").get(f"/vms/{vm.pk}/"))
@@ -75,7 +74,7 @@ def test_forged_cluster_of_another_project_is_refused(world, login):
 
 
 def test_detach_that_would_leave_one_member_is_refused_on_the_page(world, login):
-    cluster = world.cluster(status=S.RUNNING)
+    cluster = world.cluster(status=ClusterStatus.RUNNING)
     a, _b = world.members(cluster, 2)
     response = login("admin").post(f"/vms/{a.pk}/cluster/", {"action": "detach"})
     assert response.status_code == 409 and "가상머신 2대 이상이 필요합니다" in body(response)

@@ -7,8 +7,8 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, gettext_noop
 
-from portal.particles import with_particles
 from portal.templatetags.console import csrf_input, row_form, status_badge, url_pattern
+from portal.web.particles import with_particles
 from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType
 from vms.services import start_refusal
 

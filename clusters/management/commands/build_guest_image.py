@@ -8,7 +8,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.compute.backends.libvirt import guest_image
+from portal.compute.backends.libvirt.guest import image as guest_image
 
 
 class Command(BaseCommand):

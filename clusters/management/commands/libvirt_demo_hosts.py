@@ -9,15 +9,18 @@ Idempotent."""
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from clusters.models.hosts import GpuHost
-from portal.compute.backends.libvirt import guest_image, guest_install, management
+from portal.catalog.models import FabricType, InstanceType, Zone
+from portal.compute.backends.libvirt import management
 from portal.compute.backends.libvirt.connection import connect
+from portal.compute.backends.libvirt.guest import image as guest_image
+from portal.compute.backends.libvirt.guest import install as guest_install
 from portal.compute.backends.libvirt.inventory import sync_host
-from portal.errors import BackendError
+from portal.compute.models.hosts import GpuHost
+from portal.foundation.errors import BackendError
 from portal.management.commands.seed_demo import DEMO_VMS
 from vms import progress as vm_progress
 from vms import services as vm_services
-from vms.models import FabricType, InstanceType, VirtualMachine, VmStatus, Zone
+from vms.models import VirtualMachine, VmStatus
 
 URI = "qemu:///system"
 # name: (zone, fabric, instance type whose GPU model the slots are, GPUs, VFs)

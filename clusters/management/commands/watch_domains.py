@@ -13,8 +13,8 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from clusters.models.hosts import GpuHost
 from portal.compute.backends.libvirt.events import Stop, Watcher
+from portal.compute.models.hosts import GpuHost
 from vms import progress
 
 

@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass, field
 
-from portal.errors import CapacityUnavailable
-from vms.models import FabricOffering
+from portal.catalog.models import FabricOffering
+from portal.foundation.errors import CapacityUnavailable
 
 # The fabric as the capacity error names it (a proper noun: the same in every language).
 FABRIC_SHORT = {"INFINIBAND": "InfiniBand", "ROCE_V2": "RoCEv2"}
@@ -28,8 +28,8 @@ class FabricAddress:
 @dataclass(frozen=True)
 class Observed:
     """What the backend sees of one VM: running or not, and if not, why (``reason`` is a
-    notice code of ``portal.messages``: the guest shut down, crashed, was destroyed, or its
-    domain is gone)."""
+    notice code of ``portal.foundation.event_text``: the guest shut down, crashed, was
+    destroyed, or its domain is gone)."""
 
     running: bool
     reason: str = ""
@@ -52,7 +52,7 @@ def private_ip(vm) -> str:
 class ComputeBackend:
     """Every method is idempotent: a retried task or the reconciler may call it twice.
 
-    Errors are ``portal.errors.CapacityUnavailable`` (no room) or ``BackendError``.
+    Errors are ``portal.foundation.errors.CapacityUnavailable`` (no room) or ``BackendError``.
     """
 
     # True when the backend's VMs run no metrics agent and the portal writes their samples

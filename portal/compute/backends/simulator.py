@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from clusters.models import SimulatorAllocation, SimulatorCapacity, VirtualCluster
+from clusters.models import VirtualCluster
+from portal.catalog.models import FabricType
 from portal.compute.backends.base import (
     Capacity,
     ComputeBackend,
@@ -28,8 +29,9 @@ from portal.compute.backends.base import (
     Observed,
     private_ip,
 )
-from portal.errors import BackendError, CapacityUnavailable
-from vms.models import FabricType, VirtualMachine, VmStatus
+from portal.compute.models import SimulatorAllocation, SimulatorCapacity
+from portal.foundation.errors import BackendError, CapacityUnavailable
+from vms.models import VirtualMachine, VmStatus
 
 DEFAULT_NODES = 64
 

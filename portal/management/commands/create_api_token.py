@@ -3,8 +3,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from portal import tokens
-from portal.errors import InvalidInput
+from portal.foundation.errors import InvalidInput
+from portal.iam import tokens
 from portal.models import ApiToken, Project
 
 

@@ -3,10 +3,10 @@ reconciler + beat.
 
 Everything runs on the embedded default (SQLite file, filesystem Celery broker), so no
 external service is needed. The worker, the reconciler's worker (its own queue) and beat are
-supervised (``portal.supervisor``): one that exits, or a worker that stops consuming, is
+supervised (``portal.processes.supervisor``): one that exits, or a worker that stops consuming, is
 restarted with a log line. Ctrl-C stops them all; if rundemo ends any other way (SIGKILL
-included) they end with it (``portal.supervisor``). A port already in use is refused before
-anything starts.
+included) they end with it (``portal.processes.supervisor``). A port already in use is
+refused before anything starts.
 """
 
 import errno
@@ -20,8 +20,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from portal import heartbeat
-from portal.supervisor import Child, Supervisor
+from portal.processes import heartbeat
+from portal.processes.supervisor import Child, Supervisor
 
 
 def stack(env: dict[str, str], extra: tuple[Child, ...] = ()) -> Supervisor:

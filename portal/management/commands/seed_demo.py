@@ -6,11 +6,12 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from clusters.models import SimulatorCapacity
+from portal.catalog.models import FabricOffering, FabricType, InstanceType, Zone
+from portal.compute.models import SimulatorCapacity
 from portal.models import Project, Role, RoleBinding
 from vms import progress as vm_progress
 from vms import services as vm_services
-from vms.models import BillingType, FabricOffering, FabricType, InstanceType, VirtualMachine, Zone
+from vms.models import BillingType, VirtualMachine
 
 DEFAULT_PASSWORD = "vc-demo-2026"  # noqa: S105 - the demo's documented password
 IB, ROCE = FabricType.INFINIBAND, FabricType.ROCE_V2

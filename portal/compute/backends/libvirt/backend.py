@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.models import ClusterStatus, VirtualCluster
-from clusters.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
+from portal.catalog.models import FabricType
 from portal.compute.backends.base import (
     Capacity,
     ComputeBackend,
@@ -30,15 +30,16 @@ from portal.compute.backends.base import (
 from portal.compute.backends.libvirt import (
     domain,
     fabric,
-    guest,
     management,
     names,
     placement,
     volumes,
 )
 from portal.compute.backends.libvirt.connection import connect, domain_type
-from portal.errors import BackendError, CapacityUnavailable
-from vms.models import FabricType, VirtualMachine, VmStatus
+from portal.compute.backends.libvirt.guest import boot as guest
+from portal.compute.models.hosts import FabricPartition, GpuHost, HostDevice, Placement
+from portal.foundation.errors import BackendError, CapacityUnavailable
+from vms.models import VirtualMachine, VmStatus
 
 log = logging.getLogger(__name__)
 RUNNING_STATES = {

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 import libvirt
 from django.conf import settings
 
-from clusters.models.hosts import uri_refusal
-from portal.errors import BackendError
-from portal.errors.hosts import HostUriRefused
+from portal.compute.models.hosts import uri_refusal
+from portal.foundation.errors import BackendError
+from portal.foundation.errors.hosts import HostUriRefused
 
 log = logging.getLogger(__name__)
 _guard = threading.Lock()  # the cache's dicts and list; never held across a libvirt call

@@ -16,7 +16,7 @@ hand, so whatever a value holds the document is well formed and reads back as it
 import xml.etree.ElementTree as ET
 
 from portal.compute.backends.libvirt import management
-from portal.compute.backends.libvirt.guest import fabric_mac
+from portal.compute.backends.libvirt.guest.boot import fabric_mac
 from portal.compute.backends.libvirt.names import (
     disk_volume,
     domain_name,

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from portal.compute.backends.libvirt import names
 from portal.compute.backends.libvirt.connection import alive, open_checked
-from portal.errors import BackendError
+from portal.foundation.errors import BackendError
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from portal.compute.backends.libvirt.names import (
     network_uuid,
     owned_network,
 )
-from portal.errors import BackendError
+from portal.foundation.errors import BackendError
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,13 @@ import xml.etree.ElementTree as ET
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models.hosts import GpuHost, HostDevice, uri_refusal
 from portal.compute.backends.libvirt.connection import connect
-from portal.errors import BackendError
-from portal.errors.hosts import HostUriRefused
+from portal.compute.models.hosts import GpuHost, HostDevice, uri_refusal
+from portal.foundation.errors import BackendError
+from portal.foundation.errors.hosts import HostUriRefused
 
 log = logging.getLogger(__name__)
 NVIDIA, MELLANOX = "0x10de", "0x15b3"
-D = HostDevice.Kind
 
 
 def _address(cap):
@@ -51,10 +50,10 @@ def read_devices(conn) -> list[dict]:
         pf = cap.find("capability[@type='phys_function']/address")
         klass = int(cap.findtext("class", "0"), 0)
         if vendor == NVIDIA and klass >> 16 == 0x03:
-            found.append({**row, "kind": D.GPU, "parent": ""})
+            found.append({**row, "kind": HostDevice.Kind.GPU, "parent": ""})
         elif vendor == MELLANOX and pf is not None:
             parent = _address_attrs(pf)
-            found.append({**row, "kind": D.VF, "parent": parent})
+            found.append({**row, "kind": HostDevice.Kind.VF, "parent": parent})
     return found
 
 
@@ -70,8 +69,8 @@ def emulated_devices(host) -> list[dict]:
     nodes = max(host.emulated_numa_nodes, 1)
     rows = []
     for kind, total, model in (
-        (D.GPU, host.emulated_gpus, host.emulated_gpu_model),
-        (D.VF, host.emulated_vfs, "emulated VF"),
+        (HostDevice.Kind.GPU, host.emulated_gpus, host.emulated_gpu_model),
+        (HostDevice.Kind.VF, host.emulated_vfs, "emulated VF"),
     ):
         for i in range(total):
             rows.append(

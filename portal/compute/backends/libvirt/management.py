@@ -29,7 +29,7 @@ import libvirt
 from django.conf import settings
 
 from portal.compute.backends.libvirt.connection import lookup
-from portal.errors import BackendError
+from portal.foundation.errors import BackendError
 
 log = logging.getLogger(__name__)
 _filters: dict[str, str] = {}  # host URI -> the filter this process defined there

@@ -6,7 +6,7 @@ takes GPUs across its nodes (pinned to those nodes). A cluster's members go to h
 one leaf when a leaf has room for all of them, else under one block, else anywhere; within
 that, hosts with the most room first, so a cluster packs onto few hosts.
 
-Callers hold the lock order of ``portal.compute.locking`` and then the zone's host rows
+Callers hold the lock order of ``clusters.locking`` and then the zone's host rows
 (``lock_hosts``): two placements in one zone never pick the same devices.
 """
 
@@ -15,10 +15,8 @@ from dataclasses import dataclass
 
 from django.db.models import Case, IntegerField, Q, Value, When
 
-from clusters.models.hosts import GpuHost, HostDevice, Placement
-from portal.errors import CapacityUnavailable
-
-D = HostDevice.Kind
+from portal.compute.models.hosts import GpuHost, HostDevice, Placement
+from portal.foundation.errors import CapacityUnavailable
 
 
 @dataclass
@@ -61,8 +59,10 @@ def capacity(hosts, instance_type, needs_vf) -> tuple[int, int]:
 def _room(hosts, instance_type, needs_vf, *, every=False, free=True) -> list[dict]:
     """Slots per host counting every device and/or counting the free ones, in that order:
     one read of the hosts' GPUs of the type and VFs (a node's width counts taken GPUs too)."""
-    gpu = str(D.GPU.value)  # a plain str compares faster than the enum member
-    of_type = Q(kind=D.GPU, model__icontains=instance_type.gpu_model) | Q(kind=D.VF)
+    gpu = str(HostDevice.Kind.GPU.value)  # a plain str compares faster than the enum member
+    of_type = Q(kind=HostDevice.Kind.GPU, model__icontains=instance_type.gpu_model) | Q(
+        kind=HostDevice.Kind.VF
+    )
     found = HostDevice.objects.filter(of_type, host_id__in=[h.pk for h in hosts], missing=False)
     alls: dict[int, tuple[dict, dict]] = {h.pk: ({}, {}) for h in hosts}
     frees: dict[int, tuple[dict, dict]] = {h.pk: ({}, {}) for h in hosts}

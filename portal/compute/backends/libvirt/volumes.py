@@ -8,8 +8,9 @@ from django.conf import settings
 
 from portal.compute import hooks
 from portal.compute.backends.base import FabricAddress
-from portal.compute.backends.libvirt import fabric, guest
+from portal.compute.backends.libvirt import fabric
 from portal.compute.backends.libvirt.connection import connect, lookup
+from portal.compute.backends.libvirt.guest import boot as guest
 from portal.compute.backends.libvirt.names import disk_volume, domain_uuid, seed_volume
 
 

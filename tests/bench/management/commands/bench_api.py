@@ -31,7 +31,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from clusters.models import ClusterStatus
-from portal import tokens
+from portal.iam import tokens
 from portal.models import Project, Role, RoleBinding
 from tests.bench.command import BenchCommand
 from tests.bench.inprocess import BENCH_SETTINGS, environ

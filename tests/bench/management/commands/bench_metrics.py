@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from metrics import storage
 from metrics.storage import COPY_SQL, PG_TYPES
-from metrics.vm_agent.agent import FIELDS
+from metrics.vm_agent.main import FIELDS
 from tests.bench import devices, metrics_tab
 from tests.bench.command import BenchCommand
 from tests.bench.ingest_clients import hammer, in_threads
@@ -84,7 +84,7 @@ class Command(BenchCommand):
 
     @contextmanager
     def around(self):
-        logging.getLogger("portal.audit").setLevel(logging.WARNING)  # 64 token issues
+        logging.getLogger("portal.foundation.audit").setLevel(logging.WARNING)  # 64 token issues
         with tempfile.TemporaryDirectory(prefix="bench-metrics-") as workdir:
             self.children = Children(Path(workdir))
             yield

@@ -23,14 +23,16 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from clusters.models import ClusterStatus, Operation, SimulatorAllocation, VirtualCluster
+from clusters.models import ClusterStatus, Operation, VirtualCluster
+from portal.catalog.models import FabricType
 from portal.celery import app
+from portal.compute.models import SimulatorAllocation
+from portal.iam.projects import SESSION_KEY
 from portal.models import Project, Role, RoleBinding
-from portal.projects import SESSION_KEY
 from tests.bench.command import BenchCommand
 from tests.bench.inprocess import BENCH_SETTINGS, environ, session_cookie
 from tests.bench.worlds import bench_catalog
-from vms.models import BillingType, FabricType, VirtualMachine, VmStatus
+from vms.models import BillingType, VirtualMachine, VmStatus
 
 TARGETS = {"attach_ratio": 0.5, "attach_queries_per_vm": 4, "start_ratio": 10.0, "poll": 2.0}
 HX = {"HTTP_HX_REQUEST": "true"}

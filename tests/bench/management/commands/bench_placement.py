@@ -41,13 +41,14 @@ class Command(BaseCommand):
 
     def run_bench(self, tmp):
         from clusters.models import VirtualCluster
-        from clusters.models.hosts import GpuHost, Placement
+        from portal.catalog.models import FabricType
         from portal.compute.backends.libvirt import LibvirtBackend
         from portal.compute.backends.libvirt import connection as lv
         from portal.compute.backends.libvirt.inventory import sync_host
+        from portal.compute.models.hosts import GpuHost, Placement
         from portal.models import Project
         from tests.libvirt_testhost import write_hosts
-        from vms.models import FabricType, VirtualMachine
+        from vms.models import VirtualMachine
 
         zone, itype = libvirt_catalog(2, 48, 512)
         ib = FabricType.INFINIBAND

@@ -23,9 +23,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.test.utils import override_settings
 
+from portal.catalog.models import FabricType
 from tests.bench.scratch import scratch_database
 from tests.bench.worlds import libvirt_catalog
-from vms.models import FabricType, VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmStatus
 
 MEMBERS = 4
 
@@ -40,7 +41,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if connection.vendor != "postgresql":
             raise CommandError("bench_realvm_start measures PostgreSQL: set DATABASE_URL")
-        from portal.compute.backends.libvirt import guest_image
+        from portal.compute.backends.libvirt.guest import image as guest_image
 
         if guest_image.current() is None:
             raise CommandError("no guest image: run manage.py build_guest_image first")
@@ -66,12 +67,13 @@ class Command(BaseCommand):
         from clusters import operations
         from clusters import services as cluster_services
         from clusters.models import VirtualCluster
-        from clusters.models.hosts import GpuHost
         from portal.compute.backends import get_backend
-        from portal.compute.backends.libvirt import guest_image, guest_install
+        from portal.compute.backends.libvirt.guest import image as guest_image
+        from portal.compute.backends.libvirt.guest import install as guest_install
         from portal.compute.backends.libvirt.inventory import sync_host
+        from portal.compute.models.hosts import GpuHost
+        from portal.iam.permissions import BUILTIN_ROLES
         from portal.models import Project, Role, RoleBinding
-        from portal.permissions import BUILTIN_ROLES
 
         zone, itype = libvirt_catalog(8, 192, 2048)
         ib = FabricType.INFINIBAND

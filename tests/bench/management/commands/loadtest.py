@@ -42,8 +42,8 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from clusters.models import VirtualCluster
+from portal.iam.projects import SESSION_KEY as PROJECT_KEY
 from portal.models import AuditEvent
-from portal.projects import SESSION_KEY as PROJECT_KEY
 from tests.bench.load_client import EXPECTED, UserClient, busy, cookie_jar, percentiles
 from tests.bench.processes import (
     Children,

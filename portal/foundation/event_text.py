@@ -1,0 +1,112 @@
+"""What an audit event says, kept as a code and params and rendered in the reader's language.
+
+Refusals and failures use the error codes of ``portal.foundation.errors``; the few things an
+event says that are not errors are the notices below. Action names get their labels here too.
+"""
+
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
+from portal.foundation.errors import RuleViolation
+
+NOTICES = {
+    "members_detached": _("멤버 %(count)d대를 분리했습니다."),
+    "reconcile_started": _("시간 초과된 전환을 복구합니다."),
+    "operation_done": _("%(total)d대 중 %(failed)d대 실패"),
+    "operation_all_done": _("%(total)d대 모두 성공"),
+    "operation_queued": _("%(total)d대 작업을 시작했습니다."),
+    "validation_done": _(
+        "정상 %(ok)d대, 점검 필요 %(warn)d대, 불량 %(bad)d대, 응답 없음 %(silent)d대"
+    ),
+    "gpu_xid": _("GPU %(gpu)d에서 XID %(xid)d 오류가 발생했습니다."),
+    "gpu_ecc_uncorrectable": _(
+        "GPU %(gpu)d에서 정정할 수 없는 ECC 오류가 발생했습니다 (누적 %(count)d건)."
+    ),
+    "gpu_remapped_rows": _("GPU %(gpu)d의 메모리 행이 재매핑되었습니다 (누적 %(count)d행)."),
+    "guest_shutdown": _("게스트가 내부에서 종료되어 중지됨으로 표시합니다."),
+    "guest_crashed": _("게스트가 비정상 종료되어 중지됨으로 표시합니다."),
+    "domain_destroyed": _("도메인이 포털 밖에서 강제 종료되어 중지됨으로 표시합니다."),
+    "domain_stopped": _("도메인이 포털 밖에서 중지되어 중지됨으로 표시합니다."),
+    "domain_missing": _("호스트에 도메인이 없어 중지됨으로 표시합니다."),
+    "stray_domain": _("어떤 가상머신에도 속하지 않는 도메인 %(name)s이 있습니다 (삭제하지 않음)."),
+    "port_link_down": _("패브릭 포트 %(port)d의 링크가 끊어졌습니다 (누적 %(count)d회)."),
+    "host_synced": _("장치 %(count)d개를 읽었습니다."),
+}
+
+ACTION_LABELS = {
+    "cluster.create": _("클러스터 생성"),
+    "cluster.provisioned": _("클러스터 준비 완료"),
+    "cluster.start": _("클러스터 시작"),
+    "cluster.allocated": _("자원 할당"),
+    "cluster.waiting": _("패브릭 구성"),
+    "cluster.running": _("클러스터 실행"),
+    "cluster.stop": _("클러스터 중지"),
+    "cluster.delete": _("클러스터 삭제"),
+    "cluster.update": _("클러스터 이름 변경"),
+    "cluster.reconcile": _("전환 복구"),
+    "vm.create": _("가상머신 생성"),
+    "vm.update": _("가상머신 이름 변경"),
+    "vm.attach": _("클러스터에 연결"),
+    "vm.detach": _("클러스터에서 분리"),
+    "vm.start": _("가상머신 시작"),
+    "vm.running": _("가상머신 실행"),
+    "vm.stop": _("가상머신 중지"),
+    "vm.stopped": _("가상머신 중지 완료"),
+    "vm.stray_domain": _("소속 없는 도메인 발견"),
+    "vm.delete": _("가상머신 삭제"),
+    "vm.metrics_token": _("메트릭 토큰 발급"),
+    "vm.metrics_token_revoke": _("메트릭 토큰 폐기"),
+    "operation.attach": _("가상머신 연결"),
+    "operation.detach": _("가상머신 분리"),
+    "operation.start_members": _("멤버 시작"),
+    "operation.stop_members": _("멤버 중지"),
+    "operation.stop_cluster": _("멤버와 함께 클러스터 중지"),
+    "operation.create_vms": _("가상머신 생성"),
+    "operation.replace": _("교체"),
+    "operation.validate": _("클러스터 검증"),
+    "cluster.validated": _("클러스터 검증 완료"),
+    "vm.gpu_error": _("GPU 오류"),
+    "vm.link_down": _("패브릭 링크 끊김"),
+    "token.create": _("API 토큰 발급"),
+    "token.revoke": _("API 토큰 폐기"),
+    "host.create": _("GPU 호스트 등록"),
+    "host.update": _("GPU 호스트 변경"),
+    "host.delete": _("GPU 호스트 삭제"),
+    "host.sync": _("GPU 호스트 동기화"),
+}
+
+# What an event is about, one of a kind (an audit row names one target).
+TARGET_LABELS = {
+    "cluster": pgettext_lazy("target", "클러스터"),
+    "vm": pgettext_lazy("target", "가상머신"),
+    "api_token": pgettext_lazy("target", "API 토큰"),
+    "gpu_host": pgettext_lazy("target", "GPU 호스트"),
+}
+
+
+# What the 가상머신 연결 dialog says beside a VM that is not stopped (%(status)s is its status
+# label); the attach rule's other refusals name their fact themselves (``RuleViolation.short``).
+NOT_STOPPED_REASON = _("%(status)s — 먼저 중지하세요")
+STOPPING_REASON = _("%(status)s — 중지가 끝나면 연결할 수 있습니다")
+
+
+def render_message(code: str, params: dict[str, Any] | None, text: str = "") -> str:
+    """An event's message in the active language: its code rendered, then its plain text."""
+    params = params or {}
+    if code in NOTICES:
+        rendered = NOTICES[code] % params if params else str(NOTICES[code])
+    elif code:
+        rendered = RuleViolation.from_stored(code, params).message
+    else:
+        return text
+    return f"{rendered} ({text})" if text else rendered
+
+
+def action_label(action: str) -> str:
+    return str(ACTION_LABELS.get(action, action))
+
+
+def target_label(target_type: str) -> str:
+    return str(TARGET_LABELS.get(target_type, target_type))
