@@ -28,7 +28,8 @@ import vc_cli.main as cli
 from clusters.models import Operation, VirtualCluster
 from metrics import tasks
 from tests.api.conftest import check_against_schema
-from vms.models import VirtualMachine, Zone
+from vms.models import VirtualMachine
+from portal.catalog.models import Zone
 
 logging.disable(logging.INFO)  # the audit's and the tasks' lines: not what a failure shows
 call_command("migrate", verbosity=0)

@@ -7,6 +7,7 @@ from django.db import connection
 
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import services
+from portal.catalog import models as catalog_models
 from portal.compute.models import SimulatorAllocation, SimulatorCapacity
 from portal.iam.permissions import BUILTIN_ROLES
 from portal.models import AuditEvent, Project, Role, RoleBinding
@@ -20,13 +21,13 @@ def bench_catalog():
     """One zone, an 8×H100 type offering both fabrics with room for anything, and the built-in
     roles (created by a migration, but a scratch database built for tests has them flushed).
     Returns (zone, instance type, {fabric: SimulatorCapacity})."""
-    zone = vm_models.Zone.objects.create(code="kr-central-1a", name="Korea Central 1a")
-    h100 = vm_models.InstanceType.objects.create(
+    zone = catalog_models.Zone.objects.create(code="kr-central-1a", name="Korea Central 1a")
+    h100 = catalog_models.InstanceType.objects.create(
         code="gpu.h100x8", gpu_model="NVIDIA H100 SXM", gpu_count=8, vcpu=192, memory_gib=2048
     )
     capacity = {}
-    for fabric in vm_models.FabricType.values:
-        vm_models.FabricOffering.objects.create(zone=zone, instance_type=h100, fabric=fabric)
+    for fabric in catalog_models.FabricType.values:
+        catalog_models.FabricOffering.objects.create(zone=zone, instance_type=h100, fabric=fabric)
         capacity[fabric] = SimulatorCapacity.objects.create(
             zone=zone, instance_type=h100, fabric=fabric, total_nodes=100_000
         )
@@ -38,16 +39,16 @@ def bench_catalog():
 def libvirt_catalog(gpu_count, vcpu, memory_gib):
     """The libvirt benches' catalog: zone ``bench-1a`` and an H100 type of ``gpu_count`` GPUs
     offered over InfiniBand. Returns (zone, instance type)."""
-    zone = vm_models.Zone.objects.create(code="bench-1a", name="bench")
-    itype = vm_models.InstanceType.objects.create(
+    zone = catalog_models.Zone.objects.create(code="bench-1a", name="bench")
+    itype = catalog_models.InstanceType.objects.create(
         code=f"gpu.h100x{gpu_count}",
         gpu_model="H100",
         gpu_count=gpu_count,
         vcpu=vcpu,
         memory_gib=memory_gib,
     )
-    vm_models.FabricOffering.objects.create(
-        zone=zone, instance_type=itype, fabric=vm_models.FabricType.INFINIBAND
+    catalog_models.FabricOffering.objects.create(
+        zone=zone, instance_type=itype, fabric=catalog_models.FabricType.INFINIBAND
     )
     return zone, itype
 
@@ -64,7 +65,7 @@ def clusters_with_members(
             name=f"{name}-{i:05d}",
             zone=zone,
             instance_type=itype,
-            fabric_type=vm_models.FabricType.INFINIBAND,
+            fabric_type=catalog_models.FabricType.INFINIBAND,
             status=status(i),
             **cluster_fields,
         )
@@ -112,7 +113,7 @@ def pages_world():
     """bench_pages: projects of 10, 50 and 10,000 clusters (two members each), a running
     cluster of 8 with 200 audit events, one of 256. Returns (user, projects, detail, wide)."""
     zone, h100, capacities = bench_catalog()
-    capacity = capacities[vm_models.FabricType.INFINIBAND]
+    capacity = capacities[catalog_models.FabricType.INFINIBAND]
     user = get_user_model().objects.create_user("bench", password="bench-pass-1234")
     admin = Role.objects.get(name="admin")
     projects = {}

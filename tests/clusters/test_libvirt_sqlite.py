@@ -21,7 +21,8 @@ from tests.libvirt_testhost import write_hosts
 from portal.compute.models.hosts import FabricPartition, GpuHost, Placement
 from clusters.models import VirtualCluster
 from portal.models import Project
-from vms.models import FabricOffering, InstanceType, VirtualMachine, Zone
+from vms.models import VirtualMachine
+from portal.catalog.models import FabricOffering, InstanceType, Zone
 
 zone = Zone.objects.create(code="kr-central-1a", name="1a")
 itype = InstanceType.objects.create(

@@ -171,7 +171,7 @@ call_command("migrate", verbosity=0)
 from clusters import tally
 from clusters.models import LiveClusterTally, VirtualCluster
 from portal.models import Project
-from vms.models import InstanceType, Zone
+from portal.catalog.models import InstanceType, Zone
 
 zone = Zone.objects.create(code="z", name="z")
 itype = InstanceType.objects.create(code="t", gpu_model="H100", gpu_count=8, vcpu=1, memory_gib=1)
