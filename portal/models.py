@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.foundation.errors import NotFound, RuleViolation
+from portal.foundation.errors.ssh_keys import SshKeyNotFound
 from portal.foundation.event_text import action_label, render_message
 from portal.foundation.kernel import parse_id
 from portal.iam.permissions import Perm
@@ -398,3 +399,41 @@ class ThrottleWindow(models.Model):
 
     def __str__(self):
         return f"{self.key}: {self.count}"
+
+
+class SshKeyQuerySet(ProjectScopedQuerySet["SshKey"]):
+    not_found = SshKeyNotFound
+
+
+class SshKey(models.Model):
+    """An SSH public key of a project (``portal.iam.ssh_keys`` parses and registers it): the
+    VMs that choose it get it in their seed. Kept as ``type base64 [comment]``, one line, with
+    the fingerprint ``ssh-keygen -l`` prints; never changed once registered."""
+
+    class KeyType(models.TextChoices):
+        ED25519 = "ssh-ed25519", "Ed25519"
+        RSA = "ssh-rsa", "RSA"
+
+    project = project_reference(models.CASCADE, "ssh_keys")
+    name = models.CharField(_("이름"), max_length=63)
+    public_key = models.TextField(_("공개 키"))
+    key_type = models.CharField(_("키 유형"), max_length=20, choices=KeyType.choices)
+    bits = models.PositiveIntegerField(_("비트"))
+    fingerprint = models.CharField(_("지문"), max_length=50)
+    created_by = user_reference(_("등록자"))
+    created_at = models.DateTimeField(_("등록일"), auto_now_add=True)
+
+    objects = SshKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        verbose_name = verbose_name_plural = _("SSH 키")
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="ssh_key_name_per_project"),
+            models.UniqueConstraint(
+                fields=["project", "fingerprint"], name="ssh_key_once_per_project"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name

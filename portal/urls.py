@@ -19,6 +19,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("account/api-tokens/", api_pages.token_list, name="api_tokens"),
     path("account/api-tokens/<int:pk>/revoke/", api_pages.token_revoke, name="api_token_revoke"),
+    path("ssh-keys/", api_pages.ssh_key_list, name="ssh_keys"),
+    path("ssh-keys/<int:pk>/delete/", api_pages.ssh_key_delete, name="ssh_key_delete"),
     path("api/v1/docs/assets/<str:name>", swagger_asset, name="api_docs_asset"),
     path("api/v1/", api.urls),
     # Anything else under the API is a problem+json 404, not the console's HTML page.

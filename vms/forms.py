@@ -80,6 +80,15 @@ class CatalogFilterForm(ListFilterForm):
         return catalog_version.kept(shape, self.catalog, lambda: tuple(statements.rows(shape, ())))
 
 
+class OfferedIds(forms.MultipleChoiceField):
+    """Offers its choices, and takes any value sent: whether an id names something the user
+    may choose is the service's to say, with its own error (a key of another project is not
+    found, and the refusal is audited), never the form's "not a valid choice"."""
+
+    def valid_value(self, value: Any) -> bool:
+        return True
+
+
 class VmCreateForm(CatalogChoiceForm):
     name = forms.CharField(label=_("이름"), max_length=NAME_MAX)
     billing_type = forms.ChoiceField(
@@ -101,17 +110,28 @@ class VmCreateForm(CatalogChoiceForm):
         empty_label=_("연결하지 않음"),
     )
 
+    ssh_keys = OfferedIds(
+        label=_("SSH 키"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("선택한 키는 가상머신의 로그인 사용자(vc)의 authorized_keys에 들어갑니다."),
+    )
+
     def clean_count(self) -> int:
         return self.cleaned_data["count"] or 1
 
-    def __init__(self, *args, clusters=None, **kwargs):
+    def __init__(self, *args, clusters=None, ssh_keys=(), **kwargs):
         """``clusters``: the clusters the user may attach the new VMs to (none if omitted).
 
         The form offers them narrowed to the chosen zone and instance type
         (``cluster_choices``, like the instance types by zone), but accepts any of them: a
         cluster of another zone or type is refused by the attach rule's own message
-        (``operations.create_vms``), never by "not a valid choice"."""
+        (``operations.create_vms``), never by "not a valid choice". ``ssh_keys``: the
+        project's keys the user may choose, offered the same way."""
         super().__init__(*args, **kwargs)
+        self.fields["ssh_keys"].choices = [  # type: ignore[attr-defined]
+            (str(key.pk), f"{key.name} ({key.fingerprint})") for key in ssh_keys
+        ]
         clusters = clusters if clusters is not None else VirtualCluster.objects.none()
         self.fields["cluster"].queryset = clusters  # type: ignore[attr-defined]
         shown = clusters.select_related("zone", "instance_type")

@@ -137,6 +137,10 @@ class VirtualMachine(CatalogResource):
     fabric_lid = models.PositiveIntegerField(_("LID"), null=True, blank=True)
     fabric_ip = models.GenericIPAddressField(_("패브릭 IP"), null=True, blank=True)
     fabric_gid_index = models.PositiveSmallIntegerField(_("GID 인덱스"), null=True, blank=True)
+    # The project's public keys its seed installs for the guest's login user, chosen at create.
+    ssh_keys = models.ManyToManyField(
+        "portal.SshKey", blank=True, related_name="vms", verbose_name=_("SSH 키")
+    )
 
     objects = VirtualMachineQuerySet.as_manager()
     lifecycle = VM_LIFECYCLE

@@ -7,6 +7,8 @@ queued on commit (``vms.progress`` finishes it). Each rule is one ``*_refusal`` 
 ``preflight_*`` twin answers "would this be refused?" for the pages.
 """
 
+from collections.abc import Iterable
+
 from celery import Task
 
 from clusters.holds import hold_refusal
@@ -39,6 +41,7 @@ from portal.foundation.kernel import (
     save_unique,
     set_status,
 )
+from portal.iam import ssh_keys
 from portal.iam.permissions import Perm
 from portal.models import Project
 from vms import tasks
@@ -160,12 +163,16 @@ def create_vm(
     instance_type_id: object,
     billing_type: str,
     disaster_recovery: bool = False,
+    ssh_key_ids: Iterable[object] | None = None,
 ) -> VirtualMachine:
-    """Create a stopped VM (중지됨) with a private IP from the backend."""
+    """Create a stopped VM (중지됨) with a private IP from the backend, carrying the
+    project's SSH keys ``ssh_key_ids`` names (``ssh_keys.chosen_keys``: another project's
+    key, or one the actor may not read, is not found)."""
     with attempt("vm.create", actor=actor, target_type="vm") as att:
         name = begin_create(att, actor, Perm.VM_CREATE, project, name)
         zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, billing_type))
+        keys = ssh_keys.chosen_keys(actor, project, ssh_key_ids)
         vm = VirtualMachine(
             project=project,
             name=name,
@@ -176,6 +183,7 @@ def create_vm(
             created_by=recorded_user(actor),
         )
         save_unique(vm, VmNameTaken)
+        vm.ssh_keys.set(keys)
         vm.private_ip = get_backend().create_vm(vm)
         vm.save(update_fields=["private_ip"])
         att.about(vm)

@@ -20,7 +20,7 @@ from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
 from portal.catalog import version as catalog_version
 from portal.foundation.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
 from portal.iam.permissions import Perm
-from portal.models import readable
+from portal.models import SshKey, readable
 from portal.web.listing import list_page, render_list
 from portal.web.rendering import create_view, delete_and_list, go_to, render_form
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
@@ -104,13 +104,14 @@ def vm_list(request):
 def vm_create(request):
     project = request.project
     clusters = attachable_clusters(request.user, project)
+    keys = choosable_keys(request.user, project)
     if request.method == "GET":
-        form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters)
+        form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters, ssh_keys=keys)
         if request.htmx and request.htmx.target == "create-fields":
             # A zone or type picked: the fields again, the types and clusters narrowed.
             return render(request, "vms/create.html#create-fields", {"form": form})
         return _render_create(request, form)
-    form = VmCreateForm(request.POST, clusters=clusters)
+    form = VmCreateForm(request.POST, clusters=clusters, ssh_keys=keys)
     if form.is_valid():
         try:
             url = _create(request, project, form.cleaned_data)
@@ -141,7 +142,10 @@ def _create(request, project, data) -> str:
     }
     cluster = data["cluster"]
     operation = operations.create_vms(
-        **fields, count=data["count"], cluster_id=cluster.pk if cluster else None
+        **fields,
+        count=data["count"],
+        cluster_id=cluster.pk if cluster else None,
+        ssh_key_ids=data["ssh_keys"],
     )
     if data["count"] == 1 and cluster is None:
         vm = operation.items.get().vm
@@ -171,6 +175,13 @@ def attachable_clusters(user, project):
         .filter(project=project, status__in=MEMBERSHIP_OPEN)
         .order_by("name")
     )
+
+
+def choosable_keys(user, project):
+    """The create form's SSH 키 choices: the project's keys the user may read."""
+    if project is None:
+        return SshKey.objects.none()
+    return SshKey.objects.restrict(user, Perm.SSH_KEY_READ).filter(project=project)
 
 
 def _render_create(request, form, status=200):
@@ -208,6 +219,12 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         "obstacle": _cluster_obstacle(request.user, vm),
         "guidance": VmNotEligible().message,
         "can_read_cluster": request.user.has_perm(Perm.CLUSTER_READ, vm),
+        # The keys its seed installs: the keys' readers' to see (None: not shown).
+        "ssh_keys": (
+            list(SshKey.objects.filter(vms=vm).order_by("name"))
+            if request.user.has_perm(Perm.SSH_KEY_READ, vm)
+            else None
+        ),
         **extra,
     }
 

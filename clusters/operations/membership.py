@@ -1,7 +1,7 @@
 """Attach, detach and create-many: done in the request, one transaction, rows locked in
 the fixed order, an item and an audit event per VM."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
 from clusters import services
@@ -35,6 +35,7 @@ from portal.foundation.errors import (
     VmNotFound,
 )
 from portal.foundation.kernel import Actor, id_for_lookup, parse_id, raise_if, validate_name
+from portal.iam import ssh_keys
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent, Project
 from vms import services as vm_services
@@ -201,11 +202,13 @@ def create_vms(
     billing_type: str,
     disaster_recovery: bool = False,
     cluster_id: object | None = None,
+    ssh_key_ids: Sequence[object] | None = None,
     idempotency: tuple[str, ...] | None = None,
 ) -> Operation:
-    """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, then
-    attach each to ``cluster_id`` if given (an item per VM: created, and attached). With a
-    cluster, the attach rule is asked first: a VM it would refuse is never created."""
+    """Create ``count`` stopped VMs (``<name>-01`` … when more than one), all or none, each
+    carrying the SSH keys ``ssh_key_ids`` names, then attach each to ``cluster_id`` if given
+    (an item per VM: created, and attached). With a cluster, the attach rule is asked first:
+    a VM it would refuse is never created; a key not found refuses them all before any."""
     require_create_vms(actor, project, name)
     number = parse_id(count)
     if number is None or number > MAX_CREATE:
@@ -223,6 +226,7 @@ def create_vms(
             att.cluster_id = cluster.pk
         if VirtualMachine.objects.alive().filter(project=project, name__in=names).exists():
             raise VmNameTaken()
+        ssh_keys.chosen_keys(actor, project, ssh_key_ids)
         if cluster is not None:
             raise_if(
                 _joining_refusal(
@@ -251,6 +255,7 @@ def create_vms(
                 instance_type_id=instance_type_id,
                 billing_type=billing_type,
                 disaster_recovery=disaster_recovery,
+                ssh_key_ids=ssh_key_ids,
             )
             for each in names
         ]

@@ -7,7 +7,7 @@ from django.http import HttpResponse
 from django.utils import translation
 
 from portal.api import pagination
-from portal.api.schemas import CLUSTERS_VISIBLE, VMS_VISIBLE
+from portal.api.schemas import CLUSTERS_VISIBLE, SSH_KEYS_VISIBLE, VMS_VISIBLE
 from portal.foundation.errors import RuleViolation
 from portal.foundation.errors.api import RequestInvalid
 from portal.foundation.kernel import require_id
@@ -37,6 +37,7 @@ def visible(request) -> dict:
     return {
         CLUSTERS_VISIBLE: user.has_perm(Perm.CLUSTER_READ, where),
         VMS_VISIBLE: user.has_perm(Perm.VM_READ, where),
+        SSH_KEYS_VISIBLE: user.has_perm(Perm.SSH_KEY_READ, where),
     }
 
 

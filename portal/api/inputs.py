@@ -65,6 +65,15 @@ class VmCreateIn(StrictIn):
     disaster_recovery: bool = False
     count: int = 1
     cluster_id: int | None = None
+    # The project's SSH keys each new VM's seed installs (docs/rules.md#ssh-keys).
+    ssh_key_ids: list[int] = Field(default_factory=list)
+
+
+class SshKeyCreateIn(StrictIn):
+    name: str = Field(max_length=200)
+    # One line of an OpenSSH .pub file. Its size is the service's to refuse (up to 16 KB),
+    # with words that say so, not the schema's.
+    public_key: str
 
 
 class ValidateIn(StrictIn):

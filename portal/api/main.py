@@ -25,7 +25,7 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal.api import catalog, clusters, guard, operations, validation, vms
+from portal.api import catalog, clusters, guard, operations, ssh_keys, validation, vms
 from portal.api.common import api_headers, json_bytes
 from portal.api.problems import problem_response, validation_problem
 from portal.api.schemas import Problem
@@ -188,7 +188,7 @@ def _unexpected(request, exc):
     return guard.unexpected(request, exc)
 
 
-for _module in (catalog, clusters, validation, vms, operations):
+for _module in (catalog, clusters, validation, vms, operations, ssh_keys):
     api.add_router("/", _module.router)
 
 

@@ -39,6 +39,7 @@ from vms.models import VirtualMachine, VmStatus
 LANGUAGE = "language"
 CLUSTERS_VISIBLE = "clusters_visible"
 VMS_VISIBLE = "vms_visible"
+SSH_KEYS_VISIBLE = "ssh_keys_visible"
 
 
 class Out(BaseModel):
@@ -195,6 +196,27 @@ class VmDetailOut(VmOut):
     # The version the VM's metrics agent last reported (``metrics.agent_versions``); null
     # until one has. The detail's alone: the lists do not join the tokens.
     agent_version: Annotated[str | None, BeforeValidator(lambda v: v or None)] = None
+    # The SSH keys its seed installs (set by the handler): the keys' readers' to know.
+    ssh_key_ids: Annotated[list[int], visible_to(SSH_KEYS_VISIBLE, hidden=())] = Field(
+        default_factory=list
+    )
+
+
+class SshKeyOut(Out):
+    # A project's SSH public key (``portal.models.SshKey``), as registered: never changed.
+    id: int
+    project_id: int
+    name: str
+    key_type: str
+    bits: int
+    fingerprint: str
+    public_key: str
+    created_at: datetime
+
+
+class SshKeyPage(Out):
+    items: list[SshKeyOut]
+    next_page_token: str | None
 
 
 class OperationItemOut(Out):

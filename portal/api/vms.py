@@ -54,10 +54,13 @@ def readable_vms(user):
 
 
 def readable_vm(request, vm_id: int) -> dict:
-    """One VM's row for its detail: ``with_codes``'s, and its agent's version."""
+    """One VM's row for its detail: ``with_codes``'s, its agent's version and its keys."""
     vms = readable(actor(request), Perm.VM_READ, VirtualMachine)
     row = {**ROW, "agent_version": F("metrics_token__agent_version")}
-    return vms.values(*COLUMNS, **row).get_or_404(vm_id)
+    found = vms.values(*COLUMNS, **row).get_or_404(vm_id)
+    chosen = VirtualMachine.ssh_keys.through.objects.filter(virtualmachine_id=found["id"])
+    found["ssh_key_ids"] = sorted(chosen.values_list("sshkey_id", flat=True))
+    return found
 
 
 def vm_page(request, vms, filters) -> VmPage:

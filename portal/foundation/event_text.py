@@ -71,6 +71,8 @@ ACTION_LABELS = {
     "vm.link_down": _("패브릭 링크 끊김"),
     "token.create": _("API 토큰 발급"),
     "token.revoke": _("API 토큰 폐기"),
+    "ssh_key.create": _("SSH 키 등록"),
+    "ssh_key.delete": _("SSH 키 삭제"),
     "host.create": _("GPU 호스트 등록"),
     "host.update": _("GPU 호스트 변경"),
     "host.delete": _("GPU 호스트 삭제"),
@@ -82,6 +84,7 @@ TARGET_LABELS = {
     "cluster": pgettext_lazy("target", "클러스터"),
     "vm": pgettext_lazy("target", "가상머신"),
     "api_token": pgettext_lazy("target", "API 토큰"),
+    "ssh_key": pgettext_lazy("target", "SSH 키"),
     "gpu_host": pgettext_lazy("target", "GPU 호스트"),
 }
 

@@ -12,10 +12,15 @@ class Perm(StrEnum):
     VM_CREATE = "Resource.VirtualMachine.CREATE"
     VM_UPDATE = "Resource.VirtualMachine.UPDATE"
     VM_DELETE = "Resource.VirtualMachine.DELETE"
+    # A project's SSH public keys (what a VM's seed installs): registered and deleted, never
+    # changed; reading them is choosing them for a VM.
+    SSH_KEY_READ = "Resource.SshKey.READ"
+    SSH_KEY_CREATE = "Resource.SshKey.CREATE"
+    SSH_KEY_DELETE = "Resource.SshKey.DELETE"
 
 
 ALL_PERMISSIONS = frozenset(Perm)
-READ_PERMISSIONS = frozenset({Perm.CLUSTER_READ, Perm.VM_READ})
+READ_PERMISSIONS = frozenset({Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ})
 
 BUILTIN_ROLES = {
     "viewer": READ_PERMISSIONS,

@@ -11,10 +11,11 @@ import pytest
 
 from clusters.models import ClusterStatus, Operation
 from clusters.operations import attach_many
-from portal.iam import tokens
+from portal.iam import ssh_keys, tokens
 from portal.iam.permissions import Perm
-from portal.models import ApiToken
+from portal.models import ApiToken, SshKey
 from tests.api.conftest import openapi_document
+from tests.ssh_keys_data import ED25519, ED25519_OTHER
 from vms.models import VirtualMachine, VmStatus
 
 pytestmark = pytest.mark.django_db
@@ -30,6 +31,7 @@ class Scene:
     running_vm: object
     operation: object
     busy: object  # 실행중, two running members: may be validated
+    key: object  # an SSH key of demo
 
 
 @pytest.fixture
@@ -46,7 +48,10 @@ def scene(world):
     loose.save()
     busy = world.cluster("matrix-busy", status=ClusterStatus.RUNNING)
     world.members(busy, 2, status=VmStatus.RUNNING)
-    return Scene(cluster, running, member, loose, running_vm, operation, busy)
+    key = ssh_keys.create_ssh_key(
+        actor=world.admin, project=world.demo, name="matrix", public_key=ED25519
+    )
+    return Scene(cluster, running, member, loose, running_vm, operation, busy, key)
 
 
 def seen():
@@ -113,6 +118,10 @@ MATRIX = {
     ("delete", "/virtual-machines/{vm_id}"): [("loose", None, change(Perm.VM_DELETE, False))],
     ("post", "/virtual-machines/{vm_id}:start"): [("loose", {}, change(Perm.VM_UPDATE, True))],
     ("post", "/virtual-machines/{vm_id}:stop"): [("running_vm", {}, change(Perm.VM_UPDATE, True))],
+    ("get", "/ssh-keys"): [("", None, listing())],
+    ("post", "/ssh-keys"): [("", "ssh_key_body", change(Perm.SSH_KEY_CREATE, False, 201, 201))],
+    ("get", "/ssh-keys/{key_id}"): [("key", None, seen())],
+    ("delete", "/ssh-keys/{key_id}"): [("key", None, change(Perm.SSH_KEY_DELETE, False, 204))],
     ("get", "/operations"): [("", None, listing())],
     ("get", "/operations/{operation_id}"): [("operation", None, seen())],
 }
@@ -143,6 +152,7 @@ def body_of(name, scene, world):
         },
         "attach_body": {"vm_ids": [scene.loose.pk]},
         "replace_body": {"spare_vm_id": scene.loose.pk},
+        "ssh_key_body": {"name": "by-api", "public_key": ED25519_OTHER},
     }  # fmt: skip
     return bodies[name] if isinstance(name, str) else name
 
@@ -153,7 +163,7 @@ def url_of(path, target, scene):
     obj = getattr(scene, target)
     if target == "member":
         return path.format(cluster_id=obj.cluster_id, vm_id=obj.pk)
-    return path.format(cluster_id=obj.pk, vm_id=obj.pk, operation_id=obj.pk)
+    return path.format(cluster_id=obj.pk, vm_id=obj.pk, operation_id=obj.pk, key_id=obj.pk)
 
 
 def snapshot():
@@ -162,6 +172,7 @@ def snapshot():
     return (
         sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
         sorted(VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id")),
+        sorted(SshKey.objects.values_list("pk", "name", "project_id")),
     )
 
 

@@ -5,6 +5,7 @@ whatever the umask and whatever file an earlier boot left there."""
 import importlib.machinery
 import importlib.util
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -93,3 +94,50 @@ def test_other_files_get_their_mode_and_base64_content(nocloud, open_umask, tmp_
     assert mode(blob) == 0o640 and blob.read_bytes() == b"hi"
     assert mode(tmp_path / "default") == 0o644
     assert not (tmp_path / ".blob.vc-nocloud").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# SSH keys: meta-data's public-keys for the login user vc
+
+
+@pytest.fixture
+def login_home(nocloud, tmp_path, monkeypatch):
+    """The login user as ``pwd`` would give it: a home under ``tmp_path``, this process's
+    uid and gid (the chown is real, to the user running the test)."""
+    home = tmp_path / "home" / "vc"
+    home.mkdir(parents=True)
+    user = pwd.struct_passwd(("vc", "x", os.getuid(), os.getgid(), "", str(home), "/bin/sh"))
+    monkeypatch.setattr(nocloud, "login_user", lambda: user)
+    return home
+
+
+def test_the_seeds_keys_go_to_the_login_users_authorized_keys(nocloud, open_umask, login_home):
+    keys = ["ssh-ed25519 AAAAone me@laptop", "ssh-rsa AAAAtwo"]
+    nocloud.install_ssh_keys(keys)
+    ssh = login_home / ".ssh"
+    authorized = ssh / "authorized_keys"
+    assert mode(ssh) == 0o700 and mode(authorized) == 0o600
+    assert os.stat(authorized).st_uid == os.getuid()
+    lines = authorized.read_text().splitlines()
+    assert lines == [nocloud.KEYS_BEGIN, *keys, nocloud.KEYS_END]
+
+
+def test_each_boot_rewrites_only_the_seeds_lines(nocloud, open_umask, login_home):
+    ssh = login_home / ".ssh"
+    ssh.mkdir(mode=0o755)
+    authorized = ssh / "authorized_keys"
+    authorized.write_text("ssh-ed25519 AAAAmine added-by-hand\n")
+    authorized.chmod(0o644)
+    nocloud.install_ssh_keys(["ssh-ed25519 AAAAold"])
+    # The next start: the key was deleted in the portal, another chosen; one a hand-made
+    # seed split over two lines is skipped.
+    nocloud.install_ssh_keys(["ssh-ed25519 AAAAnew", "ssh-ed25519 AAAAx\ncommand=sh"])
+    assert authorized.read_text().splitlines() == [
+        "ssh-ed25519 AAAAmine added-by-hand",
+        nocloud.KEYS_BEGIN,
+        "ssh-ed25519 AAAAnew",
+        nocloud.KEYS_END,
+    ]
+    assert mode(ssh) == 0o700 and mode(authorized) == 0o600
+    nocloud.install_ssh_keys(None)  # no keys any more: the block goes, the user's line stays
+    assert authorized.read_text() == "ssh-ed25519 AAAAmine added-by-hand\n"

@@ -55,6 +55,33 @@ def test_the_seed_carries_hostname_token_portal_url_and_the_fabric_address():
     assert "fabric" not in json.loads(no_fabric["network-config"])["ethernets"]
 
 
+def test_the_vms_keys_are_the_meta_datas_public_keys():
+    vm = Vm(42, "node")
+    keys = ["ssh-ed25519 AAAAC3Nz me@laptop", "ssh-rsa AAAAB3Nz"]
+    files = guest.seed_files(
+        vm, fabric_address=None, portal_url="http://h", metrics_token="t", ssh_keys=keys
+    )
+    meta = json.loads(files["meta-data"])
+    assert meta["public-keys"] == keys
+    assert meta["instance-id"] == names.domain_name(42)
+
+
+@pytest.mark.django_db
+def test_public_keys_are_the_ones_the_vm_still_carries(world):
+    from portal.iam import ssh_keys
+    from tests.ssh_keys_data import ED25519, ED25519_OTHER
+
+    vm = world.vm("node")
+    one, two = (
+        ssh_keys.create_ssh_key(actor=world.admin, project=world.demo, name=n, public_key=k)
+        for n, k in (("one", ED25519), ("two", ED25519_OTHER))
+    )
+    vm.ssh_keys.set([one, two])
+    assert guest.public_keys(vm) == [ED25519, ED25519_OTHER]
+    ssh_keys.delete_ssh_key(two.pk, actor=world.admin)
+    assert guest.public_keys(vm) == [ED25519]
+
+
 def test_a_name_without_ascii_gets_a_hostname_from_its_id():
     assert guest.hostname(Vm(7, "노드")) == "vm-7"
 

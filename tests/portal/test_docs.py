@@ -39,6 +39,7 @@ ERROR_MODULES = (
     "portal.foundation.errors",
     "portal.foundation.errors.api",
     "portal.foundation.errors.hosts",
+    "portal.foundation.errors.ssh_keys",
     "metrics.errors",
     "clusters.validation.errors",
 )

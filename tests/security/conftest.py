@@ -7,6 +7,8 @@ import pytest
 from django.core.cache import cache
 
 from clusters.models import ClusterStatus
+from portal.models import SshKey
+from tests.ssh_keys_data import ED25519, ED25519_FINGERPRINT
 from vms.models import VmStatus
 
 
@@ -19,6 +21,8 @@ class Scene:
     running_vm: object  # a running standalone VM: stop succeeds
     other_cluster: object
     other_vm: object
+    key: object  # an SSH key of demo
+    other_key: object
 
 
 @pytest.fixture
@@ -36,7 +40,15 @@ def scene(world):
         running_vm=world.vm("delta-demo-vm", status=VmStatus.RUNNING),
         other_cluster=other_cluster,
         other_vm=world.vm("omega-other-vm", project=world.other),
-    )
+        key=SshKey.objects.create(
+            project=world.demo, name="kappa-demo-key", public_key=ED25519, key_type="ssh-ed25519",
+            bits=256, fingerprint=ED25519_FINGERPRINT,
+        ),
+        other_key=SshKey.objects.create(
+            project=world.other, name="omega-other-key", public_key=ED25519,
+            key_type="ssh-ed25519", bits=256, fingerprint=ED25519_FINGERPRINT,
+        ),
+    )  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

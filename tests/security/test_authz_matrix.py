@@ -15,8 +15,9 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.iam.permissions import Perm
-from portal.models import AuditEvent
+from portal.models import AuditEvent, SshKey
 from tests.conftest import PASSWORD
+from tests.ssh_keys_data import ED25519_OTHER
 from vms.models import VirtualMachine, VmStatus
 
 ROLES = ("anonymous", "norole", "viewer", "operator", "admin", "other")
@@ -201,6 +202,10 @@ def cluster_renamed(scene, user):
     assert scene.cluster.name == "renamed-by-matrix"
 
 
+def key_deleted(scene, user):
+    assert not SshKey.objects.filter(pk=scene.key.pk).exists()
+
+
 def token_issued(scene, user):
     from metrics.models import MetricsToken
 
@@ -297,6 +302,28 @@ MATRIX = {
     # not the user's (here: none of theirs) is a 404 (tests/api/test_token_page.py).
     "api_tokens": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
     "api_token_revoke": [Case("post", everyone(NOT_FOUND, anonymous=LOGIN), target="cluster")],
+    # The current project's SSH keys: anyone signed in sees the page (their project's keys,
+    # none without a role); registering needs SshKey CREATE, deleting DELETE, another
+    # project's key is a 404 (tests/portal/test_ssh_keys.py).
+    "ssh_keys": [
+        Case("get", project_list("key", "other_key")),
+        Case(
+            "post",
+            create_post(Perm.SSH_KEY_CREATE),
+            data={"name": "key-by-matrix", "public_key": ED25519_OTHER},
+            audit="ssh_key.create",
+            effect=created_in_own_project(SshKey, "key-by-matrix"),
+        ),
+    ],
+    "ssh_key_delete": [
+        Case(
+            "post",
+            object_action(Perm.SSH_KEY_DELETE, operator_may=False),
+            target="key",
+            audit="ssh_key.delete",
+            effect=key_deleted,
+        )
+    ],
     "clusters:cluster_list": [
         Case("get", project_list("cluster", "other_cluster")),
         Case("get", project_list("cluster", "other_cluster"), query="q=cluster&status=UNALLOCATED"),
@@ -539,6 +566,7 @@ def snapshot():
         sorted(
             VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id", "project_id")
         ),
+        sorted(SshKey.objects.values_list("pk", "name", "project_id")),
     )
 
 

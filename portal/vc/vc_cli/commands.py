@@ -3,7 +3,15 @@ wired to its parser by ``set_defaults(func=…)`` in ``vc_cli.main``."""
 
 import time
 
-from vc_cli.http import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_SERVER, EXIT_TIMEOUT, Client, CliError
+from vc_cli.http import (
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_SERVER,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    Client,
+    CliError,
+)
 from vc_cli.output import COLUMNS, emit, show, table
 from vc_cli.text import say
 
@@ -14,12 +22,18 @@ FAILED_VERDICTS = ("BAD", "NO_ANSWER")
 # Names and waiting
 
 
+LISTS = {"cluster": "/virtual-clusters", "vm": "/virtual-machines", "ssh-key": "/ssh-keys"}
+# A public key file is a line; what is read of a larger file is enough for the portal to
+# refuse it by its size (16 KB), with its own words.
+KEY_FILE_READ = 64 * 1024
+
+
 def resolve(client: Client, kind: str, ref: str) -> int:
-    """An id as given, or the id of the one live cluster/VM named ``ref``."""
+    """An id as given, or the id of the one live cluster/VM/SSH key named ``ref``."""
     if ref.isascii() and ref.isdigit():
         return int(ref)
-    path = "/virtual-clusters" if kind == "cluster" else "/virtual-machines"
-    for item in client.pages(path, {"name": ref}):
+    query = {} if kind == "ssh-key" else {"name": ref}  # the keys' list has no filter
+    for item in client.pages(LISTS[kind], query):
         if item["name"] == ref:
             return item["id"]
     raise CliError(say("not_found", ref=ref), EXIT_NOT_FOUND)
@@ -209,6 +223,7 @@ def vm_create(client: Client, args) -> None:
         "disaster_recovery": args.dr,
         "count": args.count,
         "cluster_id": resolve(client, "cluster", args.cluster) if args.cluster else None,
+        "ssh_key_ids": [resolve(client, "ssh-key", key) for key in args.ssh_keys],
     }
     accepted(client, args, client.call("POST", "/virtual-machines", body))
 
@@ -228,6 +243,31 @@ def vm_power(verb: str):
         accepted(client, args, client.call("POST", f"{vm_path(client, args)}:{verb}", {}))
 
     return command
+
+
+# ---------------------------------------------------------------------------------------------
+# vc ssh-key …
+
+
+def ssh_key_list(client: Client, args) -> None:
+    show(args, list(client.pages("/ssh-keys", {})), "ssh_key")
+
+
+def ssh_key_create(client: Client, args) -> None:
+    """Register the key of ``--file`` (one line of a ``.pub`` file) as ``--name``; the portal
+    checks it and says what is wrong."""
+    try:
+        with open(args.file, "rb") as file:
+            text = file.read(KEY_FILE_READ + 1).decode("utf-8", "replace")
+    except OSError as error:
+        reason = error.strerror or error
+        raise CliError(say("file_unreadable", path=args.file, reason=reason), EXIT_USAGE) from None
+    body = {"name": args.name, "public_key": text}
+    show(args, client.call("POST", "/ssh-keys", body), "ssh_key")
+
+
+def ssh_key_delete(client: Client, args) -> None:
+    client.call("DELETE", f"/ssh-keys/{resolve(client, 'ssh-key', args.key)}")
 
 
 def op_get(client: Client, args) -> None:

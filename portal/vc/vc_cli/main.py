@@ -98,14 +98,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dr", action="store_true", help="disaster recovery VM")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--cluster", help="attach the new VMs to this cluster")
+    p.add_argument(
+        "--ssh-key",
+        action="append",
+        default=[],
+        dest="ssh_keys",
+        help="an SSH key (name or id) the new VMs' login user vc gets; repeat for more",
+    )
     action(vm, "start", c.vm_power("start"), "vm", waits=True)
     action(vm, "stop", c.vm_power("stop"), "vm", waits=True)
     action(vm, "delete", c.vm_delete, "vm", waits=True)
 
+    ssh_key_commands(groups.add_parser("ssh-key", parents=[common]), action)
     op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
     action(op, "get", c.op_get, "id")
     action(op, "wait", c.op_wait, "id", waits=True)
     return root
+
+
+def ssh_key_commands(group: argparse.ArgumentParser, action) -> None:
+    """``vc ssh-key list|create|delete`` under ``group``, each made by ``parser``'s ``action``."""
+    key = group.add_subparsers(dest="action", required=True)
+    action(key, "list", commands.ssh_key_list)
+    p = action(key, "create", commands.ssh_key_create)
+    p.add_argument("--name", required=True)
+    p.add_argument("--file", required=True, help="a public key file, e.g. ~/.ssh/id_ed25519.pub")
+    action(key, "delete", commands.ssh_key_delete, "key")
 
 
 def read_config(path: Path) -> dict:

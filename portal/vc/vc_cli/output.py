@@ -34,6 +34,7 @@ COLUMNS = {
         "private_ip",
     ),
     "op": ("id", "kind", "done", "created_at", "finished_at"),
+    "ssh_key": ("id", "name", "key_type", "bits", "fingerprint", "created_at"),
     "item": ("vm_id", "target_name", "status", "error"),
     "run": ("operation_id", "created_at", "actor", "level", "done", "seconds", "verdicts"),
     "verdict": ("vm_id", "vm_name", "verdict", "verdict_label", "reasons"),

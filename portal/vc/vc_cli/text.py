@@ -20,6 +20,10 @@ MESSAGES = {
         "{path}: 설정 파일을 읽을 수 없습니다 ({reason})",
         "{path}: cannot read the config file ({reason})",
     ),
+    "file_unreadable": (
+        "{path}: 파일을 읽을 수 없습니다 ({reason})",
+        "{path}: cannot read the file ({reason})",
+    ),
     "config_shape": (
         '{path}: 설정 파일은 {{"url": "...", "token": "...", "lang": "ko"}} 형태의 JSON 객체여야'
         " 합니다",

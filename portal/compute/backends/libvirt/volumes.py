@@ -50,6 +50,7 @@ def write_seed(host, pool, vm, address, partition):
         fabric_address=seed_address,
         portal_url=settings.LIBVIRT_PORTAL_URL,
         metrics_token=hooks.agent_tokens().issue(vm.pk, actor=None)[1],
+        ssh_keys=guest.public_keys(vm),
     )
     if host.uri.startswith("test:"):
         return

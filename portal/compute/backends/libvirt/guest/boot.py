@@ -2,8 +2,9 @@
 and base volume) and its NoCloud seed — cloud-init's format, so a cloud image with cloud-init
 reads it the same way as the small image's own ``vc-nocloud`` does:
 
-- ``meta-data``: ``instance-id`` (stable per VM) and ``local-hostname`` (the VM's name made a
-  valid hostname);
+- ``meta-data``: ``instance-id`` (stable per VM), ``local-hostname`` (the VM's name made a
+  valid hostname) and ``public-keys``, the SSH keys the VM carries (``public_keys``): cloud-init
+  gives them to its default user, the small image's ``vc-nocloud`` to the login user ``vc``;
 - ``network-config`` (version 2): the fabric NIC (matched by its MAC, ``fabric_mac``) with its
   static address in the cluster's block, every other ethernet NIC by DHCP (the management
   NIC: QEMU user networking, where the host's portal is 10.0.2.2);
@@ -17,6 +18,7 @@ The seed is an ISO 9660 volume labelled ``cidata`` (``write_seed_iso``, pycdlib:
 import io
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,12 +108,26 @@ def ingest_url(portal_url: str) -> str:
     return base if base.endswith(INGEST_PATH) else base + INGEST_PATH
 
 
-def seed_files(vm, *, fabric_address, portal_url, metrics_token) -> dict[str, bytes]:
+def public_keys(vm) -> list[str]:
+    """The SSH public keys ``vm``'s seed carries: the keys it was created with that are still
+    registered (one ``type base64 [comment]`` line each, as the portal checked and kept them)."""
+    return list(vm.ssh_keys.order_by("pk").values_list("public_key", flat=True))
+
+
+def seed_files(
+    vm, *, fabric_address, portal_url, metrics_token, ssh_keys: Sequence[str] = ()
+) -> dict[str, bytes]:
     """The NoCloud seed of ``vm``: meta-data, user-data and network-config.
     ``fabric_address`` (a ``FabricAddress``) gives the fabric NIC's IP, in the cluster's
     block; None or no IP: no fabric NIC is configured. The fabric entry, matched by MAC, is
-    the more specific one: the management entry's ``e*`` leaves that NIC to it."""
-    meta = {"instance-id": names.domain_name(vm.pk), "local-hostname": hostname(vm)}
+    the more specific one: the management entry's ``e*`` leaves that NIC to it. ``ssh_keys``
+    (``public_keys``) go in meta-data's ``public-keys``; without any, there is no such entry."""
+    meta: dict[str, object] = {
+        "instance-id": names.domain_name(vm.pk),
+        "local-hostname": hostname(vm),
+    }
+    if ssh_keys:
+        meta["public-keys"] = list(ssh_keys)
     ethernets = {"mgmt": {"match": {"name": "e*"}, "dhcp4": True}}
     if fabric_address is not None and getattr(fabric_address, "ip", None):
         ethernets["fabric"] = {
