@@ -19,11 +19,12 @@ templates and the database connection still to load). Then every page is measure
 in an order shuffled every round from ``--seed`` (a fixed order would always time one page
 right after the same other one: the floor after the heaviest page ran 12–19% slower, which
 flattered every ratio), first with Python's garbage collector as it is, then after
-``gc.freeze()`` (what a server does after start-up): the median and the p95 per page, the SQL
-time within, the full (gen 2) collections that landed in the measured requests, and the query
-count. The targets are checked at the end: the floor's queries (the session and the user,
-whose row brings their roles), the pages' ratios and their query counts equal at 10 and
-10,000 clusters. ``--profile NAME`` prints a cProfile of one page instead.
+``gc.freeze()`` (what a server may do after start-up; the portal's does not: it bought
+nothing here): the median and the p95 per page, the SQL time within, the full (gen 2)
+collections that landed in the measured requests, and the query count. The targets are
+checked at the end: the floor's queries (the session and the user, whose row brings their
+roles), the pages' ratios and their query counts equal at 10 and 10,000 clusters.
+``--profile NAME`` prints a cProfile of one page instead.
 """
 
 import cProfile
