@@ -14,7 +14,7 @@ from portal.errors import NotFound, RuleViolation
 from portal.kernel import parse_id
 from portal.messages import action_label, render_message
 from portal.permissions import Perm
-from portal.statements import statements
+from portal.speed.statements import statements
 
 
 def validate_permissions(value):
@@ -258,7 +258,7 @@ def shown_to(user: Any, permission: str, model: Any, objs) -> list:
 def readable_row(user: Any, permission: str, model: Any, pk: Any, widen: Any = None) -> Any:
     """The row ``readable(user, permission, model).get_or_404(pk)`` finds, or None: the
     same rule (findable, in a project the reader may read), read through a statement
-    compiled once per shape (``portal.statements``), as every cluster page starts with it.
+    compiled once per shape (``portal.speed.statements``), as every cluster page starts with it.
     ``widen`` is a module-level function of the queryset (``select_related``, annotations)."""
     pk = parse_id(pk)
     if pk is None:

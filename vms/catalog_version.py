@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from portal.auth import read_with
-from portal.kept import Kept
+from portal.speed.kept import Kept
 from vms.models import CatalogVersion
 
 VERSION = CatalogVersion._meta.db_table

@@ -10,7 +10,7 @@ from clusters.operations.common import MAX_CREATE
 from portal.compute.catalog import types_offered_in
 from portal.kernel import NAME_MAX, parse_id
 from portal.listing import ListFilterForm, NullsAsPostgres, catalog_sorts, headers
-from portal.statements import statements
+from portal.speed.statements import statements
 from vms import catalog_version
 from vms.models import BillingType, InstanceType, VirtualMachine, VmStatus, Zone
 

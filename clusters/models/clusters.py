@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from portal.errors import ClusterNotFound
 from portal.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, ProjectScopedQuerySet, project_reference, user_reference
-from portal.statements import statements
+from portal.speed.statements import statements
 from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,

@@ -43,7 +43,7 @@ from portal.listing import Rows, list_page, render_list
 from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
 from portal.permissions import Perm
 from portal.rendering import create_view, delete_and_list, go_to, render_form
-from portal.statements import statements
+from portal.speed.statements import statements
 from vms import catalog_version
 from vms.models import VirtualMachine
 

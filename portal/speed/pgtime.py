@@ -52,4 +52,4 @@ def use_c_loader(sender, connection, **kwargs) -> None:
         raw.adapters.register_loader(TIMESTAMPTZ, UtcTimestamptzLoader)
 
 
-connection_created.connect(use_c_loader, dispatch_uid="portal.pgtime")
+connection_created.connect(use_c_loader, dispatch_uid="portal.speed.pgtime")

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from psycopg.pq import Format
 
-from portal.pgtime import C_LOADER, TIMESTAMPTZ, UtcTimestamptzLoader
+from portal.speed.pgtime import C_LOADER, TIMESTAMPTZ, UtcTimestamptzLoader
 
 pytestmark = [
     pytest.mark.skipif(C_LOADER is None, reason="psycopg without C"),
