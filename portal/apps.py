@@ -7,4 +7,4 @@ class PortalConfig(AppConfig):
     verbose_name = _("포털 IAM")
 
     def ready(self):
-        from portal import pgtime  # noqa: F401 - connects the timestamptz loader
+        from portal.speed import pgtime  # noqa: F401 - connects the timestamptz loader

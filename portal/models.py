@@ -15,7 +15,7 @@ from portal.foundation.errors.ssh_keys import SshKeyNotFound
 from portal.foundation.event_text import action_label, render_message
 from portal.foundation.kernel import parse_id
 from portal.iam.permissions import Perm
-from portal.statements import statements
+from portal.speed.statements import statements
 
 
 def validate_permissions(value):
@@ -259,7 +259,7 @@ def shown_to(user: Any, permission: str, model: Any, objs) -> list:
 def readable_row(user: Any, permission: str, model: Any, pk: Any, widen: Any = None) -> Any:
     """The row ``readable(user, permission, model).get_or_404(pk)`` finds, or None: the
     same rule (findable, in a project the reader may read), read through a statement
-    compiled once per shape (``portal.statements``), as every cluster page starts with it.
+    compiled once per shape (``portal.speed.statements``), as every cluster page starts with it.
     ``widen`` is a module-level function of the queryset (``select_related``, annotations)."""
     pk = parse_id(pk)
     if pk is None:

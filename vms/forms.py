@@ -11,7 +11,7 @@ from portal.catalog import version as catalog_version
 from portal.catalog.models import InstanceType, Zone
 from portal.catalog.rules import types_offered_in
 from portal.foundation.kernel import NAME_MAX, parse_id
-from portal.statements import statements
+from portal.speed.statements import statements
 from portal.web.listing import ListFilterForm, NullsAsPostgres, catalog_sorts, headers
 from vms.models import BillingType, VirtualMachine, VmStatus
 

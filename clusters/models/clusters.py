@@ -14,7 +14,7 @@ from portal.catalog.models import (
 from portal.foundation.errors import ClusterNotFound
 from portal.foundation.kernel import Lifecycle, step
 from portal.models import LastErrorMixin, ProjectScopedQuerySet, project_reference, user_reference
-from portal.statements import statements
+from portal.speed.statements import statements
 from vms.models import (
     VM_ACTIVE,
     VM_TRANSITIONAL,

@@ -11,25 +11,13 @@ from html import escape
 from django import template
 from django.utils import timezone
 from django.utils.safestring import mark_safe
-from django.utils.translation import get_language, gettext
+from django.utils.translation import gettext
 
 from portal.catalog.models import FabricType
-from portal.kept import Kept
 from portal.templatetags.console import short_time, status_badge, url_pattern
 
 register = template.Library()
 FABRIC_LABELS = dict(FabricType.choices)
-
-
-# Rows kept per process under all they show and the page's language, time zone and URL
-# prefix: a list polled while a cluster is in transition, or opened again, draws only the
-# rows that changed.
-_ROWS = Kept(most=4096)
-
-
-def forget_rows() -> None:
-    """Drop every kept list row (a benchmark's "drawn anew", a test's clean slate)."""
-    _ROWS.clear()
 
 
 @register.simple_tag
@@ -37,16 +25,10 @@ def cluster_rows(clusters):
     """The cluster list's table body (name, status, fabric, type, zone, members, created);
     ``clusters`` come annotated with ``member_count``, ``zone_code`` and ``type_code``.
     One f-string a row, every value escaped with ``html.escape`` (format_html's lazy-aware
-    escaping of eight values a row was half the rows' cost), kept under what it shows."""
+    escaping of eight values a row was half the rows' cost)."""
     detail = url_pattern("clusters:cluster_detail")
     zone = timezone.get_current_timezone()
-    frame = (get_language(), zone, detail)
-    rows = []
-    for c in clusters:
-        key: tuple = (frame, c.pk, c.name, c.status, c.fabric_type, c.type_code, c.zone_code)
-        key += (c.member_count, c.created_at)
-        row = _ROWS.get(key)
-        rows.append(row if row is not None else _ROWS.keep(key, _cluster_row(c, detail, zone)))
+    rows = [_cluster_row(c, detail, zone) for c in clusters]
     return mark_safe("\n".join(rows))  # noqa: S308 - every value is escaped in _cluster_row
 
 

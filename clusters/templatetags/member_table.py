@@ -13,7 +13,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, gettext
 
 from clusters.validation.display import latest_verdicts, verdict_cell
-from portal.kept import Kept
+from portal.speed.kept import Kept
 from portal.templatetags.console import badge_of, row_form, url_pattern
 from portal.web.particles import with_particles
 from vms.models import VirtualMachine, VmStatus

@@ -42,7 +42,7 @@ from portal.foundation.errors import (
 )
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
-from portal.statements import statements
+from portal.speed.statements import statements
 from portal.web.listing import Rows, list_page, render_list
 from portal.web.rendering import create_view, delete_and_list, go_to, render_form
 from vms.models import VirtualMachine

@@ -1,6 +1,6 @@
 """What the cluster list reads: its rows (a page of a project's clusters, filtered), their
 member counts, and its total; module-level functions of the request's values, so that
-``portal.statements`` compiles each shape once (``portal.web.listing.Rows``)."""
+``portal.speed.statements`` compiles each shape once (``portal.web.listing.Rows``)."""
 
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce

@@ -23,7 +23,7 @@ from typing import Any
 
 from portal.catalog.models import CatalogVersion
 from portal.iam.auth import read_with
-from portal.kept import Kept
+from portal.speed.kept import Kept
 
 VERSION = CatalogVersion._meta.db_table
 # The name the number is read with the user under (``portal.iam.auth.read_with``).

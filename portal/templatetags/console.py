@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 from django_htmx.jinja import django_htmx_script
 
-from portal.kept import Kept
+from portal.speed.kept import Kept
 
 register = template.Library()
 

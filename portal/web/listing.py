@@ -29,7 +29,7 @@ from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
 
 from portal.models import instances_of, light_instances
-from portal.statements import statements
+from portal.speed.statements import statements
 
 # A form's ids would otherwise be ``id_zone``: the create panel opened on the same page has
 # one too, and a label then names the wrong control.
@@ -199,7 +199,7 @@ class _CountAll(Func):
 class Rows:
     """What a list pages over as a module-level function of the request's values (ints,
     strings, tuples of them, or None), so that its page read is compiled once per shape
-    (``portal.statements``) rather than on every request."""
+    (``portal.speed.statements``) rather than on every request."""
 
     model: type[Model]
     build: Callable[..., QuerySet]

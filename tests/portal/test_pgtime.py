@@ -5,13 +5,12 @@ import datetime
 
 import pytest
 from django.db import connection
-from psycopg import _cmodule
 from psycopg.pq import Format
 
-from portal.pgtime import TIMESTAMPTZ, UtcTimestamptzLoader
+from portal.speed.pgtime import C_LOADER, TIMESTAMPTZ, UtcTimestamptzLoader
 
 pytestmark = [
-    pytest.mark.skipif(_cmodule._psycopg is None, reason="psycopg without C"),
+    pytest.mark.skipif(C_LOADER is None, reason="psycopg without C"),
     pytest.mark.postgres_only("psycopg's timestamptz loader: SQLite's values are Django's text"),
 ]
 

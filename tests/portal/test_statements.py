@@ -1,4 +1,4 @@
-"""Compiled statements (``portal.statements``): a page read compiled once per shape returns
+"""Compiled statements (``portal.speed.statements``): a page read compiled once per shape returns
 what the ORM reads, for every filter, sort, page and reader; binds each request's own values
 (none is kept and replayed for another); and goes through the ORM where a parameter is made
 from an input."""
@@ -15,7 +15,7 @@ from clusters.models import ClusterStatus, VirtualCluster
 from clusters.views.listing import LIST_FIELDS, listed_clusters, shown_clusters
 from portal.iam.permissions import Perm
 from portal.models import readable, readable_row
-from portal.statements import Statements, statements
+from portal.speed.statements import Statements, statements
 from portal.web.listing import Rows, _read_page, list_page
 from vms.models import VmStatus
 

@@ -143,7 +143,7 @@ LAYERS = (
     # do what (``portal.iam``), the worker's heartbeat and supervisor (``portal.processes``),
     # the IAM and audit models, the speed-ups every layer may use.
     ("foundation", ("portal.foundation", "portal.iam", "portal.processes", "portal.models",
-                    "portal.speed", "portal.kept", "portal.statements", "portal.pgtime",
+                    "portal.speed",
                     "portal.tasks", "=portal.apps")),
     # The apps' models (Django loads them together: they may name each other).
     ("models", ("*.models", "portal.*.models")),
