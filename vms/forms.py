@@ -7,7 +7,6 @@ from django.utils.translation import gettext_lazy as _
 
 from clusters.models import VirtualCluster
 from clusters.operations.internal import MAX_CREATE
-from portal.catalog import version as catalog_version
 from portal.catalog.models import InstanceType, Zone
 from portal.catalog.rules import types_offered_in
 from portal.foundation.kernel import NAME_MAX, parse_id
@@ -65,19 +64,14 @@ class CatalogFilterForm(ListFilterForm):
     # (``portal.templatetags.console.filter_fields``), not as models.
     listed_choices: ClassVar[dict[str, Callable[..., QuerySet]]] = {"zone": _zone_choices}
 
-    def __init__(self, *args, catalog: int | None = None, **kwargs):
-        """``catalog``: the catalog's version read with the request's user
-        (``portal.catalog.version.current``), under which the listed choices are kept."""
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.catalog = catalog
         status = cast(forms.ChoiceField, self.fields["status"])
         status.choices = [("", _("모든 상태")), *self.STATUSES]
 
     def listed(self, name: str) -> tuple:
-        """The (id, label) rows of a field in ``listed_choices``, read once per process for
-        each version of the catalog."""
-        shape = self.listed_choices[name]
-        return catalog_version.kept(shape, self.catalog, lambda: tuple(statements.rows(shape, ())))
+        """The (id, label) rows of a field in ``listed_choices``."""
+        return tuple(statements.rows(self.listed_choices[name], ()))
 
 
 class OfferedIds(forms.MultipleChoiceField):

@@ -17,7 +17,6 @@ from django_htmx.http import trigger_client_event
 from clusters import operations
 from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
-from portal.catalog import version as catalog_version
 from portal.foundation.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
 from portal.iam.permissions import Perm
 from portal.models import SshKey, readable
@@ -54,7 +53,6 @@ def vm_list(request):
         )
     filters = VmFilterForm(
         request.GET,
-        catalog=catalog_version.current(request.user),
         clusters=clusters,
         can_read_clusters=project is not None and request.user.has_perm(Perm.CLUSTER_READ, project),
     )

@@ -34,7 +34,6 @@ from clusters.services import MemberStates
 from clusters.views import members as views_members
 from clusters.views.listing import LIST_FIELDS, listed_clusters, listed_total, shown_clusters
 from clusters.views.members import readable_cluster, shown_reason
-from portal.catalog import version as catalog_version
 from portal.foundation.errors import (
     FabricNotOffered,
     InvalidInput,
@@ -69,7 +68,7 @@ MEMBER_FIELDS = (
 @vary_on_headers("HX-Request")
 def cluster_list(request):
     project = request.project
-    filters = ClusterFilterForm(request.GET, catalog=catalog_version.current(request.user))
+    filters = ClusterFilterForm(request.GET)
     clusters: QuerySet | Rows = VirtualCluster.objects.none()
     if project is not None:
         allowed = permitted_projects(request.user, Perm.CLUSTER_READ)

@@ -1,3 +1,2 @@
 """The catalog app: what a project may run (zones, instance types, the fabrics each type
-offers in each zone), its rules (``rules``) and its version (``version``), below clusters
-and vms."""
+offers in each zone) and its rules (``rules``), below clusters and vms."""

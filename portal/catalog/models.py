@@ -1,5 +1,4 @@
-"""The catalog: zones, instance types, which fabrics each type offers where, and the
-catalog's version (raised by every change to those tables)."""
+"""The catalog: zones, instance types, and which fabrics each type offers where."""
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -74,18 +73,3 @@ class FabricOffering(models.Model):
 
     def __str__(self):
         return f"{self.instance_type} / {self.zone} / {self.get_fabric_display()}"
-
-
-class CatalogVersion(models.Model):
-    """One row: a number raised by every change to the catalog's tables, in the changing
-    transaction (``portal.catalog.version``). What a process keeps of the catalog is kept under
-    the number it was read at."""
-
-    value = models.BigIntegerField(default=0)
-
-    class Meta:
-        db_table = "vms_catalogversion"  # made by the vms app, where the catalog began
-        verbose_name = verbose_name_plural = _("카탈로그 버전")
-
-    def __str__(self):
-        return str(self.value)

@@ -12,7 +12,6 @@ against the projects read with the user).
 
 from datetime import datetime
 from functools import cache
-from typing import Any
 
 import orjson
 from django.contrib.auth import get_user_model
@@ -24,33 +23,16 @@ from django.db.models.expressions import RawSQL
 from portal.iam.permissions import ALL_PERMISSIONS
 from portal.models import Project, Role, RoleBinding, project_permissions
 
-# The annotation carrying the grants (and what else is read with the user) on the user's row.
+# The annotation carrying the grants on the user's row.
 GRANTS = "console_grants"
-# Scalars read with the user's row (``read_with_user``): name -> the SQL of a scalar subquery.
-_READ_WITH_USER: dict[str, str] = {}
-
-
-def read_with_user(name: str, sql: str) -> None:
-    """Read the scalar subquery ``sql`` with every session user's row, as ``name``
-    (``read_with``): a value that what a process keeps between requests is checked against,
-    read at no query of its own. Registered by an app when it is ready."""
-    _READ_WITH_USER[name] = sql
-    grants_sql.cache_clear()
-
-
-def read_with(user, name: str) -> Any:
-    """The value of ``name`` read with ``user``'s row on this request, or None where it was
-    not read (the demo's SQLite, a user not loaded from a session)."""
-    return getattr(user, "_read_with_user", {}).get(name)
 
 
 @cache
 def grants_sql() -> RawSQL:
-    """``[projects, read]`` as JSON. ``projects``: the user's projects as arrays of ``[id,
-    slug, name, created_at, permissions]`` in the switcher's order (name, then id): the
-    projects they hold a role in, with the role's permissions; for a superuser every
-    project, ``permissions`` null where they hold no role. ``read``: an object of the
-    scalars registered by ``read_with_user``. One correlated subquery on the user's row, as
+    """The user's projects as a JSON array of ``[id, slug, name, created_at, permissions]``
+    in the switcher's order (name, then id): the projects they hold a role in, with the
+    role's permissions; for a superuser every project, ``permissions`` null where they hold
+    no role. One correlated subquery on the user's row, as
     SQL (compiled once), so it costs no query of its own (one annotation: each more costs the
     ORM time on every request); the superuser's branch runs for superusers only."""
     user = get_user_model()._meta.db_table
@@ -65,19 +47,16 @@ def grants_sql() -> RawSQL:
         f"SELECT {ordered} FROM {project} p LEFT JOIN {binding} b ON b.project_id = p.id "  # noqa: S608 - names from the models and constants; values are parameters
         f"AND b.user_id = {user}.id LEFT JOIN {role} r ON r.id = b.role_id"
     )
-    read = ", ".join(f"'{name}', ({sql})" for name, sql in _READ_WITH_USER.items())
-    grants = f"CASE WHEN {user}.is_superuser THEN ({every}) ELSE ({bound}) END"
-    sql = f"json_build_array({grants}, json_build_object({read}))::text"
+    sql = f"(CASE WHEN {user}.is_superuser THEN ({every}) ELSE ({bound}) END)::text"
     return RawSQL(sql, (), output_field=TextField())  # noqa: S611 - names from the models; values are parameters
 
 
 def attach_grants(user, grants: str) -> None:
     """Give ``user`` what ``project_permissions`` and ``visible_projects`` would read: the
-    permissions per project of their roles, and the projects they may see; and what was
-    read with them (``read_with``)."""
+    permissions per project of their roles, and the projects they may see."""
     fields = [f.attname for f in Project._meta.concrete_fields]
     permissions, projects = {}, []
-    bound, user._read_with_user = orjson.loads(grants)
+    bound = orjson.loads(grants)
     for pk, slug, name, created_at, perms in bound:
         values = {"id": pk, "slug": slug, "name": name, "created_at": _moment(created_at)}
         projects.append(Project.from_db("default", fields, [values[f] for f in fields]))

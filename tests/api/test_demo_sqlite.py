@@ -14,8 +14,13 @@ import pytest
 
 from tests.child import run_python
 
+# A public key (its private half was thrown away): what a user registers with ``vc ssh-key``.
+PUBLIC_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICPLMdeRcKNO/IY5rB42gPrqrpKYdw3A1UL0wxo8NsmE alice@laptop"
+)
+
 SCRIPT = r"""
-import contextlib, io, json, logging, re, threading
+import contextlib, io, json, logging, os, re, threading
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import django
@@ -30,6 +35,7 @@ from metrics import tasks
 from tests.api.conftest import check_against_schema
 from vms.models import VirtualMachine
 from portal.catalog.models import Zone
+from portal.models import SshKey
 
 logging.disable(logging.INFO)  # the audit's and the tasks' lines: not what a failure shows
 call_command("migrate", verbosity=0)
@@ -59,11 +65,15 @@ def vc(*argv):
 
 place = ["--zone", "kr-central-1a", "--instance-type", "gpu.h100x8"]
 wait = ["--wait", "--poll", "0.05"]
+key_file = os.path.join(os.environ["PORTAL_VAR_DIR"], "walk.pub")
+with open(key_file, "w") as written:
+    written.write(PUBLIC_KEY + "\n")
+key_run = vc("-o", "json", "ssh-key", "create", "--name", "walk-key", "--file", key_file)
 runs = [
     vc("-o", "json", "cluster", "create", "walk", *place, "--fabric", "INFINIBAND", *wait),
     vc("-o", "json", "cluster", "list"),
     vc("-o", "json", "vm", "create", "walk-node", *place, "--count", "2", "--cluster", "walk",
-       *wait),
+       "--ssh-key", "walk-key", *wait),
     vc("-o", "json", "cluster", "start", "walk", *wait),
     vc("-o", "json", "vm", "start", "walk-node-01", *wait),
     vc("-o", "json", "vm", "start", "walk-node-02", *wait),
@@ -82,6 +92,7 @@ ids = {
     "cluster_id": list(VirtualCluster.objects.values_list("pk", flat=True)),
     "vm_id": list(VirtualMachine.objects.values_list("pk", flat=True)),
     "operation_id": list(Operation.objects.values_list("pk", flat=True)),
+    "key_id": list(SshKey.objects.values_list("pk", flat=True)),
 }
 walk = VirtualCluster.objects.get(name="walk")
 values = {
@@ -147,6 +158,7 @@ renamed = client.patch(f"/api/v1/virtual-machines/{spare.pk}", {"name": "walk-sp
 
 print("RESULT " + json.dumps({
     "vc": runs,
+    "key": key_run,
     "routes": sorted(t for t, item in document["paths"].items() if "get" in item),
     "answers": answers,
     "changes": changes,
@@ -167,7 +179,7 @@ def test_vc_and_every_api_route_answer_on_sqlite(tmp_path):
         DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
         PORTAL_VAR_DIR=str(tmp_path),  # the embedded broker's folders too
     )
-    done = run_python(SCRIPT, env, timeout=600)
+    done = run_python(f"PUBLIC_KEY = {PUBLIC_KEY!r}\n" + SCRIPT, env, timeout=600)
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     result = json.loads(line.removeprefix("RESULT "))
 
@@ -175,6 +187,8 @@ def test_vc_and_every_api_route_answer_on_sqlite(tmp_path):
         assert run["code"] == 0, (run["argv"], run["code"], run["err"][-3000:])
         return json.loads(run["out"])
 
+    # A key registered with vc, then given to the VMs made below.
+    assert succeeded(result["key"])["fingerprint"].startswith("SHA256:")
     # vc cluster create … && vc cluster list -o json, then the cluster filled and started.
     create, listed, *ready = result["vc"]
     created = succeeded(create)

@@ -17,12 +17,10 @@ from vms.models import VmStatus
 
 FLOOR = ['"django_session"', '"auth_user"']
 # The pinned query lists are PostgreSQL's: on SQLite the user's grants are a query of their
-# own, and nothing is kept under the catalog's version.
+# own.
 GRANTS = "the user's grants come with their row by json_agg"
 PINNED = pytest.mark.postgres_only(f"the pinned query list: {GRANTS}")
-PINNED_LIST = pytest.mark.postgres_only(
-    f"the pinned query list: {GRANTS}, and the zones are kept under the catalog's version"
-)
+PINNED_LIST = PINNED
 
 
 def tables(client, url) -> list[str]:

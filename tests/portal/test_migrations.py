@@ -1,6 +1,6 @@
 """Schema is the migrations': nothing of ours runs at ``post_migrate`` (the triggers, the
 functions and the sequence are migrations' RunSQL, tested by what they do in
-tests/clusters/test_tally.py and tests/vms/test_catalog_version.py), and a historical data
+tests/clusters/test_tally.py), and a historical data
 migration keeps its own frozen copy of what it needs: an old text gets its code whatever the
 message says today, and that code is one the portal still knows.
 """
