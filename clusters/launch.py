@@ -1,8 +1,11 @@
 """How to use a running cluster's fabric: the hostfile and, per rank, the torchrun line and
 the NCCL environment, filled in from the real members.
 
-One module for the Info tab (``clusters.views.clusters``) and the API (``/hostfile``, ``/launch``),
-so the two never print different commands.
+One module for the Info tab (``clusters.views.clusters``), the API (``/hostfile``, ``/launch``)
+and what each member's agent writes on the guest (``clusters.peers``), so they never print
+different commands. A member's address is its fabric IP (RoCEv2); an InfiniBand member, which
+the portal gives no IP on the fabric (NCCL and MPI's verbs reach it by its HCA), is reached
+at its management IP for the rendezvous and SSH. Its rank is its place in ``RANK_ORDER``.
 """
 
 from dataclasses import dataclass
@@ -36,6 +39,16 @@ MASTER_PORT = 29500
 MASTER_PLACEHOLDER = "<master-ip>"
 
 
+def member_address(vm) -> str | None:
+    """Where the other members reach ``vm``: its fabric IP, else its management IP."""
+    return vm.fabric_ip or vm.private_ip or None
+
+
+def slots(instance_type) -> int:
+    """A member's MPI slots and torchrun processes: its GPUs, or 1 where it has none."""
+    return instance_type.gpu_count or 1
+
+
 @dataclass(frozen=True)
 class Rank:
     node_rank: int
@@ -58,20 +71,20 @@ class LaunchPlan:
 
 def launch_plan(cluster, members) -> LaunchPlan:
     """The torchrun command of each member (rank = position in ``members``, the first is the
-    master) and the NCCL variables of the cluster's fabric."""
-    gpus = cluster.instance_type.gpu_count
-    master = (members[0].private_ip if members else None) or MASTER_PLACEHOLDER
+    master: ``--master_addr`` its address) and the NCCL variables of the cluster's fabric."""
+    per_node = slots(cluster.instance_type)
+    master = (member_address(members[0]) if members else None) or MASTER_PLACEHOLDER
     ranks = [
         Rank(
             rank,
             vm,
-            f"torchrun --nproc_per_node={gpus} --nnodes={len(members)} "
+            f"torchrun --nproc_per_node={per_node} --nnodes={len(members)} "
             f"--node_rank={rank} --master_addr={master} "
             f"--master_port={MASTER_PORT} train.py",
         )
         for rank, vm in enumerate(members)
     ]
-    return LaunchPlan(master, MASTER_PORT, gpus, ranks, NCCL_ENV[cluster.fabric_type])
+    return LaunchPlan(master, MASTER_PORT, per_node, ranks, NCCL_ENV[cluster.fabric_type])
 
 
 def fabric_usage(cluster, members) -> dict | None:
@@ -83,6 +96,13 @@ def fabric_usage(cluster, members) -> dict | None:
     return {"commands": commands, "nccl_env": plan.env_lines, "master": plan.master_addr}
 
 
+def hostfile_lines(cluster, members) -> list[str]:
+    """``<address> slots=<n>`` per member in rank order (an address not known yet: the
+    placeholder ``<ip-of-name>``)."""
+    per_node = slots(cluster.instance_type)
+    return [f"{member_address(vm) or f'<ip-of-{vm.name}>'} slots={per_node}" for vm in members]
+
+
 def hostfile_text(cluster, members) -> str:
-    gpus = cluster.instance_type.gpu_count
-    return "".join(f"{vm.private_ip} slots={gpus}  # {vm.name}\n" for vm in members)
+    lines = hostfile_lines(cluster, members)
+    return "".join(f"{line}  # {vm.name}\n" for line, vm in zip(lines, members, strict=True))

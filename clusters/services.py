@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Collection
 from typing import cast
 
+from clusters import cluster_key
 from clusters.holds import hold_refusal
 from clusters.locking import (
     VM_STATE_FIELDS,
@@ -300,7 +301,8 @@ def _locked(
 
 
 def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
-    """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members."""
+    """미할당/종료됨 → 준비중 (→ 할당됨 → 대기중 → 실행중 by tasks). Needs 2+ members.
+    Every start gives the cluster a new SSH key pair (``clusters.cluster_key.rotate``)."""
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, start_refusal)
         cluster.previous_status = cluster.status
@@ -309,6 +311,7 @@ def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
         cluster.generation += 1
         cluster.set_error(None)
         save_cluster(cluster)
+        cluster_key.rotate(cluster)
         queue_advance(cluster)
     return cluster
 

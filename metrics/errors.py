@@ -108,3 +108,11 @@ class DuplicateTimestamp(IngestError):
     """Two samples of the batch at the same instant, at the stored (microsecond) resolution."""
 
     code = "duplicate_ts"
+
+
+class NotInCluster(IngestError):
+    """``GET /api/metrics/cluster`` for a VM in no cluster: nothing of any cluster is told."""
+
+    code = "no_cluster"
+    status = 404
+    default_message = _("이 가상머신은 클러스터의 멤버가 아닙니다.")

@@ -15,6 +15,7 @@ from metrics import conf, errors
 from metrics.ingest.batch import ALL_KEYS, TOKEN_PREFIX
 from metrics.models import GPU_FIELDS, MAX_DEVICES, METRIC_FIELDS, PORT_FIELDS
 from metrics.vm_agent import VERSION
+from metrics.vm_agent.hostkeys import MAX_KEYS
 from metrics.vm_agent.toolparse import PARSERS
 from portal.foundation.problems import PROBLEM_TYPE
 
@@ -54,6 +55,10 @@ BODY = {
 }
 # The job endpoints' own refusals (metrics.views.jobs.JOB_REFUSALS).
 JOB_RESULT = {400: ("invalid",), 404: ("not_found",), 409: ("finished",)}
+# The cluster endpoint's: the VM is in no cluster (metrics.views.cluster).
+NOT_IN_CLUSTER = {errors.NotInCluster.status: (errors.NotInCluster.code,)}
+# Refusals of one endpoint of their own, never the ingest's.
+NOT_INGEST = (errors.NotInCluster,)
 
 
 def _ingest_refusals() -> dict:
@@ -62,7 +67,8 @@ def _ingest_refusals() -> dict:
     stack = [errors.IngestError]
     while stack:
         cls = stack.pop()
-        found.setdefault(cls.status, set()).add(cls.code)
+        if cls not in NOT_INGEST:
+            found.setdefault(cls.status, set()).add(cls.code)
         stack.extend(cls.__subclasses__())
     return {status: tuple(sorted(codes)) for status, codes in found.items()}
 
@@ -171,6 +177,65 @@ def _schemas() -> dict:
             },
         },
         "JobStatus": _object(status={"type": "string"}),
+        **_cluster_schemas(),
+    }
+
+
+def _cluster_schemas() -> dict:
+    """The member's view of its cluster (``clusters.peers.member_view``) and the host keys'
+    report (``vms.host_keys``)."""
+    text_or_null = {"type": ["string", "null"]}
+    host_key = _object(
+        key={"type": "string", "description": "``type base64``"},
+        fingerprint={"type": "string", "description": "``SHA256:…`` as ssh-keygen -l"},
+    )
+    member = _object(
+        id={"type": "integer"},
+        name={"type": "string"},
+        hostname={**text_or_null, "description": "null: a lower rank has the same hostname"},
+        rank={"type": "integer", "minimum": 0},
+        address={**text_or_null, "description": "fabric IP, else the management IP"},
+        fabric_ip=text_or_null,
+        private_ip=text_or_null,
+        slots={"type": "integer", "minimum": 1},
+        host_keys={"type": "array", "items": {"$ref": REF + "HostKey"}},
+    )
+    return {
+        "HostKey": host_key,
+        "Member": member,
+        "ClusterView": _object(
+            cluster=_object(
+                id={"type": "integer"}, name={"type": "string"}, status={"type": "string"}
+            ),
+            rank={"type": "integer", "minimum": 0},
+            nnodes={"type": "integer", "minimum": 1},
+            master_addr=text_or_null,
+            master_port={"type": "integer"},
+            nproc_per_node={"type": "integer", "minimum": 1},
+            members={"type": "array", "items": {"$ref": REF + "Member"}},
+            ssh=_object(
+                user={"type": "string"},
+                public_key=text_or_null,
+                private_key={
+                    **text_or_null,
+                    "description": "OpenSSH; only while the cluster runs and the VM starts or runs",
+                },
+            ),
+            version={"type": "string", "description": "also the ETag"},
+        ),
+        "HostKeys": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["host_keys"],
+            "properties": {
+                "host_keys": {
+                    "type": "array",
+                    "maxItems": MAX_KEYS,
+                    "items": {"type": "string", "description": "``type base64 [comment]``"},
+                }
+            },
+        },
+        "HostKeysChanged": _object(changed={"type": "boolean"}),
     }
 
 
@@ -197,7 +262,7 @@ def _responses(ok: str, refusals: dict) -> dict:
     return responses
 
 
-def _operation(summary: str, ok: str, refusals: dict, body=None, gzip=False) -> dict:
+def _operation(summary: str, ok: str, refusals: dict, body=None, gzip=False, method="post") -> dict:
     headers = [("User-Agent", "``vc-metrics-agent/<version>``: the portal keeps the version")]
     if gzip:
         headers.append(("Content-Encoding", "``gzip`` or absent"))
@@ -212,7 +277,28 @@ def _operation(summary: str, ok: str, refusals: dict, body=None, gzip=False) -> 
     }
     if body:
         operation["requestBody"] = {"required": True, "content": body}
-    return {"post": operation}
+    return {method: operation}
+
+
+def _cluster_operation() -> dict:
+    operation = _operation(
+        "What this VM's cluster is: its rank, its peers, the cluster's SSH key",
+        "ClusterView",
+        _merge(UNAUTHORIZED, RATE_LIMITED, NOT_IN_CLUSTER),
+        method="get",
+    )
+    get = operation["get"]
+    get["parameters"].append(
+        {
+            "name": "If-None-Match",
+            "in": "header",
+            "description": "the ETag of the view the agent has: 304 while it is current",
+            "schema": {"type": "string"},
+        }
+    )
+    get["responses"]["200"]["headers"] = {"ETag": {"schema": {"type": "string"}}}
+    get["responses"]["304"] = {"description": "Not Modified: the view is the one named"}
+    return operation
 
 
 def document() -> dict:
@@ -223,10 +309,11 @@ def document() -> dict:
             "title": "Virtual Cluster agent API",
             "version": VERSION,
             "description": (
-                "What a VM's metrics agent (vc-metrics-agent) calls: its samples and its "
-                "클러스터 검증 jobs. Authorization: Bearer "
-                f"{TOKEN_PREFIX}… (the VM page's 메트릭 에이전트 token). Errors are RFC 9457 "
-                "application/problem+json, as under /api/v1; Accept-Language: en for English."
+                "What a VM's metrics agent (vc-metrics-agent) calls: its samples, its "
+                "클러스터 검증 jobs, its cluster's members and its host keys. "
+                f"Authorization: Bearer {TOKEN_PREFIX}… (the VM page's 메트릭 에이전트 token). "
+                "Errors are RFC 9457 application/problem+json, as under /api/v1; "
+                "Accept-Language: en for English."
             ),
         },
         "components": {
@@ -251,6 +338,14 @@ def document() -> dict:
                 "JobStatus",
                 _merge(UNAUTHORIZED, RATE_LIMITED, BODY, JOB_RESULT),
                 body=_json("JobResult"),
+                gzip=True,
+            ),
+            "/api/metrics/cluster": _cluster_operation(),
+            "/api/metrics/host-keys": _operation(
+                "Report the guest's SSH host keys (replaces the VM's)",
+                "HostKeysChanged",
+                _merge(UNAUTHORIZED, RATE_LIMITED, BODY, {400: ("invalid",)}),
+                body=_json("HostKeys"),
                 gzip=True,
             ),
         },

@@ -158,3 +158,25 @@ class VirtualMachine(CatalogResource):
         if self.fabric_ip:
             return f"{self.fabric_ip} / GID {self.fabric_gid_index}"
         return ""
+
+
+class HostKey(models.Model):
+    """One of a guest's SSH host keys as its agent read it (``/etc/ssh/ssh_host_*_key.pub``),
+    so a user can check the first connection and members can trust each other's hosts
+    (``clusters.peers``). Replaced whole at each report (``vms.host_keys``)."""
+
+    vm = vm_reference(models.CASCADE, "host_keys")
+    key_type = models.CharField(_("키 유형"), max_length=40)
+    public_key = models.TextField(_("공개 키"))  # ``type base64``, no comment
+    fingerprint = models.CharField(_("지문"), max_length=60)  # as ``ssh-keygen -l`` prints it
+    reported_at = models.DateTimeField(_("보고 시각"))
+
+    class Meta:
+        ordering = ["vm", "key_type"]
+        verbose_name = verbose_name_plural = _("호스트 키")
+        constraints = [
+            models.UniqueConstraint(fields=["vm", "key_type"], name="host_key_one_per_type")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.vm_id}: {self.fingerprint}"

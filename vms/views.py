@@ -23,6 +23,7 @@ from portal.models import SshKey, readable
 from portal.web.listing import list_page, render_list
 from portal.web.rendering import create_view, delete_and_list, go_to, render_form
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
+from vms.host_keys import shown_host_keys
 from vms.models import VM_TRANSITIONAL, VirtualMachine
 
 PAGE_SIZE = 50
@@ -223,6 +224,8 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
             if request.user.has_perm(Perm.SSH_KEY_READ, vm)
             else None
         ),
+        # How to connect (``ssh vc@<private IP>``) and the host keys to check it against.
+        "host_keys": shown_host_keys([vm.pk]).get(vm.pk, []),
         **extra,
     }
 

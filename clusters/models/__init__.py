@@ -1,5 +1,5 @@
 """The clusters app's models: clusters and operations (``clusters``), 클러스터 검증
-(``validation``), the live clusters' tally (``tally``).
+(``validation``), the live clusters' tally (``tally``), a cluster's SSH key pair (``keys``).
 Django finds them here; import them from ``clusters.models``."""
 
 from clusters.models.clusters import (
@@ -22,6 +22,7 @@ from clusters.models.clusters import (
     VirtualCluster,
     VirtualClusterQuerySet,
 )
+from clusters.models.keys import ClusterKey
 from clusters.models.tally import LiveClusterTally
 from clusters.models.validation import (
     ValidationJob,
@@ -33,6 +34,7 @@ from clusters.models.validation import (
 
 __all__ = [
     "ALLOWED",
+    "ClusterKey",
     "ClusterOp",
     "ClusterStatus",
     "DELETABLE",

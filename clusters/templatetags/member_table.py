@@ -16,8 +16,9 @@ from clusters.validation.display import latest_verdicts, verdict_cell
 from portal.speed.kept import Kept
 from portal.templatetags.console import badge_of, row_form, url_pattern
 from portal.web.particles import with_particles
+from vms.host_keys import shown_host_keys
 from vms.models import VirtualMachine, VmStatus
-from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons
+from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons, ssh_block
 
 register = template.Library()
 # The tab's one form for the rows' own buttons (start, stop, 분리): it carries the CSRF token
@@ -71,6 +72,7 @@ def cell_labels() -> dict[str, str]:
     return {
         key: escape(gettext(label))
         for key, label in (
+            ("rank", "순위"),
             ("ip", "사설 IP"),
             ("fabric", "패브릭 주소"),
             ("billing", "과금 유형"),
@@ -94,6 +96,7 @@ class Shown(NamedTuple):
 
     pk: int
     name: str
+    rank: int  # its place in rank order (torchrun's --node_rank, the hostfile's line)
     status: str
     private_ip: str
     fabric_address: str
@@ -120,6 +123,7 @@ class RowFrame:
         self.select_label = escape(gettext("%(name)s 선택"))  # filled with the name escaped
         self.billing = {code: escape(str(text)) for code, text in BILLING_LABELS.items()}
         label = cell_labels()
+        self.rank_cell = f'<td role="cell" class="num" data-label="{label["rank"]}">'
         self.ip_cell = f'<td role="cell" data-label="{label["ip"]}">'
         # The address in the code font, its phone label (::before) in the text font.
         self.fabric_cell = f'<td role="cell" data-label="{label["fabric"]}"><span class="mono">'
@@ -154,6 +158,7 @@ class RowFrame:
             f"{name}</a></td>"
             f'<td role="cell" class="member-status">{badge}'
             f"{self.queued if m.queued else ''}</td>"
+            f"{self.rank_cell}{int(m.rank)}</td>"
             f"{self.ip_cell}{escape(m.private_ip or '-')}</td>"
             f"{self.fabric_cell}{escape(m.fabric_address or '-')}</span></td>"
             f"{self.billing_cell}"
@@ -206,12 +211,13 @@ def member_table_rows(members, cluster, controls):
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     waiting = controls.get("queued", set())
     rows = []
-    for vm in members:
+    for rank, vm in enumerate(members):  # in rank order (``clusters.launch.RANK_ORDER``)
         pk = vm.pk
         verdict = verdicts.get(pk)
         shown = Shown(
             pk,
             vm.name,
+            rank,
             vm.status,
             vm.private_ip or "",
             vm.fabric_address,
@@ -225,3 +231,16 @@ def member_table_rows(members, cluster, controls):
         row = _ROWS.get((frame, shown))
         rows.append(row if row is not None else _ROWS.keep((frame, shown), frame.row(shown)))
     return mark_safe("\n".join(rows))  # noqa: S308 - every value is escaped in RowFrame.row
+
+
+@register.simple_tag
+def member_ssh_blocks(members):
+    """How to connect to each member: ``ssh vc@<private IP>`` with its 복사 button and the
+    host key fingerprints its agent reported (``vms.templatetags.vm_tags.ssh_block``), in
+    rank order, with one query for every member's keys."""
+    keys = shown_host_keys(vm.pk for vm in members)
+    blocks = [
+        ssh_block(vm.pk, vm.private_ip, keys.get(vm.pk, ()), f"node_rank={rank} · {vm.name}")
+        for rank, vm in enumerate(members)
+    ]
+    return mark_safe("\n".join(block for block in blocks if block))  # noqa: S308 - escaped

@@ -15,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
-from clusters.launch import NCCL_ENV, RANK_ORDER, launch_plan
+from clusters.launch import NCCL_ENV, RANK_ORDER, launch_plan, member_address
 from clusters.models.validation import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
@@ -87,7 +87,7 @@ def infiniband_page(request, pk=None):
         )
     plan = launch_plan(cluster, members)
     gpus = cluster.instance_type.gpu_count
-    hosts = [vm.private_ip or "<member-ip>" for vm in members] or ["<ip-1>", "<ip-2>"]
+    hosts = [member_address(vm) or "<member-ip>" for vm in members] or ["<ip-1>", "<ip-2>"]
     threshold = _threshold(cluster.instance_type, cluster.fabric_type)
     context.update(
         members=members,

@@ -14,7 +14,7 @@ import time
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from metrics import agent_versions, errors, openapi
 from metrics.ingest import batch as ingest
@@ -42,12 +42,13 @@ def refused(status: int, code: str, detail: str) -> HttpResponse:
     return problem_response(problem(status, code, detail))
 
 
-def agent_endpoint(view):
-    """An agents' endpoint: POST only, no CSRF (a bearer token, never a cookie), messages
-    in the language of Accept-Language, and an ``IngestError`` answered as a problem."""
+def agent_endpoint(view, method="POST"):
+    """An agents' endpoint: POST only (or ``method``), no CSRF (a bearer token, never a
+    cookie), messages in the language of Accept-Language, and an ``IngestError`` answered as
+    a problem."""
 
     @csrf_exempt
-    @require_POST
+    @require_http_methods([method])
     @functools.wraps(view)
     def endpoint(request):
         activate_api_language(request)
@@ -57,6 +58,11 @@ def agent_endpoint(view):
             return refusal(error)
 
     return endpoint
+
+
+def agent_reader(view):
+    """An agents' endpoint that only reads: GET, otherwise as ``agent_endpoint``."""
+    return agent_endpoint(view, method="GET")
 
 
 @agent_endpoint

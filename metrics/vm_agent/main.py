@@ -25,7 +25,10 @@ Samples go into a bounded buffer (oldest dropped first when full) and are posted
 of up to 1,000 (compact form, gzipped when large). A failed post (portal down, 5xx, 429, bad
 token) is retried with exponential backoff and jitter while sampling continues; a batch the
 portal refuses as invalid (400) or already stored (409) is dropped so it cannot block the
-rest. A missing or failing device yields null fields, never a crash. The token may come
+rest. A missing or failing device yields null fields, never a crash. Beside sampling it runs
+this VM's 클러스터 검증 jobs (``jobs``) and keeps its cluster's files — peers in
+``/etc/hosts``, the hostfile, ``/etc/vc/cluster.env``, SSH between members (``cluster``;
+``--no-cluster-files`` leaves them alone, for an agent run without root). The token may come
 from ``METRICS_AGENT_TOKEN`` instead of the command line (keeps it out of ``ps``), and goes
 only to that URL: a redirect is logged and never followed (``transport``)."""
 
@@ -46,7 +49,7 @@ from itertools import islice
 from types import ModuleType
 from typing import Optional
 
-from . import VERSION, devices, jobs, transport
+from . import VERSION, cluster, devices, jobs, transport
 from .collect import Collector
 
 log = logging.getLogger("metrics.agent")
@@ -296,6 +299,16 @@ def main(argv=None):
     )
     parser.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")
     parser.add_argument("--node-exporter-url", default="http://127.0.0.1:9100/metrics")
+    parser.add_argument(
+        "--no-cluster-files",
+        dest="cluster_files",
+        action="store_false",
+        help="do not write the cluster's files (/etc/hosts, /etc/vc, the login user's SSH "
+        "files) nor report the host keys",
+    )
+    parser.add_argument(
+        "--files-root", default="/", help="where the cluster's files go (tests: a temp dir)"
+    )
     parser.add_argument("--check", action="store_true", help="verify URL and token, then exit")
     parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     parser.add_argument("--verbose", "-v", action="store_true")
@@ -341,6 +354,8 @@ def main(argv=None):
         agent.stopping,  # 클러스터 검증 jobs
         infiniband_root=args.infiniband_root,
     )
+    if args.cluster_files:  # members know each other: hosts, hostfile, SSH between them
+        cluster.start(args.url, args.token, agent.stopping, cluster.ClusterFiles(args.files_root))
     log.info("reporting to %s every %g s", args.url, args.interval)
     agent.run()
     log.info(

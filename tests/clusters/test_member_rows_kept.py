@@ -141,6 +141,7 @@ def test_a_row_is_drawn_from_what_it_shows_alone():
         Shown(
             3,
             "n<&>",
+            2,
             VmStatus.STOPPED,
             "",
             "",

@@ -61,8 +61,9 @@ def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(wo
 # The detail tabs: the cluster (with the id of an operation still running on it, if one
 # is, and of its last finished 검증), its members once (the rows, and the statuses the
 # header's rules count), and nothing more: 정보 offers 이름 변경 for the cluster's own name,
-# which no other live cluster can hold; 연결된 가상머신 reads verdicts only after a 검증.
-TAB_QUERIES = {"": [], "vms/": []}
+# which no other live cluster can hold; 연결된 가상머신 reads verdicts only after a 검증, and
+# every member's host keys (its SSH 접속 block) in one query.
+TAB_QUERIES = {"": [], "vms/": ['"vms_hostkey"']}
 
 
 @PINNED
@@ -135,7 +136,8 @@ def test_the_members_tab_reads_the_verdicts_of_the_last_run_in_one_query(world, 
         ValidationVerdict.objects.create(run=run, vm=first, vm_name=first.name, verdict=verdict)
 
     after = tables(client, f"/clusters/{cluster.pk}/vms/")
-    assert after == [*before, '"clusters_validationverdict"']
+    assert before[-1] == '"vms_hostkey"'  # the SSH 접속 block, after the rows
+    assert after == [*before[:-1], '"clusters_validationverdict"', before[-1]]
     rows = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
     cells = dict(re.findall(r'data-vm="([\w-]+)">.*?class="verdict"[^>]*>(.*?)</td>', rows))
     assert f'data-verdict="{Verdict.BAD}"' in cells[first.name]

@@ -39,6 +39,28 @@ TOOL_FIXTURES = [
 ]
 EXPORTER_FIXTURES = sorted((ROOT / "tests" / "metrics" / "fixtures" / "real").glob("*.txt"))
 GPUS = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-aaaa)\n"
+# What GET /api/metrics/cluster answers a member (clusters.peers), for the files' writer.
+CLUSTER_VIEW = {
+    "cluster": {"id": 1, "name": "ring", "status": "RUNNING"},
+    "rank": 0,
+    "nnodes": 2,
+    "master_addr": "10.200.0.2",
+    "master_port": 29500,
+    "nproc_per_node": 8,
+    "members": [
+        {
+            "rank": rank,
+            "name": f"n{rank}",
+            "hostname": f"n{rank}",
+            "address": address,
+            "private_ip": None,
+            "slots": 8,
+            "host_keys": [],
+        }
+        for rank, address in enumerate(("10.200.0.2", "10.200.0.3"))
+    ],
+    "ssh": {"user": "vc", "public_key": "ssh-ed25519 AAAA k", "private_key": "PRIVATE\n"},
+}
 
 
 def floor_of(pyproject: Path) -> tuple[int, int]:
@@ -159,7 +181,8 @@ import json, sys
 given = json.load(sys.stdin)
 sys.path.insert(0, given["site"])
 import vc_metrics_agent
-from vc_metrics_agent import collect, devices, exporters, jobs, main, toolparse, transport
+from vc_metrics_agent import (
+    cluster, collect, devices, exporters, hostkeys, jobs, main, toolparse, transport)
 
 out = {"python": list(sys.version_info[:2]), "version": vc_metrics_agent.__version__,
        "agent_file": vc_metrics_agent.__file__}
@@ -181,6 +204,10 @@ collector = main.make_collector("auto", given["ib"], given["closed"], given["clo
 running = main.Agent(given["url"], given["token"], collector=collector)
 running.tick()
 out["stored"] = running.stored
+files = cluster.ClusterFiles(given["root"], home=given["root"] + "/home/vc")
+out["cluster_files"] = sorted(
+    str(path)[len(given["root"]):] for path in files.apply(given["view"]))
+out["host_keys"] = hostkeys.read(given["ib"])
 print(json.dumps(out))
 """
 
@@ -218,6 +245,8 @@ def test_on_python_3_9_the_agent_parses_runs_and_reports(
         "ib": str(tmp_path / "no-infiniband"),
         "closed": "http://127.0.0.1:9/metrics",
         "site": str(installed),
+        "root": str(tmp_path / "root"),
+        "view": CLUSTER_VIEW,
     }
     done = subprocess.run(
         [python39, "-I", "-c", SCRIPT],
@@ -245,4 +274,14 @@ def test_on_python_3_9_the_agent_parses_runs_and_reports(
     assert dcgmi["exit_code"] == agent_jobs.NOT_FOUND  # not installed here: reported as such
     assert out["polled"] == 0 and out["check"] == vm.pk and out["stored"] == 1
     assert Sample.objects.filter(vm=vm).count() == 1
+    assert out["cluster_files"] == [
+        "/etc/hosts",
+        "/etc/vc/cluster.env",
+        "/etc/vc/hostfile",
+        "/home/vc/.ssh/authorized_keys",
+        "/home/vc/.ssh/config",
+        "/home/vc/.ssh/id_vc_cluster",
+        "/home/vc/.ssh/id_vc_cluster.pub",
+    ]
+    assert out["host_keys"] == []
     assert MetricsToken.objects.get(vm=vm).agent_version == VERSION

@@ -53,6 +53,10 @@ OUTSIDE = (
     "/system",  # a libvirt URI's path
     "/session",
     "/etc/vc-metrics.env",  # on a guest
+    "/etc/hosts",
+    "/etc/vc/",
+    "/etc/ssh/",
+    "~/.ssh/",
     "/opt/vc-metrics/",
     "/dev/kvm",  # on a host
     "/root",

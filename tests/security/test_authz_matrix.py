@@ -501,6 +501,8 @@ MATRIX = {
     "metrics:ingest_check": [Case("post", everyone(Expect(401)), data={})],
     "metrics:ingest_jobs_next": [Case("post", everyone(Expect(401)), data={})],
     "metrics:ingest_job_result": [Case("post", everyone(Expect(401)), data={})],
+    "metrics:ingest_cluster": [Case("get", everyone(Expect(401)))],
+    "metrics:ingest_host_keys": [Case("post", everyone(Expect(401)), data={})],
     # Their API's description is public, as /api/v1's is: it names no data.
     "metrics:agent_openapi": [Case("get", everyone(Expect("ok")))],
     "metrics:vm_token_rotate": [

@@ -137,3 +137,40 @@ def vm_rows(vms, can_update):
             f'<td class="row-actions">{buttons(vm, vm.cluster) if can_update else ""}</td></tr>'
         )
     return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
+
+
+LOGIN_USER = "vc"  # the guest's login user: the seed installs the VM's keys for it
+
+
+def ssh_block(vm_pk: int, address: str | None, fingerprints, label: str = "") -> str:
+    """How to connect to a VM: ``ssh vc@<address>`` with its 복사 button, and the host key
+    fingerprints its agent reported, to check the first connection against. Every value
+    is escaped here (a members tab draws one per member)."""
+    if not address:
+        return ""
+    pk = int(vm_pk)
+    copy = escape(gettext("복사"))
+    head = f'<span class="code-label">{escape(label)}</span>' if label else ""
+    if fingerprints:
+        items = "".join(
+            f'<li><span class="mono">{escape(kind)} {escape(fingerprint)}</span></li>'
+            for kind, fingerprint in fingerprints
+        )
+        title = escape(gettext("호스트 키 지문"))
+        keys = f'<ul class="host-keys" aria-label="{title}">{items}</ul>'
+    else:
+        waiting = escape(gettext("게스트의 에이전트가 아직 호스트 키를 보고하지 않았습니다."))
+        keys = f'<p class="muted host-keys">{waiting}</p>'
+    return (
+        f'<div class="code-block ssh-connect" id="ssh-{pk}">'
+        f'<div class="code-head">{head}<button type="button" class="btn btn-small copy"'
+        f' data-copy="#ssh-command-{pk}">{copy}</button></div>'
+        f'<pre class="code"><code id="ssh-command-{pk}">ssh {LOGIN_USER}@{escape(address)}'
+        f"</code></pre>{keys}</div>"
+    )
+
+
+@register.simple_tag
+def vm_ssh(vm, fingerprints):
+    """The VM page's 접속 section body (``ssh_block``)."""
+    return mark_safe(ssh_block(vm.pk, vm.private_ip, fingerprints))  # noqa: S308 - escaped

@@ -1,5 +1,6 @@
 """What the portal asks of the infrastructure. A real backend implements the same methods."""
 
+import re
 from dataclasses import dataclass, field
 
 from portal.catalog.models import FabricOffering
@@ -42,6 +43,14 @@ class Observation:
 
     vms: dict[int, Observed] = field(default_factory=dict)
     strays: list[str] = field(default_factory=list)
+
+
+def guest_hostname(vm) -> str:
+    """The VM's name as its guest's hostname (RFC 1123: lower-case ASCII letters, digits,
+    hyphens), or ``vm-<id>`` when nothing of the name is left: what its seed sets and what its
+    cluster's members call it (``clusters.peers``)."""
+    name = re.sub(r"[^a-z0-9]+", "-", vm.name.lower()).strip("-")[:63].strip("-")
+    return name or f"vm-{vm.pk}"
 
 
 def private_ip(vm) -> str:

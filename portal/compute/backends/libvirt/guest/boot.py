@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 
 from metrics.vm_agent import VERSION as AGENT_VERSION
+from portal.compute.backends.base import guest_hostname as hostname
 from portal.compute.backends.libvirt import fabric, names
 from portal.compute.backends.libvirt.guest import image as guest_image
 from portal.compute.backends.libvirt.guest import install as guest_install
@@ -90,12 +91,6 @@ def guest_boot(vm, pool) -> GuestBoot:
 def _on_test_driver(vm) -> bool:
     uri = Placement.objects.filter(vm_id=vm.pk).values_list("host__uri", flat=True).first()
     return bool(uri and uri.startswith("test:"))
-
-
-def hostname(vm) -> str:
-    """The VM's name as a hostname (RFC 1123: lower-case ASCII letters, digits, hyphens)."""
-    name = re.sub(r"[^a-z0-9]+", "-", vm.name.lower()).strip("-")[:63].strip("-")
-    return name or f"vm-{vm.pk}"
 
 
 def fabric_mac(vm) -> str:
