@@ -7,10 +7,21 @@ import pytest
 from .guests import destroy_everything, far_ids, image_or_skip, use_libvirt
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
+    """Mark this folder's tests ``realvm``, and put every ``realvm`` test (the browser's walk
+    on real guests too) in one ``xdist_group``: under ``pytest -n --dist loadgroup`` they run
+    one after another on one worker. They share one libvirtd, its management network and
+    pools, and the guest image under ``var/guest``.
+
+    ``tryfirst``: xdist reads the groups in its own ``pytest_collection_modifyitems``, and
+    which of two unordered hooks runs first depends on whether this conftest was loaded
+    before the worker started (``pytest tests/realvm``) or during collection."""
     for item in items:
         if "tests/realvm/" in str(item.fspath):
             item.add_marker(pytest.mark.realvm)
+        if item.get_closest_marker("realvm") is not None:
+            item.add_marker(pytest.mark.xdist_group("realvm"))
 
 
 @pytest.fixture(scope="session")
