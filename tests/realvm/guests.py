@@ -3,6 +3,7 @@ with declared GPU slots, the QEMU guest agent, and what must be gone afterwards.
 
 import base64
 import contextlib
+import ipaddress
 import json
 import os
 import random
@@ -160,15 +161,46 @@ def agent_up(dom):
 
 def guest_exec(dom, *argv, seconds=30):
     """(exit code, stdout) of ``argv`` run in the guest by its QEMU agent."""
-    pid = agent(dom, "guest-exec", path=argv[0], arg=list(argv[1:]), **{"capture-output": True})[
+    code, out, _err = guest_wait(dom, guest_spawn(dom, *argv), seconds, argv)
+    return code, out
+
+
+def guest_spawn(dom, *argv):
+    """Start ``argv`` in the guest by its QEMU agent, its output captured; its pid there."""
+    return agent(dom, "guest-exec", path=argv[0], arg=list(argv[1:]), **{"capture-output": True})[
         "pid"
     ]
+
+
+def guest_wait(dom, pid, seconds, what=""):
+    """(exit code, stdout, stderr) of a process ``guest_spawn`` started, once it has exited."""
     status = wait_for(
         lambda: (lambda s: s if s["exited"] else None)(agent(dom, "guest-exec-status", pid=pid)),
         seconds,
-        f"{argv} in the guest",
+        f"{what or pid} in the guest",
     )
-    return status.get("exitcode"), base64.b64decode(status.get("out-data", "")).decode()
+    return (
+        status.get("exitcode"),
+        base64.b64decode(status.get("out-data", "")).decode(),
+        base64.b64decode(status.get("err-data", "")).decode(),
+    )
+
+
+def management_ip(dom):
+    """The guest's address on the management network (its DHCP lease, as the guest has it),
+    once it has one."""
+    block = management.network_block().network
+
+    def leased():
+        _code, out = guest_exec(dom, "/bin/sh", "-c", "ip -4 -o addr show")
+        found = [
+            a.split("/")[0]
+            for a in out.split()
+            if "/" in a and ipaddress.ip_address(a.split("/")[0]) in block
+        ]
+        return found[0] if len(found) == 1 else None
+
+    return wait_for(leased, BOOT_SECONDS, "a management address")
 
 
 def leftovers(vm_ids, cluster_ids):

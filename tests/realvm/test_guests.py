@@ -1,9 +1,9 @@
 """Real guests (marker ``realvm``): two clusters of two TCG guests from the built image boot,
 their agents' samples arrive through the ingest API, each member reaches its own cluster's
 peer on the fabric and not the other cluster's, a guest reaches nothing on the management
-network but the portal's port, 클러스터 검증 on them names the missing GPU
-tools (점검 필요), ACPI shuts a guest down, and stop / start / delete leave no domain,
-network or volume behind."""
+network but the portal's port, 클러스터 검증 on them names the missing GPU tools and judges
+the soft fabric port (불량), ACPI shuts a guest down, and stop / start / delete leave no
+domain, network or volume behind."""
 
 import ipaddress
 import socket
@@ -23,7 +23,7 @@ from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
 from metrics.models import Sample
 from portal.catalog.models import FabricType
-from portal.compute.backends.libvirt import fabric, management, names
+from portal.compute.backends.libvirt import fabric, names
 from portal.compute.backends.libvirt.events import Watcher
 from portal.compute.backends.libvirt.guest import boot as guest
 from portal.compute.models.hosts import FabricPartition
@@ -41,6 +41,7 @@ from .guests import (
     guest_exec,
     leftovers,
     local_host,
+    management_ip,
     reachable,
     wait_for,
 )
@@ -53,18 +54,6 @@ try:
 except urllib.error.HTTPError as error:
     print(error.code)
 """
-
-
-def management_ip(dom):
-    """The guest's address on the management network (its DHCP lease, as the guest has it)."""
-    block = management.network_block().network
-    _code, out = guest_exec(dom, "/bin/sh", "-c", "ip -4 -o addr show")
-    (address,) = [
-        a.split("/")[0]
-        for a in out.split()
-        if "/" in a and ipaddress.ip_address(a.split("/")[0]) in block
-    ]
-    return address
 
 
 def fabric_ip(vm):
@@ -148,8 +137,9 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     assert sample.cpu_util is not None and sample.mem_util is not None
     assert sample.gpu_util is None  # no GPU in the guest: null, never zero
 
-    # 클러스터 검증 on guests without GPU software: each member's agent runs its jobs and
-    # says which tools are missing — 점검 필요, not 응답 없음.
+    # 클러스터 검증 on guests without GPU software but with Soft-RoCE: each member's agent
+    # runs its jobs, says which tools are missing and judges its one soft fabric port
+    # against the type's eight — 불량, not 응답 없음.
     operation = operations.start_validation(clusters[0].pk, actor=world.admin)
     wait_for(
         lambda: Operation.objects.get(pk=operation.pk).done,
@@ -160,8 +150,12 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     verdicts = {
         v.vm_name: (v.verdict, [reason_text(r) for r in v.reasons]) for v in run.verdicts.all()
     }
-    missing = "nvidia-smi/dcgmi/ib_write_bw/all_reduce_perf가 설치되어 있지 않습니다"
-    assert verdicts == {vm.name: (Verdict.WARN, [missing]) for vm in (vms[0], vms[1])}
+    missing = "nvidia-smi/dcgmi/all_reduce_perf가 설치되어 있지 않습니다"
+    assert set(verdicts) == {vms[0].name, vms[1].name}
+    for verdict, reasons in verdicts.values():
+        assert verdict == Verdict.BAD and missing in reasons, reasons
+        assert any(r.startswith("패브릭 포트가") and "(기준 8개)" in r for r in reasons), reasons
+        assert any(reason.startswith("ib_write_bw rxe0 ") for reason in reasons), reasons
 
     # The fabric: its own cluster's peer answers, the other cluster's does not.
     for dom in doms.values():

@@ -7,9 +7,11 @@ DHCP for the guests. The portal listens there for its guests' agents.
 
 The NIC carries the network filter ``<prefix>-portal-only`` (libvirt's nwfilter, enforced by
 the host's kernel on the guest's tap device, whatever the guest does): ARP, DHCP from the
-network's own server, and TCP to the portal's address and port, with the answers to those
+network's own server, TCP to the portal's address and port, and SSH into the guest (TCP 22)
+from that same address — the host's side of the network —, with the answers to those
 connections. Everything else is dropped: the host's other ports (PostgreSQL, Redis,
-libvirtd, SSH), other guests on the network, other addresses of the host, IPv6 altogether.
+libvirtd, SSH), other guests on the network (their SSH too), other addresses of the host,
+IPv6 altogether.
 A cluster's fabric is a network of its own (``fabric``), and the host has no address there.
 
 A host whose operator defined ``<prefix>-mgmt`` already (for example a bridge onto the site's
@@ -79,9 +81,11 @@ def network_xml() -> str:
 
 def filter_xml() -> str:
     """Rules are read in priority order; the first that matches decides. The ``out``
-    direction is the guest's traffic; an accepted outgoing TCP connection also accepts its
-    answers (libvirt's connection tracking). The portal's address and port are the
-    interface's parameters (``interface``), read from the settings at each start."""
+    direction is the guest's traffic, ``in`` what reaches it; an accepted TCP connection
+    also accepts its answers (libvirt's connection tracking), so the guest may answer SSH
+    from the host's address but never open a connection to port 22 anywhere. The portal's
+    address and port are the interface's parameters (``interface``), read from the settings
+    at each start."""
     return (
         f"<filter name='{filter_name()}' chain='root'><uuid>{_uuid('portal-only')}</uuid>"
         "<rule action='accept' direction='inout' priority='-700'>"
@@ -94,6 +98,8 @@ def filter_xml() -> str:
         "<udp srcportstart='67' dstportstart='68'/></rule>"
         "<rule action='accept' direction='out' priority='200'>"
         "<tcp dstipaddr='$PORTAL_IP' dstportstart='$PORTAL_PORT'/></rule>"
+        "<rule action='accept' direction='in' priority='300'>"
+        "<tcp srcipaddr='$PORTAL_IP' dstportstart='22'/></rule>"
         "<rule action='drop' direction='inout' priority='1000'><all/></rule>"
         "</filter>"
     )

@@ -3,12 +3,14 @@
 Three cached layers under ``var/guest/``, each rebuilt only when its own inputs change:
 
 - ``rootfs-<key>.tar``: ``mmdebstrap --variant=minbase`` of ``SUITE`` with ``PACKAGES``
-  (Python, psutil, pip, PyYAML, busybox, the QEMU guest agent); key = suite + packages;
-- ``kernel-<version>/``: the ``linux-image-amd64`` package fetched with ``apt-get download``
-  and unpacked with ``dpkg-deb -x`` (nothing is installed on the host); its XZ-compressed
-  bzImage is decompressed once into ``vmlinux``, booted directly via PVH (decompressing under
-  TCG costs 7–17 s per boot), and the modules the guest needs (``MODULES`` and what they
-  depend on) are kept in load order for the initramfs;
+  (Python, psutil, pip, PyYAML, busybox, the QEMU guest agent, rdma-core and its tools,
+  perftest, OpenSSH's server, Open MPI with mpi4py); key = suite + packages;
+- ``kernel-<version>-<modules>/``: the ``linux-image-amd64`` package fetched with
+  ``apt-get download`` and unpacked with ``dpkg-deb -x`` (nothing is installed on the host);
+  its XZ-compressed bzImage is decompressed once into ``vmlinux``, booted directly via PVH
+  (decompressing under TCG costs 7–17 s per boot), and the modules the guest needs
+  (``MODULES`` and what they depend on) are kept in load order for the initramfs; key =
+  kernel package + ``MODULES``;
 - ``image-<key>/``: ``base.qcow2`` (the root file system, label ``vc-root``, with the metrics
   agent installed by pip from a wheel built from ``metrics/vm_agent``), ``initrd.img`` (busybox
   and the modules) and ``vmlinux``; key = rootfs + kernel + wheel sources + ``files/``.
@@ -41,6 +43,17 @@ PACKAGES = (
     "busybox-static",
     "qemu-guest-agent",
     "ca-certificates",
+    # The fabric's RDMA: verbs and its providers (Soft-RoCE's among them), ``rdma`` (iproute2)
+    # to add a Soft-RoCE link, the diagnostics and perftest; SSH and an MPI over the fabric.
+    "rdma-core",
+    "ibverbs-providers",
+    "ibverbs-utils",
+    "infiniband-diags",
+    "perftest",
+    "iproute2",
+    "openssh-server",
+    "openmpi-bin",
+    "python3-mpi4py",
 )
 # virtio disk/NIC/console/rng, ext4 (crc32c is asked for by name, so it is listed), the seed's
 # CD-ROM (IDE or SATA) and ISO 9660, the ACPI power button and evdev (busybox acpid reads it).
@@ -59,9 +72,12 @@ PLACED = {
     "shutdown": ("sbin/shutdown", 0o755),
     "vc-nocloud": ("usr/local/sbin/vc-nocloud", 0o755),
     "vc-agent-run": ("usr/local/sbin/vc-agent-run", 0o755),
+    "vc-soft-roce": ("usr/local/sbin/vc-soft-roce", 0o755),
+    "vc-sshd-run": ("usr/local/sbin/vc-sshd-run", 0o755),
+    "sshd-vc.conf": ("etc/ssh/sshd_config.d/vc.conf", 0o644),
 }
-# busybox is init and the power-off; its other applets fill what minbase lacks (ip, udhcpc,
-# acpid, findfs, killall, ping), never replacing a Debian program.
+# busybox is init and the power-off; its other applets fill what minbase lacks (udhcpc, acpid,
+# findfs, killall, ping), never replacing a Debian program (iproute2's ip, say).
 BUSYBOX_OWNS = ("sbin/init", "sbin/poweroff", "sbin/reboot", "sbin/halt")
 BASE_VOLUME = "vc-base-{key}.qcow2"  # the image's base volume in a host's storage pool
 BOOT_SUFFIXES = (".vmlinux", ".initrd")  # its kernel and initramfs there, beside it
@@ -277,6 +293,8 @@ def _customise(tree: Path, wheel: Path, out):
         if not (path.exists() or path.is_symlink()):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.symlink_to("/bin/busybox")
+    for key in (tree / "etc" / "ssh").glob("ssh_host_*"):
+        key.unlink()  # made by openssh-server's install: each guest makes its own at first boot
     (tree / "etc" / "hostname").write_text("vc-guest\n")
     (tree / "etc" / "resolv.conf").unlink(missing_ok=True)
     _log(out, f"installing {wheel.name} with pip inside the guest")

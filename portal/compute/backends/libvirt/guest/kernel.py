@@ -4,6 +4,7 @@ decompressed once into ``vmlinux`` (booted directly via PVH: decompressing under
 7–17 s per boot), and the modules the guest needs kept in load order for the initramfs."""
 
 import gzip
+import hashlib
 import io
 import lzma
 import shutil
@@ -32,6 +33,18 @@ MODULES = (
     "sr_mod",
     "button",
     "evdev",
+    # Soft-RoCE on an emulated fabric NIC: RDMA's core, user verbs and MADs (ibv_devinfo,
+    # ibstat, perftest), the RDMA connection manager, and the driver; RoCEv2's ICRC is a
+    # CRC32 the driver asks the crypto API for by name (so crc32_generic is listed), its
+    # packets ride UDP tunnels.
+    "crc32_generic",
+    "udp_tunnel",
+    "ip6_udp_tunnel",
+    "ib_core",
+    "ib_uverbs",
+    "ib_umad",
+    "rdma_ucm",
+    "rdma_rxe",
 )
 
 
@@ -45,9 +58,16 @@ def kernel_version() -> str:
     raise ImageError(f"kernel: {KERNEL_PACKAGE} names no kernel package")
 
 
+def layer(base: Path, package: str) -> Path:
+    """The kernel layer's folder: keyed by the package and ``MODULES``, so a module added to
+    the list makes a new layer rather than reusing one that lacks it."""
+    modules = hashlib.sha256("\n".join(MODULES).encode()).hexdigest()[:8]
+    return base / f"kernel-{package}-{modules}"
+
+
 def fetch(base: Path, out) -> Path:
     package = kernel_version()
-    directory = base / f"kernel-{package}"
+    directory = layer(base, package)
     if (directory / "modules.order").exists():
         return directory
     _log(out, f"fetching {package} (apt-get download; the host is untouched)")
