@@ -336,6 +336,9 @@ SIMULATOR_STEP_SECONDS = float(os.environ.get("SIMULATOR_STEP_SECONDS", "2"))
 # Tests' hook into the simulator across processes (portal.compute.backends.simulator.StepGate): a
 # folder where each step records that it started, and waits while the folder holds `closed`.
 SIMULATOR_STEP_GATE = os.environ.get("SIMULATOR_STEP_GATE", "")
+# 클러스터 검증 on a soft fabric (clusters.validation.baseline): a ring pair's ib_write_bw or the
+# all-reduce below this percentage of the cluster's own baseline is 불량.
+VALIDATION_BASELINE_PERCENT = float(os.environ.get("VALIDATION_BASELINE_PERCENT", "70"))
 # A transitional status older than this is repaired by the reconciler.
 TRANSITION_TIMEOUT_SECONDS = float(os.environ.get("TRANSITION_TIMEOUT_SECONDS", "120"))
 

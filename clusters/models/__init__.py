@@ -25,6 +25,7 @@ from clusters.models.clusters import (
 from clusters.models.keys import ClusterKey
 from clusters.models.tally import LiveClusterTally
 from clusters.models.validation import (
+    ValidationBaseline,
     ValidationJob,
     ValidationRun,
     ValidationThreshold,
@@ -51,6 +52,7 @@ __all__ = [
     "STARTABLE",
     "STOPPABLE",
     "TRANSITIONAL",
+    "ValidationBaseline",
     "ValidationJob",
     "ValidationRun",
     "ValidationThreshold",

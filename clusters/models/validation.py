@@ -167,6 +167,52 @@ class ValidationJob(models.Model):
         return f"{self.get_kind_display()} · {self.vm_name}"
 
 
+class ValidationBaseline(models.Model):
+    """A soft fabric's own measure (``clusters.validation.baseline``): each ring pair's
+    ``ib_write_bw`` (client → server) and the all-reduce's bus bandwidth, from the first run
+    after a start (``generation``) in which every member passed. Later runs of that start
+    are judged against it; the next start records its own."""
+
+    cluster = models.ForeignKey(
+        "clusters.VirtualCluster",
+        on_delete=models.CASCADE,
+        related_name="validation_baselines",
+        verbose_name=_("클러스터"),
+    )
+    generation = models.PositiveIntegerField(_("세대"))
+    run = models.ForeignKey(
+        ValidationRun,
+        on_delete=models.SET_NULL,
+        null=True,
+        related_name="+",
+        verbose_name=_("기록한 검증"),
+    )
+    # [{"client", "client_name", "server", "server_name", "device", "gbps"}]
+    pairs = models.JSONField(_("링 쌍별 ib_write_bw"), default=list)
+    allreduce_busbw_gbs = models.FloatField(_("all-reduce busbw(GB/s)"), null=True, blank=True)
+    recorded_at = models.DateTimeField(_("기록 시각"))
+
+    class Meta:
+        verbose_name = verbose_name_plural = _("검증 기준선")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "generation"], name="one_baseline_per_cluster_start"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.generation}"
+
+    def snapshot(self) -> dict:
+        """What a run keeps of it (a later start's baseline changes no history)."""
+        return {
+            "run": self.run_id,
+            "recorded_at": self.recorded_at.isoformat(),
+            "pairs": self.pairs,
+            "allreduce_busbw_gbs": self.allreduce_busbw_gbs,
+        }
+
+
 class ValidationVerdict(models.Model):
     """A member's verdict in one run, with its reasons as (code, figures) pairs that
     ``clusters.validation.verdict.reason_text`` puts in words in the reader's language."""

@@ -1,9 +1,9 @@
 """클러스터 검증 as one Operation of kind VALIDATE, an item per running
-member. The jobs (``clusters.validation.plan``) wait for the members' agents, which fetch
-them with their metrics tokens (``metrics.views.jobs``); ``watch_validation`` times out the
-silent
-and ends the run when no agent posts anything more. With the simulator backend (no agents on
-its VMs) ``clusters.validation.agent_sim`` answers for the running members.
+member, planned by what the backend gave each guest (its GPUs, a soft fabric). The jobs
+(``clusters.validation.plan``) wait for the members' agents, which fetch them with their
+metrics tokens (``metrics.views.jobs``); ``watch_validation`` times out the silent and ends
+the run when no agent posts anything more. With the simulator backend (no agents on its VMs)
+``clusters.validation.agent_sim`` answers for the running members.
 """
 
 from collections.abc import Iterable
@@ -14,7 +14,7 @@ from clusters.locking import lock_members
 from clusters.models import Operation, OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.operations.internal import add_item, cluster_frame, cluster_operation
-from clusters.validation import jobs
+from clusters.validation import baseline, jobs
 from clusters.validation.errors import LevelInvalid
 from clusters.validation.plan import TIMEOUTS, plan_jobs
 from clusters.validation.rules import validate_refusal
@@ -49,13 +49,16 @@ def start_validation(
             Operation.Kind.VALIDATE, cluster, actor=actor, idempotency=idempotency
         )
         threshold = threshold_for(cluster.instance_type, cluster.fabric_type)
+        hardware = get_backend().guest_hardware(running)
         run = ValidationRun.objects.create(
-            operation=operation, level=int(level), thresholds=threshold.snapshot()
+            operation=operation,
+            level=int(level),
+            thresholds=threshold.snapshot() | baseline.regime(cluster, hardware),
         )
         OperationItem.objects.bulk_create(
             add_item(operation, position, vm) for position, vm in enumerate(running)
         )
-        ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running))
+        ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running, hardware))
         jobs.settle(run.pk)  # opens the first phase
         att.notice("operation_queued", total=len(running))
         transaction.on_commit(lambda: publish("clusters.tasks.watch_validation", operation.pk))

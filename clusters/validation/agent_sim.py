@@ -11,6 +11,12 @@ each phase takes ``SIMULATOR_STEP_SECONDS`` of wall time.
 The demo's straggler, ``gpu-node-03`` (``STRAGGLERS``), has a bad rail: GPU 5's port,
 mlx5_5, trains at a fraction of its rate and gathers symbol errors, so its ``ib_write_bw``
 and every all-reduce it takes part in fall far below the thresholds.
+
+Members the simulator plays as guests on declared slots
+(``SimulatorBackend.declared_slots``: no GPU, Soft-RoCE) answer as such guests do: one
+``rxe0`` at a few Gb/s, and rank 0 the agent's MPI all-reduce (``metrics/vm_agent/allreduce.py``'s
+own report). ``SOFT_SLOWDOWN`` makes a member's soft pairs and all-reduce slower (tests: a
+fabric that degraded since its baseline).
 """
 
 import json
@@ -22,9 +28,14 @@ from django.conf import settings
 
 from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.validation import jobs
+from clusters.validation.plan import MPI_ARGS
+from metrics.vm_agent import allreduce
 from vms.models import VirtualMachine, VmStatus
 
 STRAGGLERS = {"gpu-node-03": 5}  # VM name: the rail (GPU and port) that is bad
+SOFT_SLOWDOWN: dict[str, float] = {}  # VM name: the share of its soft figures it reaches
+SOFT_GBPS = (9.1, 9.7)  # Soft-RoCE between guests: a few Gb/s, the host's CPUs' pace
+SOFT_BUSBW_GBS = (0.52, 0.58)  # the MPI all-reduce over TCP on the same network
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 DIAG_TESTS = {
     1: [("Deployment", "software")],
@@ -105,7 +116,43 @@ def _ports_text(devices, bad_rail, stage):
     return "\n".join(lines) + "\n"
 
 
+def _soft_share(names) -> float:
+    return min((SOFT_SLOWDOWN.get(n, 1.0) for n in names), default=1.0)
+
+
+def _soft_ib_outputs(job, rng, names):
+    gbps = round(rng.uniform(*SOFT_GBPS) * _soft_share([job.vm_name, *names]), 2)
+    ports = "== rxe0/1 ==\nstate: 4: ACTIVE\nrate: 10 Gb/sec (1X QDR)\n"
+    outputs = [{"tool": "ports", "stage": "before", "exit_code": 0, "stdout": ports}]
+    text = _ib_text("rxe0", gbps, True)
+    outputs.append({"tool": "ib_write_bw", "device": "rxe0", "exit_code": 0, "stdout": text})
+    if job.kind == ValidationJob.Kind.IB_CLIENT:
+        outputs.append({"tool": "ports", "stage": "after", "exit_code": 0, "stdout": ports})
+    return outputs
+
+
+def _mpi_outputs(job, rng, names):
+    """Rank 0's report of the agent's MPI all-reduce, one process per node."""
+    ranks = [job.vm_name, *names]
+    busbw = rng.uniform(*SOFT_BUSBW_GBS) * _soft_share(ranks)
+    args = dict(zip(MPI_ARGS[::2], MPI_ARGS[1::2], strict=True))
+    rows, busbws = [], []
+    sizes = allreduce.sizes(
+        allreduce.parse_size(args["-b"]), allreduce.parse_size(args["-e"]), int(args["-f"])
+    )
+    for size in sizes:
+        bus = busbw * rng.uniform(0.97, 1.01)
+        seconds = size / (bus / allreduce.bus_factor(len(ranks)) * 1e9)
+        rows.append(allreduce.row(size, len(ranks), (seconds, 0), (seconds * 1.01, 0)))
+        busbws.append(bus)
+    hosts = [(name, 4000 + rank) for rank, name in enumerate(ranks)]
+    text = allreduce.report(hosts, rows, busbws, "eth1")
+    return [{"tool": "allreduce", "exit_code": 0, "stdout": text}]
+
+
 def _ib_outputs(job, rng, names, roce):
+    if job.params.get("device") == "auto":
+        return _soft_ib_outputs(job, rng, names)
     devices = [f"mlx5_{i}" for i in range(job.params["ports"])]
     involved = {job.vm_name, *names}
     bad_rail = next((STRAGGLERS[n] for n in involved if n in STRAGGLERS), None)
@@ -179,6 +226,8 @@ def _nccl_text(hosts, gpus_per_host, busbw, rng):
 
 
 def _nccl_outputs(job, rng, names):
+    if job.params.get("runner") == "mpi":
+        return _mpi_outputs(job, rng, names)
     involved = [job.vm_name, *names]
     slow = any(n in STRAGGLERS for n in involved)
     if job.kind == ValidationJob.Kind.NCCL_LOCAL:

@@ -1,5 +1,6 @@
 """What the pages show of 클러스터 검증: a member's latest verdict (the 연결된 가상머신
-column, with 교체 offered on 불량), and a run's history rows and per-check figures."""
+column, with 교체 offered on 불량), and a run's history rows and per-check figures, with the
+cluster's baseline beside this run's figures where the run is judged by one."""
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.urls import reverse
@@ -7,7 +8,14 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
 from clusters.models import Operation
-from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
+from clusters.models.validation import (
+    ValidationBaseline,
+    ValidationJob,
+    ValidationRun,
+    ValidationVerdict,
+    Verdict,
+)
+from clusters.validation.baseline import pair_figure
 from clusters.validation.verdict import reason_text
 from vms.models import VM_TRANSITIONAL
 
@@ -114,6 +122,8 @@ def job_summary(job: ValidationJob) -> str:
 
 def _summary(job: ValidationJob) -> str:
     figures = job.figures or {}
+    if figures.get("skipped"):
+        return _("GPU 없음")
     if figures.get("error"):
         return str(figures["error"])[:200]
     if job.kind == ValidationJob.Kind.GPU:
@@ -138,6 +148,51 @@ def _summary(job: ValidationJob) -> str:
     return _bw_summary(figures)
 
 
+def _now_and_then(now, then) -> dict:
+    return {
+        "now": now,
+        "baseline": then,
+        "percent": 100.0 * now / then if now is not None and then else None,
+    }
+
+
+def baseline_rows(run: ValidationRun, jobs: list[ValidationJob]) -> list[dict]:
+    """For a run judged by the cluster's own baseline: each ring pair (client → server) and
+    the all-reduce, the baseline's figure beside this run's ([] for a catalog-judged run)."""
+    wanted = run.thresholds or {}
+    if "generation" not in wanted:
+        return []
+    baseline = wanted.get("baseline")
+    names = {job.vm_id: job.vm_name for job in jobs}
+    rows = []
+    for job in jobs:
+        figures = job.figures or {}
+        if job.kind == ValidationJob.Kind.IB_CLIENT and wanted.get("soft_fabric") and job.peers:
+            bw: dict = next(iter((figures.get("bw") or {}).values()), {})
+            server = job.peers[0]
+            rows.append(
+                {
+                    "what": f"ib_write_bw {job.vm_name} → {names.get(server, '?')}",
+                    "unit": "Gb/s",
+                    **_now_and_then(
+                        bw.get("average_gbps"), pair_figure(baseline, job.vm_id, server)
+                    ),
+                }
+            )
+        elif job.kind == ValidationJob.Kind.NCCL_ALL and job.params.get("runner") == "mpi":
+            rows.append(
+                {
+                    "what": _("MPI all-reduce busbw (%(n)d노드)") % {"n": len(job.peers) + 1},
+                    "unit": "GB/s",
+                    **_now_and_then(
+                        (figures.get("nccl") or {}).get("busbw_gbs"),
+                        (baseline or {}).get("allreduce_busbw_gbs"),
+                    ),
+                }
+            )
+    return rows
+
+
 def replace_url(verdict, cluster, can_update: bool) -> str:
     """Where 교체 of a member judged 불량 starts ('' if it is not offered)."""
     if verdict.verdict != Verdict.BAD or not can_update or verdict.vm_id is None:
@@ -154,6 +209,11 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
         .order_by("-created_at")[:limit]
     )
     history: list = []
+    recorded = set(
+        ValidationBaseline.objects.filter(run__in=[o.pk for o in operations]).values_list(
+            "run_id", flat=True
+        )
+    )
     # Not on a member on its way somewhere (stopping for a 교체 already under way, say).
     members = set(cluster.members.exclude(status__in=VM_TRANSITIONAL).values_list("pk", flat=True))
     for operation in operations:
@@ -161,6 +221,7 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
         if run is None:
             continue
         verdicts = list(run.verdicts.all())
+        jobs = list(run.jobs.exclude(kind=ValidationJob.Kind.IB_SERVER).order_by("phase", "pk"))
         history.append(
             {
                 "operation": operation,
@@ -181,12 +242,9 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
                     }
                     for v in verdicts
                 ],
-                "jobs": [
-                    {"job": job, "summary": job_summary(job)}
-                    for job in run.jobs.exclude(kind=ValidationJob.Kind.IB_SERVER).order_by(
-                        "phase", "pk"
-                    )
-                ],
+                "jobs": [{"job": job, "summary": job_summary(job)} for job in jobs],
+                "baseline_rows": baseline_rows(run, jobs),
+                "baseline_recorded": run.pk in recorded,
                 "done_jobs": run.jobs.exclude(status__in=("PENDING", "RUNNING")).count(),
                 "total_jobs": run.jobs.count(),
             }

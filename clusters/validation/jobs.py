@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from clusters.models import OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
-from clusters.validation import verdict
+from clusters.validation import baseline, verdict
 from metrics.vm_agent import toolparse
 from metrics.vm_agent.jobs import NOT_FOUND
 from portal.foundation.audit import Attempt, build_event, record_many
@@ -114,7 +114,7 @@ def figures_of(kind: str, outputs: list[dict]) -> tuple[dict, str]:
             figures["gpu_list"] = parsed
         elif out["tool"] == "dcgmi":
             figures["diag"] = parsed
-        elif out["tool"] == "all_reduce_perf":
+        elif out["tool"] in ("all_reduce_perf", "allreduce"):
             figures["nccl"] = parsed
         elif out["tool"] == "ports":
             figures[f"ports_{out.get('stage', 'after')}"] = parsed
@@ -194,8 +194,9 @@ def settle(run_id) -> bool:
 
 
 def _finish(run, now) -> None:
-    """Judge every member, mark the items (정상/점검 필요 성공, 불량/응답 없음 실패), end the
-    Operation and audit the outcome."""
+    """Judge every member, record the start's baseline if it is the first to pass on a soft
+    fabric, mark the items (정상/점검 필요 성공, 불량/응답 없음 실패), end the Operation and
+    audit the outcome."""
     operation = run.operation
     items = list(operation.items.select_related("vm__instance_type").order_by("position"))
     members = [
@@ -215,6 +216,7 @@ def _finish(run, now) -> None:
         for j in run.jobs.all()
     ]
     judged = verdict.judge(members, jobs, run.thresholds, run.level)
+    baseline.record(run, judged, {m["id"]: m["name"] for m in members})
     ValidationVerdict.objects.bulk_create(
         ValidationVerdict(run=run, vm_id=vm_id, vm_name=item.target_name, verdict=v, reasons=r)
         for item in items

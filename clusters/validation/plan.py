@@ -6,10 +6,18 @@ disturbing each other's figures: GPU diagnostics, then the intra-node all-reduce
 previous), then the 2-node all-reduces in as many rounds as it takes for no member to be in
 two at once, then the all-node all-reduce on rank 0. A phase is handed out once the one
 before has finished (``clusters.validation.jobs.settle``).
+
+A member without GPUs (``portal.compute.backends.base.GuestHardware``) has its GPU and
+intra-node steps planned as skipped (``SKIPPED_NO_GPUS``: 건너뜀 — GPU 없음); with one such
+member the cluster's all-reduce is the agent's MPI benchmark, one process per node over the
+hostfile, run once on rank 0 (no NCCL, so no pairs). On a soft fabric ``ib_write_bw`` runs
+over the one RDMA device the agent finds on the interface holding the member's fabric
+address (``"device": "auto"``), with the RoCE v2 GID of that address.
 """
 
 from typing import Any
 
+from clusters.launch import member_address
 from clusters.models.validation import ValidationJob
 from portal.catalog.models import FabricType
 
@@ -18,6 +26,11 @@ IB_BASE_PORT = 18515  # perftest's default TCP port; one more per NIC
 IB_MESSAGE_BYTES = 1 << 20
 IB_SECONDS = 5
 NCCL_ARGS = ["-b", "512M", "-e", "8G", "-f", "2"]  # large messages: the thresholds' range
+# The agent's MPI all-reduce (``metrics/vm_agent/allreduce.py``): sizes a soft fabric carries
+# in a few seconds each.
+MPI_ARGS = ["-b", "1M", "-e", "64M", "-f", "4", "-n", "5", "-w", "1"]
+ROCE_GID_INDEX = 3  # a RoCE v2 IPv4 GID's usual index: the agent's fallback when it finds none
+SKIPPED_NO_GPUS = "no_gpus"  # a job's ``figures["skipped"]``: planned as skipped, GPU 없음
 # How long the agent may run each tool (it kills it then and reports the timeout).
 TIMEOUTS: dict[str, Any] = {
     ValidationJob.Kind.GPU: {1: 120, 2: 600},
@@ -69,47 +82,50 @@ def _job(run, vm, kind, phase, params, peers=(), level=1):
     )
 
 
-def plan_jobs(run, cluster, members) -> list[ValidationJob]:
-    """The run's jobs for ``members`` (running, in node_rank order), not saved."""
-    thresholds = run.thresholds
-    gpus = cluster.instance_type.gpu_count
-    env = NCCL_FABRIC_ENV[cluster.fabric_type]
-    roce = cluster.fabric_type == FabricType.ROCE_V2
-    ib = {
-        "ports": thresholds["ports"],
-        "base_port": IB_BASE_PORT,
-        "bytes": IB_MESSAGE_BYTES,
-        "seconds": IB_SECONDS,
-        "gid_index": 3 if roce else None,
-    }
+def _skipped(job):
+    job.status, job.figures = ValidationJob.Status.SKIPPED, {"skipped": SKIPPED_NO_GPUS}
+    return job
+
+
+def _node_jobs(run, vm, gpus, env):
+    """The member's GPU diagnostics and intra-node all-reduce (skipped without GPUs)."""
+    found = [
+        _job(run, vm, ValidationJob.Kind.GPU, PHASE_GPU, {"level": run.level}, level=run.level),
+        _job(
+            run,
+            vm,
+            ValidationJob.Kind.NCCL_LOCAL,
+            PHASE_LOCAL,
+            {"gpus": gpus, "args": NCCL_ARGS, "env": env},
+        ),
+    ]
+    return [_skipped(job) for job in found] if gpus == 0 else found
+
+
+def _ib_jobs(run, members, ib, soft):
     jobs = []
-    for vm in members:
-        jobs.append(
-            _job(run, vm, ValidationJob.Kind.GPU, PHASE_GPU, {"level": run.level}, level=run.level)
-        )
-        jobs.append(
-            _job(
-                run,
-                vm,
-                ValidationJob.Kind.NCCL_LOCAL,
-                PHASE_LOCAL,
-                {"gpus": gpus, "args": NCCL_ARGS, "env": env},
-            )
-        )
     count = len(members)
     for i, vm in enumerate(members):
         server, client = members[(i + 1) % count], members[i - 1]
-        jobs.append(_job(run, vm, ValidationJob.Kind.IB_SERVER, PHASE_IB, ib, peers=[client]))
+        mine = {**ib, "device": "auto", "address": member_address(vm)} if soft else ib
+        target = member_address(server) if soft else server.private_ip
+        jobs.append(_job(run, vm, ValidationJob.Kind.IB_SERVER, PHASE_IB, mine, peers=[client]))
         jobs.append(
             _job(
                 run,
                 vm,
                 ValidationJob.Kind.IB_CLIENT,
                 PHASE_IB,
-                {**ib, "server": server.private_ip},
+                {**mine, "server": target},
                 [server],
             )
         )
+    return jobs
+
+
+def _nccl_jobs(run, members, gpus, env):
+    jobs = []
+    count = len(members)
     for a, b, phase in ring_pairs(count):
         hosts = [members[a].private_ip, members[b].private_ip]
         params = {"hosts": hosts, "gpus": gpus, "args": NCCL_ARGS, "env": env}
@@ -127,3 +143,38 @@ def plan_jobs(run, cluster, members) -> list[ValidationJob]:
             _job(run, members[0], ValidationJob.Kind.NCCL_ALL, PHASE_ALL, params, members[1:])
         )
     return jobs
+
+
+def _mpi_job(run, members):
+    params = {
+        "runner": "mpi",
+        "nodes": len(members),
+        "address": member_address(members[0]),
+        "args": MPI_ARGS,
+    }
+    return _job(run, members[0], ValidationJob.Kind.NCCL_ALL, PHASE_ALL, params, members[1:])
+
+
+def plan_jobs(run, cluster, members, hardware=None) -> list[ValidationJob]:
+    """The run's jobs for ``members`` (running, in node_rank order), not saved;
+    ``hardware`` (``{vm id: GuestHardware}``, the backend's word) says which have GPUs and
+    a soft fabric (none named: the instance type's GPUs on a real fabric)."""
+    thresholds = run.thresholds
+    gpus = cluster.instance_type.gpu_count
+    given = {vm.pk: gpus for vm in members}
+    given.update({pk: h.gpus for pk, h in (hardware or {}).items() if pk in given})
+    soft = any(h.soft_fabric for pk, h in (hardware or {}).items() if pk in given)
+    env = NCCL_FABRIC_ENV[cluster.fabric_type]
+    roce = cluster.fabric_type == FabricType.ROCE_V2
+    ib = {
+        "ports": thresholds["ports"],
+        "base_port": IB_BASE_PORT,
+        "bytes": IB_MESSAGE_BYTES,
+        "seconds": IB_SECONDS,
+        "gid_index": ROCE_GID_INDEX if roce or soft else None,
+    }
+    jobs = [job for vm in members for job in _node_jobs(run, vm, given[vm.pk], env)]
+    jobs += _ib_jobs(run, members, ib, soft)
+    if all(given.values()):
+        return jobs + _nccl_jobs(run, members, gpus, env)
+    return jobs + [_mpi_job(run, members)]

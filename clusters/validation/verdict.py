@@ -13,6 +13,15 @@ and its neighbours pass their other one. A member's ports are those its own agen
 and measured (the devices of its own ``ib_write_bw`` job): a neighbour's figure about any
 other port counts for nothing, so one agent cannot get a healthy neighbour judged 불량 with
 an invented port, and about one of them it counts only if the member's own is low too.
+
+A step planned as skipped on a member without GPUs (``figures["skipped"]``) says so in the
+member's reasons (건너뜀 — GPU 없음) and weighs nothing: the member is judged on the rest.
+Where the run's thresholds hold a soft fabric or an MPI all-reduce to the cluster's own
+baseline (``clusters.validation.baseline``), a ring pair's ``ib_write_bw`` below its
+percentage of the pair's baseline is 불량, naming the client and the server: held against
+the member whose every pair is low when there is one, else against both of the pair; the
+all-reduce below its baseline is held as the whole cluster's figure is. Without a baseline
+yet (the start's first run) those figures are recorded, and only a failure counts.
 """
 
 import re
@@ -20,6 +29,7 @@ import re
 from django.utils.translation import gettext_lazy as _
 
 from clusters.models.validation import ValidationJob, Verdict
+from clusters.validation.baseline import pair_figure
 
 Kind, JobStatus = ValidationJob.Kind, ValidationJob.Status
 SEVERITY = {Verdict.OK: 0, Verdict.WARN: 1, Verdict.NO_ANSWER: 2, Verdict.BAD: 3}
@@ -55,9 +65,21 @@ REASONS = {
     ),
     "nccl_wrong": _("all_reduce_perf: 결과 값 오류 %(wrong)d건"),
     "tools_missing": _("%(tools)s가 설치되어 있지 않습니다"),
+    "skipped_no_gpus": _("%(check)s: 건너뜀 — GPU 없음"),
+    "ib_below_baseline": _(
+        "ib_write_bw %(client)s → %(server)s: %(value).2f Gb/s, 기준선 %(baseline).2f Gb/s의 "
+        "%(percent).0f%% (기준선의 %(fraction).0f%% 미만)"
+    ),
+    "ib_pair_failed": _("ib_write_bw %(client)s → %(server)s 측정 실패: %(detail)s"),
+    "allreduce_below_baseline": _(
+        "전체 %(nodes)d노드 MPI all-reduce busbw %(value).2f GB/s, 기준선 %(baseline).2f GB/s의 "
+        "%(percent).0f%% (기준선의 %(fraction).0f%% 미만)"
+    ),
 }
-# The tools in the order a run uses them (how a member missing several names them).
-TOOLS = ("nvidia-smi", "dcgmi", "ib_write_bw", "all_reduce_perf")
+# The tools in the order a run uses them (how a member missing several names them), and
+# how a tool is named when it is not what is installed (the agent's all-reduce needs MPI).
+TOOLS = ("nvidia-smi", "dcgmi", "ib_write_bw", "all_reduce_perf", "allreduce")
+TOOL_NAMES = {"allreduce": "mpirun+mpi4py"}
 
 
 def reason_text(reason: dict) -> str:
@@ -242,6 +264,11 @@ class _Run:
         self.everyone: list = []
         self.missing: dict = {}
         self.owned = own_ports(jobs)
+        # The cluster's own baseline (soft fabric, MPI all-reduce) and its ring's pairs.
+        self.soft, self.mpi = thresholds.get("soft_fabric"), thresholds.get("mpi_allreduce")
+        self.baseline = thresholds.get("baseline")
+        self.fraction = thresholds.get("baseline_percent", 70) / 100
+        self.soft_pairs: list = []
 
 
 def _gpu_job(run: _Run, job: dict, check: str, failed: bool) -> None:
@@ -267,7 +294,42 @@ def _ib_client_job(run: _Run, job: dict, check: str, failed: bool) -> None:
     found = len(figures.get("devices", []))
     if found < expected:
         run.reasons[vm].append(reason("ports_missing", Verdict.BAD, found=found, expected=expected))
+    if run.soft:
+        _soft_pair(run, job)
+        return
     _ib(job, run.names, run.ports, run.thresholds["ib_write_bw_gbps"], run.margin, run.owned)
+
+
+def below_baseline(code, value, baseline, fraction, **params) -> dict | None:
+    """불량 when ``value`` is below ``fraction`` of ``baseline`` (no baseline: nothing)."""
+    if not baseline or value >= baseline * fraction:
+        return None
+    percent = 100.0 * value / baseline
+    return reason(
+        code,
+        Verdict.BAD,
+        value=value,
+        baseline=baseline,
+        percent=percent,
+        fraction=fraction * 100,
+        **params,
+    )
+
+
+def _soft_pair(run: _Run, job: dict) -> None:
+    """The ring pair's one soft device, client → server, against the pair's baseline."""
+    client, server = job["vm"], job["peers"][0]
+    figures = job["figures"]
+    devices = figures.get("devices") or [""]
+    bw = (figures.get("bw") or {}).get(devices[0]) or {}
+    names = {"client": run.names.get(client, "?"), "server": run.names.get(server, "?")}
+    if "average_gbps" in bw:
+        base = pair_figure(run.baseline, client, server)
+        low = below_baseline("ib_below_baseline", bw["average_gbps"], base, run.fraction, **names)
+    else:
+        detail = str(bw.get("error") or figures.get("error") or "")[:300]
+        low = reason("ib_pair_failed", Verdict.BAD, detail=detail, **names)
+    run.soft_pairs.append((client, server, low))
 
 
 def _nccl_pair_job(run: _Run, job: dict, check: str, failed: bool) -> None:
@@ -288,6 +350,21 @@ def _nccl_pair_job(run: _Run, job: dict, check: str, failed: bool) -> None:
 
 
 def _nccl_all_job(run: _Run, job: dict, check: str, failed: bool) -> None:
+    nccl = job["figures"].get("nccl") or {}
+    if run.mpi and not failed:
+        run.everyone = (
+            [reason("nccl_wrong", Verdict.BAD, wrong=nccl["wrong"])] if nccl.get("wrong") else []
+        )
+        if "busbw_gbs" in nccl:
+            low = below_baseline(
+                "allreduce_below_baseline",
+                nccl["busbw_gbs"],
+                (run.baseline or {}).get("allreduce_busbw_gbs"),
+                run.fraction,
+                nodes=len(run.members),
+            )
+            run.everyone += [low] if low else []
+        return
     run.everyone = (
         [_failed(job, check)]
         if failed
@@ -315,8 +392,12 @@ _BY_KIND = {
 def _read_job(run: _Run, job: dict, labels: dict) -> None:
     vm, kind, figures = job["vm"], job["kind"], job["figures"]
     check = str(labels.get(kind, kind))
-    if vm not in run.reasons or job["status"] == JobStatus.SKIPPED:
-        return  # a skipped job (a member it needed was silent) measured nothing
+    if vm not in run.reasons:
+        return
+    if job["status"] == JobStatus.SKIPPED:  # it measured nothing: the member lacks GPUs,
+        if (figures or {}).get("skipped"):  # or a member it needed was silent
+            run.reasons[vm].append(reason("skipped_no_gpus", Verdict.OK, check=check))
+        return
     if job["status"] == JobStatus.NO_ANSWER:
         run.reasons[vm].append(
             reason("no_answer", Verdict.NO_ANSWER, check=check, seconds=job["timeout"])
@@ -335,7 +416,7 @@ def _blame(run: _Run) -> None:
     to the reasons of the members they are held against."""
     reasons = run.reasons
     for vm, tools in run.missing.items():
-        named = "/".join(t for t in TOOLS if t in tools)
+        named = "/".join(TOOL_NAMES.get(t, t) for t in TOOLS if t in tools)
         reasons[vm].append(reason("tools_missing", Verdict.WARN, tools=named))
     blamed = set()
     for shared in (run.ports, run.pairs):
@@ -344,11 +425,33 @@ def _blame(run: _Run) -> None:
             if member in reasons:
                 reasons[member].append(low)
                 blamed.add(member)
+    blamed |= _blame_soft_pairs(run)
     for low in run.everyone:
         # The slowest member sets a ring's pace: the whole cluster's figure is held against
         # the members already found slow, or (none being) against all as 점검 필요.
         for member in blamed or reasons:
             reasons[member].append(low if blamed else {**low, "level": Verdict.WARN})
+
+
+def _blame_soft_pairs(run: _Run) -> set:
+    """Each low ring pair against the members of it whose every pair is low, or (neither
+    being) against both: which end of a soft pair is slow, one figure cannot tell."""
+    counts: dict = {}
+    lows: dict = {}
+    for client, server, low in run.soft_pairs:
+        for member in (client, server):
+            counts[member] = counts.get(member, 0) + 1
+            lows[member] = lows.get(member, 0) + (low is not None)
+    every_low = {member for member, n in counts.items() if lows[member] == n}
+    blamed = set()
+    for client, server, low in run.soft_pairs:
+        if low is None:
+            continue
+        for member in [m for m in (client, server) if m in every_low] or [client, server]:
+            if member in run.reasons:
+                run.reasons[member].append(low)
+                blamed.add(member)
+    return blamed
 
 
 def judge(members: list[dict], jobs: list[dict], thresholds: dict, level: int) -> dict:

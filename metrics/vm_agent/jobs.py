@@ -11,19 +11,35 @@ the portal judges that, the agent never guesses a figure.
 Standard library only, part of the agent's distribution (``metrics/vm_agent``). The NCCL
 tests binary is ``$NCCL_TESTS_BIN`` (default ``all_reduce_perf``); multi-node all-reduces use
 ``mpirun`` with passwordless SSH between
-the members, as any MPI job on the cluster does.
+the members, as any MPI job on the cluster does (as the login user ``vc`` when the agent runs
+as root: the cluster's key is that user's).
+
+On a soft fabric (a job whose ``device`` is ``auto``) the agent picks the RDMA device itself:
+the one on the network interface that holds the member's fabric address (``address``), e.g.
+Soft-RoCE's ``rxe0``, and the GID index of that address as RoCE v2 (the job's ``gid_index``
+when the table does not list it). On members without GPUs the all-reduce is the agent's own
+MPI benchmark (``allreduce``, a job whose ``runner`` is ``mpi``), one process per node over
+``/etc/vc/hostfile``, its TCP traffic kept on the fabric's subnet.
 """
 
+import fcntl
+import importlib.util
+import ipaddress
 import json
 import logging
 import os
+import pwd
 import shutil
+import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 from . import VERSION, toolparse, transport
 
@@ -32,6 +48,9 @@ POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute fo
 CONNECT_RETRY_SECONDS = 30.0  # the ib_write_bw server of the same step may start later
 USER_AGENT = f"vc-metrics-agent/{VERSION} jobs"
 TIMED_OUT, NOT_FOUND = 124, 127
+HOSTFILE = "/etc/vc/hostfile"  # written by ``cluster`` from the portal's view of the cluster
+LOGIN_USER = "vc"
+SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B  # linux/sockios.h
 
 
 def run_tool(tool, argv, timeout, env=None, **extra) -> dict:
@@ -62,6 +81,12 @@ def run_tool(tool, argv, timeout, env=None, **extra) -> dict:
 def not_installed(tool, binary) -> dict:
     """The output of a job whose tool is not on this VM (a guest without GPU software)."""
     return {"tool": tool, "stdout": f"[agent] {binary}: not installed\n", "exit_code": NOT_FOUND}
+
+
+def no_device(address) -> dict:
+    """The output of an ``ib_write_bw`` job that found no RDMA device on the fabric."""
+    text = f"[agent] no RDMA device on the interface holding {address}\n"
+    return {"tool": "ib_write_bw", "stdout": text, "exit_code": 1}
 
 
 def local_devices(root) -> list[str]:
@@ -106,6 +131,91 @@ def _ib_argv(params, device, index, server=None):
     return argv + ([server] if server else [])
 
 
+# ---------------------------------------------------------------------------------------------
+# A soft fabric: the interface holding the fabric address, its RDMA device and GID
+
+
+def _read(path) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def interface_addresses() -> dict:
+    """{interface: (IPv4 address, netmask)} of this machine's interfaces (Linux ioctls)."""
+    found = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _index, name in socket.if_nameindex():
+            request = struct.pack("256s", name[:15].encode())
+            try:
+                address = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)[20:24]
+                netmask = fcntl.ioctl(probe.fileno(), SIOCGIFNETMASK, request)[20:24]
+            except OSError:  # no IPv4 address on it
+                continue
+            found[name] = (socket.inet_ntoa(address), socket.inet_ntoa(netmask))
+    return found
+
+
+def fabric_interface(address, interfaces) -> Optional[tuple]:
+    """(name, subnet) of the interface in ``interfaces`` that holds ``address``."""
+    for name, (held, netmask) in sorted(interfaces.items()):
+        if held == address:
+            return name, str(ipaddress.ip_interface(f"{held}/{netmask}").network)
+    return None
+
+
+def rdma_device_on(nic, root) -> Optional[str]:
+    """The RDMA device whose port carries ``nic``: a RoCE port lists its netdev under
+    ``gid_attrs/ndevs``; older kernels name a Soft-RoCE device's in ``parent``."""
+    for device in sorted(Path(root).glob("*")):
+        for ndev in sorted(device.glob("ports/*/gid_attrs/ndevs/*")):
+            if _read(ndev) == nic:
+                return device.name
+        if _read(device / "parent") == nic:
+            return device.name
+    return None
+
+
+def roce_v2_gid_index(root, device, address) -> Optional[int]:
+    """The index of ``address`` (IPv4-mapped) as a RoCE v2 GID on the device's port 1."""
+    wanted = ipaddress.IPv6Address(f"::ffff:{address}")
+    port = Path(root) / device / "ports" / "1"
+    indexes = sorted(int(p.name) for p in port.glob("gids/*") if p.name.isdigit())
+    for index in indexes:
+        try:
+            gid = ipaddress.IPv6Address(_read(port / "gids" / str(index)))
+        except ValueError:
+            continue
+        if gid == wanted and _read(port / "gid_attrs" / "types" / str(index)) == "RoCE v2":
+            return index
+    return None
+
+
+def as_login_user(argv) -> list:
+    """``mpirun`` as the login user when the agent runs as root: its SSH key reaches the
+    other members, and Open MPI refuses root."""
+    if os.geteuid() != 0:
+        return list(argv)
+    try:
+        pwd.getpwnam(LOGIN_USER)
+    except KeyError:
+        return [argv[0], "--allow-run-as-root", *argv[1:]]
+    return ["runuser", "-u", LOGIN_USER, "--", *argv]
+
+
+def mpi_allreduce_argv(params, network, python=sys.executable, hostfile=HOSTFILE) -> list:
+    """``mpirun`` of the agent's all-reduce: one process per node of the hostfile, Open MPI's
+    TCP transport (and its own wiring) on the fabric's ``network`` (name, subnet) if known."""
+    argv = ["mpirun", "-np", str(params["nodes"]), "--hostfile", hostfile]
+    argv += ["--map-by", "ppr:1:node", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+    if network is not None:
+        argv += ["--mca", "btl_tcp_if_include", network[1], "--mca", "oob_tcp_if_include"]
+        argv += [network[1]]
+    argv += [python, "-m", "vc_metrics_agent.allreduce", *params["args"]]
+    return argv + (["--nic", network[0]] if network is not None else [])
+
+
 def _mpirun(params, nccl_bin):
     gpus, hosts = params["gpus"], params["hosts"]
     argv = [
@@ -126,11 +236,18 @@ class JobRunner:
     """Polls for and runs this VM's jobs."""
 
     def __init__(
-        self, ingest_url, token, *, infiniband_root="/sys/class/infiniband", http_timeout=10.0
+        self,
+        ingest_url,
+        token,
+        *,
+        infiniband_root="/sys/class/infiniband",
+        http_timeout=10.0,
+        interfaces=interface_addresses,
     ):
         self.base = ingest_url.rsplit("/", 1)[0] + "/jobs"
         self.token = token
         self.infiniband_root = infiniband_root
+        self.interfaces = interfaces
         self.http_timeout = http_timeout
         self.nccl_bin = os.environ.get("NCCL_TESTS_BIN", "all_reduce_perf")
 
@@ -196,6 +313,8 @@ class JobRunner:
                 run_tool("nvidia-smi", ["nvidia-smi", "-L"], min(30, left())),
                 run_tool("dcgmi", ["dcgmi", "diag", "-r", str(params["level"]), "--json"], left()),
             ]
+        if params.get("runner") == "mpi":
+            return [self._mpi_allreduce(params, left)]
         if kind.startswith("nccl") and shutil.which(self.nccl_bin) is None:
             return [not_installed("all_reduce_perf", self.nccl_bin)]
         if kind in ("nccl_pair", "nccl_all") and shutil.which("mpirun") is None:
@@ -207,7 +326,13 @@ class JobRunner:
             return [run_tool("all_reduce_perf", argv, left(), env=params.get("env"))]
         if kind in ("nccl_pair", "nccl_all"):
             return [run_tool("all_reduce_perf", _mpirun(params, self.nccl_bin), left())]
-        devices = local_devices(self.infiniband_root)[: params["ports"]]
+        if params.get("device") == "auto":
+            picked = self.soft_device(params["address"])
+            if picked is None:
+                return [no_device(params["address"])]
+            devices, params = [picked[0]], {**params, "gid_index": picked[1]}
+        else:
+            devices = local_devices(self.infiniband_root)[: params["ports"]]
         if kind == "ib_server":
             return self._ib_servers(params, devices, left)
         before = read_ports(self.infiniband_root, devices)
@@ -216,6 +341,23 @@ class JobRunner:
             outputs.append(self._ib_client(params, device, index, left))
         after = read_ports(self.infiniband_root, devices)
         return outputs + [{"tool": "ports", "stage": "after", "stdout": after, "exit_code": 0}]
+
+    def soft_device(self, address) -> Optional[tuple]:
+        """(device, GID index) of the soft fabric at ``address``, or None."""
+        found = fabric_interface(address, self.interfaces())
+        device = rdma_device_on(found[0], self.infiniband_root) if found else None
+        if device is None:
+            return None
+        index = roce_v2_gid_index(self.infiniband_root, device, address)
+        return device, index
+
+    def _mpi_allreduce(self, params, left):
+        if shutil.which("mpirun") is None:
+            return not_installed("allreduce", "mpirun")
+        if importlib.util.find_spec("mpi4py") is None:
+            return not_installed("allreduce", "mpi4py")
+        network = fabric_interface(params["address"], self.interfaces())
+        return run_tool("allreduce", as_login_user(mpi_allreduce_argv(params, network)), left())
 
     def _ib_servers(self, params, devices, left):
         """One server per port at once (the client side tests them one by one)."""

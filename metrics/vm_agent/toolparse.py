@@ -18,6 +18,8 @@ depth bounded, and a NUL (which PostgreSQL cannot store in text) never reaches a
 - ``ib_write_bw`` (perftest): the result line under ``#bytes #iterations BW peak BW average``,
   in Gb/s (``--report_gbits``) or MB/s.
 - ``all_reduce_perf`` (nccl-tests): the data rows; the bus bandwidth at the largest size.
+- ``python3 -m vc_metrics_agent.allreduce`` (the agent's MPI all-reduce, for members without
+  GPUs): its banner, then ``all_reduce_perf``'s columns, read as those.
 - port status: what the agent reads from ``/sys/class/infiniband/<dev>/ports/<n>/``
   (``state``, ``rate``, ``counters/symbol_error``, ``counters/link_downed``) as
   ``key: value`` lines under ``== <dev>/<port> ==`` headers.
@@ -334,12 +336,30 @@ def parse_all_reduce_perf(text: str) -> dict:
     }
 
 
+_ALLREDUCE_BANNER = re.compile(r"^# vc_metrics_agent\.allreduce ranks ([0-9]{1,6}) ", re.ASCII)
+
+
+def parse_allreduce(text: str) -> dict:
+    """The agent's MPI all-reduce (``allreduce``): ``parse_all_reduce_perf``'s figures, with
+    ``"runner": "mpi"`` and ``ranks`` from its banner (one process per node)."""
+    banner = next((m for m in map(_ALLREDUCE_BANNER.match, text.splitlines()) if m), None)
+    if banner is None:
+        raise ParseError("allreduce: no '# vc_metrics_agent.allreduce ranks n' banner")
+    figures = parse_all_reduce_perf(text)
+    return {
+        **figures,
+        "ranks": _int(banner.group(1), MAX_COUNT, "allreduce: ranks"),
+        "runner": "mpi",
+    }
+
+
 PARSERS = {
     "nvidia-smi": parse_gpu_list,
     "dcgmi": parse_dcgmi_diag,
     "ib_write_bw": parse_ib_write_bw,
     "ports": parse_port_status,
     "all_reduce_perf": parse_all_reduce_perf,
+    "allreduce": parse_allreduce,
 }
 
 

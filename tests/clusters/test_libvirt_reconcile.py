@@ -12,6 +12,7 @@ import pytest
 from clusters import progress
 from clusters import services as cluster_services
 from portal.catalog.models import FabricType
+from portal.compute.backends.base import GuestHardware
 from portal.compute.backends.libvirt import LibvirtBackend, fabric, management, names
 from portal.compute.backends.libvirt.fabric import UfmClient
 from portal.compute.models.hosts import FabricPartition, Placement
@@ -112,6 +113,16 @@ def test_emulated_fabric_is_an_isolated_network_per_cluster(world, hosts):
         management.network_name(),
         names.network_name(cluster.pk),
     ]
+
+
+def test_guests_on_declared_slots_have_no_gpu_and_a_soft_fabric(world, hosts):
+    """클러스터 검증 plans by this: a guest on declared slots gets no GPU hostdev and no VF."""
+    hosts.add("h0", FabricType.ROCE_V2, emulated_gpus=8, emulated_gpu_model="H100", emulated_vfs=8)
+    _cluster, members = running_cluster(world, hosts, 2, FabricType.ROCE_V2)
+    given = LibvirtBackend().guest_hardware(members)
+    assert all(given[vm.pk] == GuestHardware(gpus=0, soft_fabric=True) for vm in members)
+    unplaced = world.vm("elsewhere")
+    assert LibvirtBackend().guest_hardware([unplaced])[unplaced.pk] == GuestHardware(gpus=8)
 
 
 def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world, hosts):

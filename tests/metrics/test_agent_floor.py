@@ -25,7 +25,7 @@ import pytest
 
 from metrics import services
 from metrics.models import MetricsToken, Sample
-from metrics.vm_agent import VERSION, toolparse
+from metrics.vm_agent import VERSION, allreduce, toolparse
 from metrics.vm_agent import exporters as agent_exporters
 from metrics.vm_agent import jobs as agent_jobs
 from vms.models import VmStatus
@@ -182,7 +182,7 @@ given = json.load(sys.stdin)
 sys.path.insert(0, given["site"])
 import vc_metrics_agent
 from vc_metrics_agent import (
-    cluster, collect, devices, exporters, hostkeys, jobs, main, toolparse, transport)
+    allreduce, cluster, collect, devices, exporters, hostkeys, jobs, main, toolparse, transport)
 
 out = {"python": list(sys.version_info[:2]), "version": vc_metrics_agent.__version__,
        "agent_file": vc_metrics_agent.__file__}
@@ -208,6 +208,8 @@ files = cluster.ClusterFiles(given["root"], home=given["root"] + "/home/vc")
 out["cluster_files"] = sorted(
     str(path)[len(given["root"]):] for path in files.apply(given["view"]))
 out["host_keys"] = hostkeys.read(given["ib"])
+out["allreduce_without_mpi4py"] = allreduce.main(["-b", "4K", "-e", "4K"])
+out["allreduce_row"] = allreduce.row(1 << 20, 2, (0.002, 0), (0.002, 0))
 print(json.dumps(out))
 """
 
@@ -284,4 +286,7 @@ def test_on_python_3_9_the_agent_parses_runs_and_reports(
         "/home/vc/.ssh/id_vc_cluster.pub",
     ]
     assert out["host_keys"] == []
+    # The all-reduce benchmark imports without mpi4py and says so when run (exit 127).
+    assert out["allreduce_without_mpi4py"] == agent_jobs.NOT_FOUND
+    assert out["allreduce_row"] == allreduce.row(1 << 20, 2, (0.002, 0), (0.002, 0))
     assert MetricsToken.objects.get(vm=vm).agent_version == VERSION

@@ -41,6 +41,7 @@ SAMPLES = {
     "ib_write_bw": "ib_write_bw_ndr.txt",
     "ports": "port_status.txt",
     "all_reduce_perf": "all_reduce_perf_2node.txt",
+    "allreduce": "allreduce_2node.txt",
 }
 
 

@@ -256,3 +256,112 @@ def test_the_straggler_reasons_name_gpu_5_its_port_and_the_figures():
 @pytest.mark.parametrize(("value", "level"), [(375.0, OK), (338.0, WARN), (337.4, BAD)])
 def test_figure_level_margin(value, level):
     assert verdict.figure_level(value, 375.0, 10) == level
+
+
+# ---------------------------------------------------------------------------------------------
+# Members without GPUs on a soft fabric: the cluster's own baseline
+
+BASELINE = {
+    "pairs": [
+        {"client": 0, "server": 1, "gbps": 9.5},
+        {"client": 1, "server": 0, "gbps": 9.4},
+    ],
+    "allreduce_busbw_gbs": 0.55,
+}
+SOFT = {
+    **T,
+    "ports": 1,
+    "soft_fabric": True,
+    "mpi_allreduce": True,
+    "generation": 1,
+    "baseline_percent": 70,
+    "baseline": BASELINE,
+}
+
+
+def soft_ib(client, server, gbps=9.5):
+    bw = {"average_gbps": gbps} if gbps is not None else {"error": "no result row"}
+    return {
+        "kind": ValidationJob.Kind.IB_CLIENT,
+        "vm": client,
+        "peers": [server],
+        "status": ValidationJob.Status.DONE,
+        "timeout": 180,
+        "figures": {"devices": ["rxe0"], "bw": {"rxe0": bw}},
+    }
+
+
+def skipped_gpu(vm):
+    return {
+        "kind": ValidationJob.Kind.GPU,
+        "vm": vm,
+        "peers": [],
+        "status": ValidationJob.Status.SKIPPED,
+        "timeout": 120,
+        "figures": {"skipped": "no_gpus"},
+    }
+
+
+def mpi_all(busbw):
+    return {
+        **nccl(ValidationJob.Kind.NCCL_ALL, 0, busbw, peers=[1]),
+        "figures": {"nccl": {"busbw_gbs": busbw, "wrong": 0, "runner": "mpi"}},
+    }
+
+
+def soft_judge(jobs, thresholds=SOFT, n=2):
+    return verdict.judge(members(n), jobs, thresholds, 1)
+
+
+def test_a_gpu_step_skipped_for_lack_of_gpus_says_so_and_weighs_nothing():
+    out = soft_judge([skipped_gpu(0), skipped_gpu(1), soft_ib(0, 1), soft_ib(1, 0)])
+    assert [level for level, _reasons in out.values()] == [OK, OK]
+    with translation.override("ko"):
+        assert [verdict.reason_text(r) for r in out[0][1]] == ["GPU 진단: 건너뜀 — GPU 없음"]
+    with translation.override("en"):
+        assert "GPU" in verdict.reason_text(out[0][1][0])
+
+
+def test_a_pair_below_its_baseline_is_bad_naming_both_members_and_the_direction():
+    out = soft_judge([soft_ib(0, 1, gbps=6.0), soft_ib(1, 0, gbps=9.3)])  # 63 % of 9.5
+    assert out[0][0] == BAD and out[1][0] == BAD  # one figure cannot tell which end is slow
+    with translation.override("ko"):
+        text = verdict.reason_text(out[0][1][0])
+    assert text == ("ib_write_bw n0 → n1: 6.00 Gb/s, 기준선 9.50 Gb/s의 63% (기준선의 70% 미만)")
+    assert out[1][1] == out[0][1]
+
+
+def test_at_the_fraction_of_its_baseline_a_pair_passes():
+    out = soft_judge([soft_ib(0, 1, gbps=9.5 * 0.7), soft_ib(1, 0)])
+    assert [level for level, _reasons in out.values()] == [OK, OK]
+
+
+def test_in_a_ring_the_member_whose_every_pair_is_low_takes_the_blame():
+    pairs = [{"client": i, "server": (i + 1) % 4, "gbps": 9.5} for i in range(4)]
+    thresholds = {**SOFT, "baseline": {"pairs": pairs, "allreduce_busbw_gbs": 0.55}}
+    jobs = [soft_ib(i, (i + 1) % 4, gbps=3.0 if 2 in (i, (i + 1) % 4) else 9.4) for i in range(4)]
+    out = soft_judge(jobs, thresholds, n=4)
+    assert [out[i][0] for i in range(4)] == [OK, OK, BAD, OK]
+    assert [r["params"]["client"] for r in out[2][1]] == ["n1", "n2"]
+
+
+def test_the_mpi_all_reduce_below_its_baseline_and_a_failed_pair():
+    out = soft_judge([soft_ib(0, 1), soft_ib(1, 0), mpi_all(0.3)])
+    assert [level for level, _r in out.values()] == [WARN, WARN]  # nobody to blame: 점검 필요
+    assert out[0][1][0]["code"] == "allreduce_below_baseline"
+    out = soft_judge([soft_ib(0, 1, gbps=None), soft_ib(1, 0), mpi_all(0.3)])
+    codes = sorted(r["code"] for r in out[0][1])
+    assert out[0][0] == BAD and codes == ["allreduce_below_baseline", "ib_pair_failed"]
+
+
+def test_without_a_baseline_yet_the_figures_are_recorded_not_judged():
+    thresholds = {**SOFT, "baseline": None}
+    out = soft_judge([soft_ib(0, 1, gbps=0.5), soft_ib(1, 0, gbps=0.4), mpi_all(0.01)], thresholds)
+    assert [level for level, _r in out.values()] == [OK, OK]
+
+
+def test_a_soft_fabric_is_never_held_to_the_catalog_and_real_hcas_always_are():
+    out = soft_judge([soft_ib(0, 1, gbps=9.4), soft_ib(1, 0, gbps=9.4)])
+    assert [level for level, _r in out.values()] == [OK, OK]  # 9.4 Gb/s against 375: fine here
+    catalog = verdict.judge(members(2), [ib(0, 1, {5: 9.4}), ib(1, 0, {5: 9.4})], T, 1)
+    assert [level for level, _r in catalog.values()] == [BAD, BAD]

@@ -45,6 +45,16 @@ class Observation:
     strays: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class GuestHardware:
+    """What a guest was given: its GPUs (0 for a guest on declared slots, which gets no GPU
+    hostdev) and whether its fabric is soft (an emulated network carrying a software RDMA
+    device such as Soft-RoCE, not a VF of a real HCA)."""
+
+    gpus: int
+    soft_fabric: bool = False
+
+
 def guest_hostname(vm) -> str:
     """The VM's name as its guest's hostname (RFC 1123: lower-case ASCII letters, digits,
     hyphens), or ``vm-<id>`` when nothing of the name is left: what its seed sets and what its
@@ -67,6 +77,11 @@ class ComputeBackend:
     # True when the backend's VMs run no metrics agent and the portal writes their samples
     # itself (``metrics.tasks.emit_simulated_samples``); a real cloud's VMs report their own.
     emits_metrics = False
+
+    def guest_hardware(self, vms) -> dict[int, GuestHardware]:
+        """{VM id: what the backend gave the guest}: by default its instance type's GPUs on
+        a real fabric. 클러스터 검증 plans and judges by it (``clusters.validation.plan``)."""
+        return {vm.pk: GuestHardware(gpus=vm.instance_type.gpu_count) for vm in vms}
 
     def shortage(self, zone, instance_type, fabric, requested: int, available: int):
         """The capacity error naming what is short ("kr-central-1a의 L40S · RoCEv2: 요청 2노드,

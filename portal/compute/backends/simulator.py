@@ -25,6 +25,7 @@ from portal.compute.backends.base import (
     Capacity,
     ComputeBackend,
     FabricAddress,
+    GuestHardware,
     Observation,
     Observed,
     private_ip,
@@ -93,6 +94,16 @@ class SimulatorBackend(ComputeBackend):
     # {method name: callable} called once at the next call, before it does anything: what
     # happens elsewhere while a step is in flight (tests decide races by it, not by timing).
     hooks: ClassVar[dict[str, Any]] = {}
+    # Names of VMs that play guests on declared slots: no GPU, a soft fabric (tests; the
+    # simulator's agents answer their 검증 jobs as such guests would).
+    declared_slots: ClassVar[set[str]] = set()
+
+    def guest_hardware(self, vms):
+        given = super().guest_hardware(vms)
+        for vm in vms:
+            if vm.name in self.declared_slots:
+                given[vm.pk] = GuestHardware(gpus=0, soft_fabric=True)
+        return given
 
     def _step(self, name):
         hook = self.hooks.pop(name, None)

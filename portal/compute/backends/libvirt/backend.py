@@ -23,6 +23,7 @@ from portal.compute.backends.base import (
     Capacity,
     ComputeBackend,
     FabricAddress,
+    GuestHardware,
     Observation,
     Observed,
     private_ip,
@@ -60,6 +61,19 @@ class LibvirtBackend(ComputeBackend):
 
     def __init__(self):
         self.fabric = fabric.FabricManager(connect)
+
+    def guest_hardware(self, vms):
+        """A guest whose domain is on a host of declared slots has no GPU and a soft
+        fabric (the cluster's isolated network, no VF); elsewhere it has its type's GPUs
+        and a VF of a real HCA."""
+        given = super().guest_hardware(vms)
+        placed = Placement.objects.filter(vm__in=[vm.pk for vm in vms]).select_related(
+            "host", "domain_host"
+        )
+        for place in placed:
+            if place.vm_id is not None and (place.domain_host or place.host).emulated:
+                given[place.vm_id] = GuestHardware(gpus=0, soft_fabric=True)
+        return given
 
     # -- capacity and placement ---------------------------------------------------------
 
