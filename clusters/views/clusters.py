@@ -34,6 +34,7 @@ from clusters.services import MemberStates
 from clusters.views import members as views_members
 from clusters.views.listing import LIST_FIELDS, listed_clusters, listed_total, shown_clusters
 from clusters.views.members import readable_cluster, shown_reason
+from portal.compute.backends import get_backend
 from portal.foundation.errors import (
     FabricNotOffered,
     InvalidInput,
@@ -200,6 +201,10 @@ def detail_context(request, cluster, tab):
         )
     if tab == "info":  # 이름 변경 is offered where the rename would be taken
         context["can_rename"] = services.preflight_rename(user, cluster, cluster.name) is None
+        # On hosts without HCAs the fabric is emulated RoCE, whatever type the cluster asked.
+        context["soft_fabric"] = bool(members) and get_backend().soft_fabric(
+            [vm.pk for vm in members]
+        )
     return context
 
 

@@ -340,3 +340,16 @@ def test_the_management_network_follows_the_portals_address(settings):
     theirs.destroy()
     theirs.undefine()
     conn.close()
+
+
+def test_the_info_tab_says_a_fabric_on_declared_slots_is_emulated_roce(world, hosts, client):
+    """An InfiniBand cluster on hosts without HCAs runs on Soft-RoCE: the 정보 tab says so,
+    beside the type the cluster asked for; a cluster not on such hosts says nothing of it."""
+    hosts.add("h0", emulated_gpus=8, emulated_gpu_model="H100", emulated_vfs=8)
+    cluster, _members = running_cluster(world, hosts, 2)
+    client.force_login(world.admin)
+    page = client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert 'id="soft-fabric-note"' in page and "Soft-RoCE" in page
+    elsewhere = world.cluster("not-placed")
+    world.members(elsewhere, 2)
+    assert 'id="soft-fabric-note"' not in client.get(f"/clusters/{elsewhere.pk}/").content.decode()

@@ -83,6 +83,12 @@ class ComputeBackend:
         a real fabric. 클러스터 검증 plans and judges by it (``clusters.validation.plan``)."""
         return {vm.pk: GuestHardware(gpus=vm.instance_type.gpu_count) for vm in vms}
 
+    def soft_fabric(self, vm_ids) -> bool:
+        """Whether any of these VMs' fabric is soft (``GuestHardware.soft_fabric``), in one
+        question: the console says so beside the fabric type. No backend but libvirt on
+        declared slots gives one."""
+        return False
+
     def shortage(self, zone, instance_type, fabric, requested: int, available: int):
         """The capacity error naming what is short ("kr-central-1a의 L40S · RoCEv2: 요청 2노드,
         가용 1노드") and the other zones offering the same type and fabric that have room for

@@ -75,6 +75,13 @@ class LibvirtBackend(ComputeBackend):
                 given[place.vm_id] = GuestHardware(gpus=0, soft_fabric=True)
         return given
 
+    def soft_fabric(self, vm_ids):
+        # GpuHost.emulated: a host of declared GPU slots (``emulated_gpus`` > 0).
+        on_declared = Q(domain_host__emulated_gpus__gt=0) | Q(
+            domain_host__isnull=True, host__emulated_gpus__gt=0
+        )
+        return Placement.objects.filter(on_declared, vm__in=list(vm_ids)).exists()
+
     # -- capacity and placement ---------------------------------------------------------
 
     def capacity(self, zone, instance_type, fabric_type):
