@@ -137,9 +137,10 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     assert sample.cpu_util is not None and sample.mem_util is not None
     assert sample.gpu_util is None  # no GPU in the guest: null, never zero
 
-    # 클러스터 검증 on guests without GPU software but with Soft-RoCE: each member's agent
-    # runs its jobs, says which tools are missing and judges its one soft fabric port
-    # against the type's eight — 불량, not 응답 없음.
+    # 클러스터 검증 on guests without GPUs, on a soft fabric: every member's agent answers its
+    # jobs (never 응답 없음), and the GPU steps say 건너뜀 — GPU 없음 (the backend knows the
+    # guests got no GPU), never a missing tool. The ring's ib_write_bw and the MPI all-reduce
+    # between real guests are judged by their own figures (the soft fabric's baseline).
     operation = operations.start_validation(clusters[0].pk, actor=world.admin)
     wait_for(
         lambda: Operation.objects.get(pk=operation.pk).done,
@@ -150,12 +151,11 @@ def test_two_clusters_of_real_guests_boot_report_keep_to_their_fabric_and_leave_
     verdicts = {
         v.vm_name: (v.verdict, [reason_text(r) for r in v.reasons]) for v in run.verdicts.all()
     }
-    missing = "nvidia-smi/dcgmi/all_reduce_perf가 설치되어 있지 않습니다"
     assert set(verdicts) == {vms[0].name, vms[1].name}
     for verdict, reasons in verdicts.values():
-        assert verdict == Verdict.BAD and missing in reasons, reasons
-        assert any(r.startswith("패브릭 포트가") and "(기준 8개)" in r for r in reasons), reasons
-        assert any(reason.startswith("ib_write_bw rxe0 ") for reason in reasons), reasons
+        assert verdict != Verdict.NO_ANSWER, reasons
+        assert "GPU 진단: 건너뜀 — GPU 없음" in reasons, reasons
+        assert not any("설치되어 있지 않습니다" in reason for reason in reasons), reasons
 
     # The fabric: its own cluster's peer answers, the other cluster's does not.
     for dom in doms.values():
