@@ -235,12 +235,14 @@ def member_table_rows(members, cluster, controls):
 
 @register.simple_tag
 def member_ssh_blocks(members):
-    """How to connect to each member: ``ssh vc@<private IP>`` with its 복사 button and the
-    host key fingerprints its agent reported (``vms.templatetags.vm_tags.ssh_block``), in
-    rank order, with one query for every member's keys."""
-    keys = shown_host_keys(vm.pk for vm in members)
-    blocks = [
-        ssh_block(vm.pk, vm.private_ip, keys.get(vm.pk, ()), f"node_rank={rank} · {vm.name}")
-        for rank, vm in enumerate(members)
-    ]
-    return mark_safe("\n".join(block for block in blocks if block))  # noqa: S308 - escaped
+    """How to connect to rank 0, where a user runs ``mpirun`` and ``torchrun``: ``ssh
+    vc@<private IP>`` with its 복사 button and the host key fingerprints its agent reported
+    (``vms.templatetags.vm_tags.ssh_block``). Every other member's is on its VM page: a block
+    per member would make a 256-member tab several times heavier."""
+    if not members:
+        return ""
+    first = members[0]
+    keys = shown_host_keys([first.pk])
+    return mark_safe(  # noqa: S308 - escaped in ssh_block
+        ssh_block(first.pk, first.private_ip, keys.get(first.pk, ()), f"node_rank=0 · {first.name}")
+    )

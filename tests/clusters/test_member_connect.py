@@ -88,13 +88,17 @@ def test_the_members_tab_shows_each_rank_address_and_how_to_connect(login, roce)
     )
     assert ranks == [("a", "0"), ("b", "1"), ("c", "2")]
     for name in "abc":
-        member = members[name]
-        assert f"{member.fabric_ip} / GID 3" in tab  # the fabric address, as before
-        command = re.search(rf'<code id="ssh-command-{member.pk}">([^<]*)</code>', tab)
-        assert command and command.group(1) == f"ssh vc@{member.private_ip}"
-        assert f'data-copy="#ssh-command-{member.pk}"' in tab
-    assert f"ssh-ed25519 {FINGERPRINT}" in tab and "node_rank=1 · b" in tab
-    assert tab.count("게스트의 에이전트가 아직 호스트 키를 보고하지 않았습니다.") == 2  # a, c
+        assert f"{members[name].fabric_ip} / GID 3" in tab  # the fabric address, as before
+    # How to connect: rank 0's command and fingerprints (the others' are on their VM pages).
+    first = members["a"]
+    command = re.search(rf'<code id="ssh-command-{first.pk}">([^<]*)</code>', tab)
+    assert command and command.group(1) == f"ssh vc@{first.private_ip}"
+    assert f'data-copy="#ssh-command-{first.pk}"' in tab and "node_rank=0 · a" in tab
+    assert f'id="ssh-command-{members["b"].pk}"' not in tab
+    assert tab.count("게스트의 에이전트가 아직 호스트 키를 보고하지 않았습니다.") == 1
+    HostKey.objects.filter(vm=members["b"]).update(vm=first)
+    tab = body(login("viewer").get(f"/clusters/{cluster.pk}/vms/"))
+    assert f"ssh-ed25519 {FINGERPRINT}" in tab
 
 
 def test_the_vm_page_shows_the_ssh_command_and_the_fingerprints(world, login):
