@@ -69,7 +69,9 @@ def test_a_crashed_runs_reservation_is_taken_back(world, hosts):
     lowest = str(management._range(ET.fromstring(net.XMLDesc(0)).find("ip/dhcp"))[0])
     left = f"<host mac='52:54:0d:ff:ff:ff' name='{names.domain_name(99999)}' ip='{lowest}'/>"
     foreign = "<host mac='52:54:00:12:34:56' name='printer' ip='10.0.3.129'/>"
-    for entry in (left, foreign):
+    vm = world.vm("a", instance_type=hosts.h100x4)
+    old_mac = f"<host mac='02:00:00:00:00:01' name='{names.domain_name(vm.pk)}' ip='10.0.3.130'/>"
+    for entry in (left, foreign, old_mac):
         net.update(
             libvirt.VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
             libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
@@ -77,7 +79,8 @@ def test_a_crashed_runs_reservation_is_taken_back(world, hosts):
             entry,
             management._UPDATE,
         )
-    vm, _ = started(world, hosts, "a")
+    vm_services.start_vm(vm.pk, actor=world.admin)
+    vm.refresh_from_db()
     assert vm.private_ip == lowest  # its domain is gone: the address is free again
     assert {name for name, _ in reservations(hosts, host).values()} == {
         names.domain_name(vm.pk),

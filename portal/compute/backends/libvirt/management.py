@@ -208,11 +208,15 @@ def _host_xml(entry: ET.Element) -> str:
     return ET.tostring(entry, encoding="unicode")
 
 
-def _prune(conn, net, dhcp: ET.Element) -> None:
-    """Drop our reservations (a domain's name) whose domain this host no longer has."""
+def _prune(conn, net, dhcp: ET.Element, vm_id: int) -> None:
+    """Drop our reservations (a domain's name) whose domain this host no longer has, and one
+    under ``vm_id``'s name with another MAC (its name would refuse the new one)."""
     for entry in dhcp.findall("host"):
         name = entry.get("name") or ""
-        if names.vm_id_of(name) is None or lookup(conn.lookupByName, name) is not None:
+        pk = names.vm_id_of(name)
+        if pk is None:
+            continue  # not ours
+        if pk != vm_id and lookup(conn.lookupByName, name) is not None:
             continue
         try:
             net.update(
@@ -249,7 +253,7 @@ def reserve(conn, vm) -> str | None:
         for entry in dhcp.findall("host"):
             if (entry.get("mac") or "").lower() == mac(vm.pk):
                 return entry.get("ip")
-        _prune(conn, net, dhcp)
+        _prune(conn, net, dhcp, vm.pk)
         taken = {entry.get("ip") for entry in dhcp.findall("host")} | _leased(net)
         free = [a for a in _range(dhcp) if str(a) not in taken]
         if not free:
