@@ -110,3 +110,15 @@ def test_a_full_range_refuses_the_start_by_name(world, hosts):
         assert "관리 네트워크에 남은 주소가 없어" in caught.value.message
     assert VirtualMachine.objects.get(pk=vm.pk).private_ip is None
     assert not Placement.objects.filter(vm=vm, held=True).exists()  # it holds nothing
+
+
+def test_a_members_address_is_its_reservation_too(world, hosts):
+    from tests.clusters.test_libvirt_backend import running_cluster
+
+    hosts.add("h0")
+    _cluster, members = running_cluster(world, hosts, 2)
+    for vm in members:
+        vm_services.start_vm(vm.pk, actor=world.admin)
+    host = Placement.objects.select_related("domain_host").get(vm=members[0]).domain_host
+    shown = {management.mac(vm.pk): vm.private_ip for vm in VirtualMachine.objects.all()}
+    assert {mac: ip for mac, (_n, ip) in reservations(hosts, host).items()} == shown

@@ -118,7 +118,7 @@ def test_a_user_reaches_rank_0_by_ssh_and_runs_an_all_reduce_over_the_fabric(wor
     running = members.filter(status=VmStatus.RUNNING)
     wait_for(lambda: running.count() == MEMBERS, 120, "members 실행중")
     c = conn()
-    vms = list(members)
+    vms = list(members.all())  # read again: the loop above cached them without addresses
     doms = {vm.pk: c.lookupByName(names.domain_name(vm.pk)) for vm in vms}
     for vm in vms:
         dom = doms[vm.pk]
