@@ -34,7 +34,7 @@ from .guests import (
 from .test_fabric import ssh_banner
 
 pytestmark = [pytest.mark.realvm, pytest.mark.slow]
-MEMBERS = 2
+MEMBERS = 3
 
 
 def ssh(key, known_hosts, address, command, seconds=900):
