@@ -9,10 +9,12 @@ import os
 import random
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 
 import pytest
 
 from portal.compute.backends.libvirt import management, names
+from portal.compute.backends.libvirt.connection import lookup
 from portal.compute.backends.libvirt.guest import image as guest_image
 from portal.compute.backends.libvirt.guest import install as guest_install
 from portal.compute.models.hosts import GpuHost
@@ -204,13 +206,18 @@ def management_ip(dom):
 
 
 def leftovers(vm_ids, cluster_ids):
-    """Domains, networks and volumes of these VMs and clusters that libvirt still has."""
+    """Domains, networks, volumes and management reservations of these VMs and clusters that
+    libvirt still has."""
     c = conn()
     try:
         doms = {names.domain_name(i) for i in vm_ids}
         found = [d.name() for d in c.listAllDomains(0) if d.name() in doms]
         nets = {names.network_name(i) for i in cluster_ids}
         found += [n.name() for n in c.listAllNetworks(0) if n.name() in nets]
+        mgmt = lookup(c.networkLookupByName, management.network_name())
+        if mgmt is not None:  # the management network's reservations for these VMs
+            reserved = ET.fromstring(mgmt.XMLDesc(0)).iterfind("ip/dhcp/host")
+            found += [h.get("name") for h in reserved if h.get("name") in doms]
         for pool in c.listAllStoragePools(0):
             if pool.isActive():
                 pool.refresh(0)
@@ -225,7 +232,8 @@ def leftovers(vm_ids, cluster_ids):
 
 
 def destroy_everything(vm_ids, cluster_ids):
-    """Whatever a failed test left: its domains, fabric networks and volumes."""
+    """Whatever a failed test left: its domains (and their management reservations), fabric
+    networks and volumes."""
     import libvirt
 
     c = conn()
@@ -236,6 +244,7 @@ def destroy_everything(vm_ids, cluster_ids):
                 if dom.isActive():
                     dom.destroy()
                 dom.undefine()
+                management.release(c, names.vm_id_of(dom.name()))
         nets = {names.network_name(i) for i in cluster_ids}
         for net in c.listAllNetworks(0):
             if net.name() in nets:

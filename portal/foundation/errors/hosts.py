@@ -49,3 +49,14 @@ class HostUriRefused(BackendError):
 
     def msg_format(self) -> Any:
         return self.reasons.get(self.params.get("reason", ""), self.default_message)
+
+
+class ManagementAddressesExhausted(BackendError):
+    """Every address of a host's management network is reserved for a guest
+    (``portal.compute.backends.libvirt.management.reserve``): one more cannot start there."""
+
+    code = "management_addresses_exhausted"
+    default_message = _(
+        "호스트의 관리 네트워크에 남은 주소가 없어 VM을 시작할 수 없습니다. 쓰지 않는 VM을 "
+        "삭제하거나 관리자에게 문의하세요"
+    )

@@ -26,7 +26,6 @@ from portal.compute.backends.base import (
     GuestHardware,
     Observation,
     Observed,
-    private_ip,
 )
 from portal.compute.backends.libvirt import (
     domain,
@@ -99,7 +98,9 @@ class LibvirtBackend(ComputeBackend):
             ) from None
 
     def create_vm(self, vm):
-        return private_ip(vm)  # the domain is defined at its first start, where it is placed
+        """No address yet: it is the management network's reservation on the host the VM
+        first starts on (``_define``), where it is placed."""
+        return None
 
     def register_cluster(self, cluster):
         """Nothing to prepare: the partition is taken when the cluster first allocates."""
@@ -249,6 +250,8 @@ class LibvirtBackend(ComputeBackend):
             volumes.revoke_token(vm.pk)  # it stays stopped: the seed just written is void
             if cluster is None:  # a standalone VM holds nothing unless it runs
                 placement.unbind(Placement.objects.filter(pk=placed.pk))
+            if isinstance(exc, BackendError) and type(exc) is not BackendError:
+                raise  # a typed refusal (no guest image, no management address) says why
             raise BackendError() from exc
         return address
 
@@ -319,6 +322,10 @@ class LibvirtBackend(ComputeBackend):
             vcpus=settings.LIBVIRT_EMULATED_VCPUS if emulated else vm.instance_type.vcpu,
         )
         dom = conn.defineXML(xml)
+        address = management.reserve(conn, vm)  # after the domain: see ``management._prune``
+        if address is not None and address != vm.private_ip:
+            VirtualMachine.objects.filter(pk=vm.pk).update(private_ip=address)
+            vm.private_ip = address
         if placed.domain_host_id != host.pk:
             Placement.objects.filter(pk=placed.pk).update(domain_host=host)
             placed.domain_host = host

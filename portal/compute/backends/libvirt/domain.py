@@ -84,7 +84,7 @@ def build(vm, *, host, domain_type, placement, gpus, vf, partition, boot, memory
         _el("devices"),
         disk(host.storage_pool, vm.pk),
         seed_cdrom(host.storage_pool, vm.pk),
-        management.interface(),
+        management.interface(vm),
         _el("serial", type="pty"),
         _el("console", type="pty"),
         # The QEMU guest agent's channel (guest-exec, fs-freeze); shutdown still works by ACPI.

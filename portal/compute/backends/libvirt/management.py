@@ -14,6 +14,15 @@ libvirtd, SSH), other guests on the network (their SSH too), other addresses of 
 IPv6 altogether.
 A cluster's fabric is a network of its own (``fabric``), and the host has no address there.
 
+Each guest's NIC has a MAC fixed by its VM (``mac``) and, once its domain is defined, a
+DHCP reservation on the network (``reserve``: ``<host mac name ip/>``, added and removed with
+``virNetwork.update``), so the address the guest gets is the one the portal stores as its
+``private_ip`` and shows. Addresses come from the network's DHCP range: on the network the
+portal makes, the upper half of its /24, ``RANGE_SIZE`` guests a host; a start beyond them is
+refused (``ManagementAddressesExhausted``). A reservation whose domain is gone (a run that
+crashed between the two, a domain removed by hand) is dropped at the next reservation on that
+host.
+
 A host whose operator defined ``<prefix>-mgmt`` already (for example a bridge onto the site's
 management VLAN, ``<forward mode='bridge'>``) keeps it: the portal only creates the network
 when it is missing, and the filter applies to the guest's NIC either way. The filter is
@@ -30,11 +39,15 @@ from urllib.parse import urlsplit
 import libvirt
 from django.conf import settings
 
+from portal.compute.backends.libvirt import names
 from portal.compute.backends.libvirt.connection import lookup
 from portal.foundation.errors import BackendError
+from portal.foundation.errors.hosts import ManagementAddressesExhausted
 
 log = logging.getLogger(__name__)
 _filters: dict[str, str] = {}  # host URI -> the filter this process defined there
+RANGE_SIZE = 127  # .128-.254 of the portal's /24 (``network_xml``)
+_UPDATE = libvirt.VIR_NETWORK_UPDATE_AFFECT_LIVE | libvirt.VIR_NETWORK_UPDATE_AFFECT_CONFIG
 
 
 def network_name() -> str:
@@ -113,11 +126,18 @@ def _ours_elsewhere(net) -> bool:
     return ip is None or ip.get("address") != str(network_block().ip)
 
 
-def interface() -> ET.Element:
+def mac(vm_id: int) -> str:
+    """The management NIC's MAC: fixed per VM (24 bits of its id), what its reservation
+    names. Distinct from the fabric NIC's (``guest.boot.fabric_mac``)."""
+    return f"52:54:0d:{(vm_id >> 16) & 0xFF:02x}:{(vm_id >> 8) & 0xFF:02x}:{vm_id & 0xFF:02x}"
+
+
+def interface(vm) -> ET.Element:
     """The guest's management NIC, on the network, under the filter (an element of the
     domain's ``<devices>``)."""
     address, port = portal_endpoint()
     nic = ET.Element("interface", type="network")
+    ET.SubElement(nic, "mac", address=mac(vm.pk))
     ET.SubElement(nic, "source", network=network_name())
     ET.SubElement(nic, "model", type="virtio")
     filterref = ET.SubElement(nic, "filterref", filter=filter_name())
@@ -162,3 +182,115 @@ def ensure(conn) -> None:
     if _filters.get(uri) != rules or lookup(conn.nwfilterLookupByName, filter_name()) is None:
         conn.nwfilterDefineXML(rules)
         _filters[uri] = rules
+
+
+def _dhcp(net) -> tuple[ET.Element, ET.Element] | None:
+    """The network's IPv4 ``<ip>`` and its ``<dhcp>``, None when libvirt serves no DHCP there
+    (an operator's bridge onto a site network with its own DHCP server)."""
+    root = ET.fromstring(net.XMLDesc(0))  # noqa: S314 - libvirt's own XML
+    for ip in root.findall("ip"):
+        dhcp = ip.find("dhcp")
+        if ip.get("family", "ipv4") == "ipv4" and dhcp is not None:
+            return ip, dhcp
+    return None
+
+
+def _range(dhcp: ET.Element) -> list[ipaddress.IPv4Address]:
+    found = []
+    for span in dhcp.findall("range"):
+        first = ipaddress.IPv4Address(span.get("start", ""))
+        last = ipaddress.IPv4Address(span.get("end", ""))
+        found += [ipaddress.IPv4Address(n) for n in range(int(first), int(last) + 1)]
+    return found
+
+
+def _host_xml(entry: ET.Element) -> str:
+    return ET.tostring(entry, encoding="unicode")
+
+
+def _prune(conn, net, dhcp: ET.Element, vm_id: int) -> None:
+    """Drop our reservations (a domain's name) whose domain this host no longer has, and one
+    under ``vm_id``'s name with another MAC (its name would refuse the new one)."""
+    for entry in dhcp.findall("host"):
+        name = entry.get("name") or ""
+        pk = names.vm_id_of(name)
+        if pk is None:
+            continue  # not ours
+        if pk != vm_id and lookup(conn.lookupByName, name) is not None:
+            continue
+        try:
+            net.update(
+                libvirt.VIR_NETWORK_UPDATE_COMMAND_DELETE,
+                libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
+                -1,
+                _host_xml(entry),
+                _UPDATE,
+            )
+        except libvirt.libvirtError:
+            pass  # removed meanwhile
+        dhcp.remove(entry)
+
+
+def _leased(net) -> set[str]:
+    try:
+        return {lease["ipaddr"] for lease in net.DHCPLeases()}
+    except libvirt.libvirtError:
+        return set()  # a driver without leases (libvirt's test driver)
+
+
+def reserve(conn, vm) -> str | None:
+    """The VM's management address on ``conn``'s host: its reservation (kept, or added at
+    the lowest free address of the range, neither reserved nor leased), called once its
+    domain is defined. None on a network without libvirt's DHCP. Two portal processes
+    adding at once: libvirt refuses the second entry with the same address, which then
+    takes the next one."""
+    net = conn.networkLookupByName(network_name())
+    for _attempt in range(8):
+        found = _dhcp(net)
+        if found is None:
+            return None
+        _ip, dhcp = found
+        for entry in dhcp.findall("host"):
+            if (entry.get("mac") or "").lower() == mac(vm.pk):
+                return entry.get("ip")
+        _prune(conn, net, dhcp, vm.pk)
+        taken = {entry.get("ip") for entry in dhcp.findall("host")} | _leased(net)
+        free = [a for a in _range(dhcp) if str(a) not in taken]
+        if not free:
+            log.error("management network %s of %s: no address left", network_name(), conn.getURI())
+            raise ManagementAddressesExhausted()
+        entry = ET.Element("host", mac=mac(vm.pk), name=names.domain_name(vm.pk), ip=str(free[0]))
+        try:
+            net.update(
+                libvirt.VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
+                libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
+                -1,
+                _host_xml(entry),
+                _UPDATE,
+            )
+        except libvirt.libvirtError as exc:
+            log.info("reservation of %s refused (%s); trying again", free[0], exc)
+            continue
+        return str(free[0])
+    raise BackendError()
+
+
+def release(conn, vm_id: int) -> None:
+    """The VM's reservation on ``conn``'s host, removed if there (with its domain)."""
+    net = lookup(conn.networkLookupByName, network_name())
+    found = _dhcp(net) if net is not None else None
+    if found is None:
+        return
+    address = mac(vm_id)
+    for entry in found[1].findall("host"):
+        if (entry.get("mac") or "").lower() == address:
+            try:
+                net.update(
+                    libvirt.VIR_NETWORK_UPDATE_COMMAND_DELETE,
+                    libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
+                    -1,
+                    _host_xml(entry),
+                    _UPDATE,
+                )
+            except libvirt.libvirtError:
+                pass  # removed meanwhile

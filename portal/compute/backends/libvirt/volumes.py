@@ -8,7 +8,7 @@ from django.conf import settings
 
 from portal.compute import hooks
 from portal.compute.backends.base import FabricAddress
-from portal.compute.backends.libvirt import fabric
+from portal.compute.backends.libvirt import fabric, management
 from portal.compute.backends.libvirt.connection import connect, lookup
 from portal.compute.backends.libvirt.guest import boot as guest
 from portal.compute.backends.libvirt.names import disk_volume, domain_uuid, seed_volume
@@ -85,6 +85,7 @@ def remove_domain(host, vm_id):
         if dom.isActive():
             dom.destroy()
         dom.undefine()
+    management.release(conn, vm_id)
     pool = lookup(conn.storagePoolLookupByName, host.storage_pool)
     if pool is None:
         return
