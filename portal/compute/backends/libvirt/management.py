@@ -218,17 +218,23 @@ def _prune(conn, net, dhcp: ET.Element, vm_id: int) -> None:
             continue  # not ours
         if pk != vm_id and lookup(conn.lookupByName, name) is not None:
             continue
-        try:
-            net.update(
-                libvirt.VIR_NETWORK_UPDATE_COMMAND_DELETE,
-                libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
-                -1,
-                _host_xml(entry),
-                _UPDATE,
-            )
-        except libvirt.libvirtError:
-            pass  # removed meanwhile
+        _delete_host(net, entry)
         dhcp.remove(entry)
+
+
+def _delete_host(net, entry) -> None:
+    """Remove a reservation from the running network and its definition; one already gone
+    (removed meanwhile) is no error."""
+    try:
+        net.update(
+            libvirt.VIR_NETWORK_UPDATE_COMMAND_DELETE,
+            libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
+            -1,
+            _host_xml(entry),
+            _UPDATE,
+        )
+    except libvirt.libvirtError:
+        pass
 
 
 def _leased(net) -> set[str]:
@@ -284,13 +290,4 @@ def release(conn, vm_id: int) -> None:
     address = mac(vm_id)
     for entry in found[1].findall("host"):
         if (entry.get("mac") or "").lower() == address:
-            try:
-                net.update(
-                    libvirt.VIR_NETWORK_UPDATE_COMMAND_DELETE,
-                    libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
-                    -1,
-                    _host_xml(entry),
-                    _UPDATE,
-                )
-            except libvirt.libvirtError:
-                pass  # removed meanwhile
+            _delete_host(net, entry)
