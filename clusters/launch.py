@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db.models import F
 
 from portal.catalog.models import FabricType
+from portal.compute.backends import get_backend
 from vms.models import VirtualMachine
 
 # Members in node_rank order (torchrun's --node_rank, the hostfile), for the console and the
@@ -44,9 +45,15 @@ def member_address(vm) -> str | None:
     return vm.fabric_ip or vm.private_ip or None
 
 
-def slots(instance_type) -> int:
-    """A member's MPI slots and torchrun processes: its GPUs, or 1 where it has none."""
-    return instance_type.gpu_count or 1
+def slots(cluster, members) -> int:
+    """A member's MPI slots and torchrun processes: the GPUs its guest was given, or 1 where
+    it has none (a guest on a host of declared slots has none, whatever its type says). No
+    members yet: the instance type's GPUs."""
+    gpus = cluster.instance_type.gpu_count
+    if members:
+        given = get_backend().guest_hardware(members, gpus).values()
+        gpus = min((hardware.gpus for hardware in given), default=gpus)
+    return gpus or 1
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,7 @@ class LaunchPlan:
 def launch_plan(cluster, members) -> LaunchPlan:
     """The torchrun command of each member (rank = position in ``members``, the first is the
     master: ``--master_addr`` its address) and the NCCL variables of the cluster's fabric."""
-    per_node = slots(cluster.instance_type)
+    per_node = slots(cluster, members)
     master = (member_address(members[0]) if members else None) or MASTER_PLACEHOLDER
     ranks = [
         Rank(
@@ -99,7 +106,7 @@ def fabric_usage(cluster, members) -> dict | None:
 def hostfile_lines(cluster, members) -> list[str]:
     """``<address> slots=<n>`` per member in rank order (an address not known yet: the
     placeholder ``<ip-of-name>``)."""
-    per_node = slots(cluster.instance_type)
+    per_node = slots(cluster, members)
     return [f"{member_address(vm) or f'<ip-of-{vm.name}>'} slots={per_node}" for vm in members]
 
 

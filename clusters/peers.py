@@ -41,7 +41,7 @@ def _members(cluster: VirtualCluster) -> list[dict]:
         VirtualMachine.objects.filter(cluster=cluster).order_by(*RANK_ORDER).only(*MEMBER_FIELDS)
     )
     keys = host_keys_of([vm.pk for vm in vms])
-    per_node = slots(cluster.instance_type)
+    per_node = slots(cluster, vms)
     taken: set[str] = set()
     members = []
     for rank, vm in enumerate(vms):
@@ -87,7 +87,7 @@ def member_view(vm_id: int) -> dict | None:
         "nnodes": len(members),
         "master_addr": master,
         "master_port": MASTER_PORT,
-        "nproc_per_node": slots(cluster.instance_type),
+        "nproc_per_node": members[0]["slots"],
         "members": members,
         "ssh": {"user": LOGIN_USER, "public_key": None, "private_key": None},
     }

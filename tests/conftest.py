@@ -74,11 +74,13 @@ class World:
 
     def members(self, cluster, count, status=VmStatus.STOPPED, prefix=None):
         prefix = prefix or f"{cluster.name}-m"
+        ranked = VirtualMachine.objects.filter(cluster=cluster).count()  # ranks, as attach gives
         return [
             self.vm(
                 f"{prefix}{i}",
                 project=cluster.project,
                 cluster=cluster,
+                node_rank=ranked + i,
                 status=status,
                 zone=cluster.zone,
                 instance_type=cluster.instance_type,

@@ -154,7 +154,8 @@ class VirtualMachine(CatalogResource):
     @property
     def fabric_address(self):
         if self.fabric_guid:
-            return f"GUID {self.fabric_guid} / LID {self.fabric_lid}"
+            ip = f" / {self.fabric_ip}" if self.fabric_ip else ""
+            return f"GUID {self.fabric_guid} / LID {self.fabric_lid}{ip}"
         if self.fabric_ip:
             return f"{self.fabric_ip} / GID {self.fabric_gid_index}"
         return ""

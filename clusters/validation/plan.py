@@ -29,7 +29,7 @@ NCCL_ARGS = ["-b", "512M", "-e", "8G", "-f", "2"]  # large messages: the thresho
 # The agent's MPI all-reduce (``metrics/vm_agent/allreduce.py``): sizes a soft fabric carries
 # in a few seconds each.
 MPI_ARGS = ["-b", "1M", "-e", "64M", "-f", "4", "-n", "5", "-w", "1"]
-ROCE_GID_INDEX = 3  # a RoCE v2 IPv4 GID's usual index: the agent's fallback when it finds none
+ROCE_GID_INDEX = 3  # a RoCE v2 IPv4 GID's usual index on an HCA (mlx5)
 SKIPPED_NO_GPUS = "no_gpus"  # a job's ``figures["skipped"]``: planned as skipped, GPU 없음
 # How long the agent may run each tool (it kills it then and reports the timeout).
 TIMEOUTS: dict[str, Any] = {
@@ -171,7 +171,8 @@ def plan_jobs(run, cluster, members, hardware=None) -> list[ValidationJob]:
         "base_port": IB_BASE_PORT,
         "bytes": IB_MESSAGE_BYTES,
         "seconds": IB_SECONDS,
-        "gid_index": ROCE_GID_INDEX if roce or soft else None,
+        # A soft fabric's agent finds the RoCE v2 GID of its own fabric address.
+        "gid_index": ROCE_GID_INDEX if roce and not soft else None,
     }
     jobs = [job for vm in members for job in _node_jobs(run, vm, given[vm.pk], env)]
     jobs += _ib_jobs(run, members, ib, soft)

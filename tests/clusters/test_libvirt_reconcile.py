@@ -9,7 +9,7 @@ from uuid import uuid4
 import libvirt
 import pytest
 
-from clusters import progress
+from clusters import launch, peers, progress
 from clusters import services as cluster_services
 from portal.catalog.models import FabricType
 from portal.compute.backends.base import GuestHardware
@@ -123,6 +123,28 @@ def test_guests_on_declared_slots_have_no_gpu_and_a_soft_fabric(world, hosts):
     assert all(given[vm.pk] == GuestHardware(gpus=0, soft_fabric=True) for vm in members)
     unplaced = world.vm("elsewhere")
     assert LibvirtBackend().guest_hardware([unplaced])[unplaced.pk] == GuestHardware(gpus=8)
+
+
+def test_infiniband_members_on_declared_slots_are_reached_on_the_fabric_with_one_slot(world, hosts):
+    """An InfiniBand cluster on a host without HCAs: each member's peers, hostfile and
+    torchrun reach it at its address on the cluster's block (its soft RDMA device's), never
+    its management address; a guest without GPUs runs one process, whatever its type says."""
+    hosts.add(
+        "h0", FabricType.INFINIBAND, emulated_gpus=8, emulated_gpu_model="H100", emulated_vfs=8
+    )
+    cluster, members = running_cluster(world, hosts, 2, FabricType.INFINIBAND)
+    for vm in members:
+        vm_services.start_vm(vm.pk, actor=world.admin)
+        vm.refresh_from_db()
+    block = FabricPartition.objects.get(cluster=cluster).block
+    assert [vm.fabric_ip for vm in members] == [fabric.member_ip(block, r) for r in (0, 1)]
+    assert all(vm.fabric_guid and vm.fabric_ip != vm.private_ip for vm in members)
+    assert launch.hostfile_lines(cluster, members) == [
+        f"{fabric.member_ip(block, r)} slots=1" for r in (0, 1)
+    ]
+    view = peers.member_view(members[1].pk)
+    assert view["master_addr"] == fabric.member_ip(block, 0) and view["nproc_per_node"] == 1
+    assert [m["address"] for m in view["members"]] == [vm.fabric_ip for vm in members]
 
 
 def test_member_attached_to_running_cluster_gets_fabric_detached_loses_it(world, hosts):

@@ -78,10 +78,14 @@ class ComputeBackend:
     # itself (``metrics.tasks.emit_simulated_samples``); a real cloud's VMs report their own.
     emits_metrics = False
 
-    def guest_hardware(self, vms) -> dict[int, GuestHardware]:
+    def guest_hardware(self, vms, gpus: int | None = None) -> dict[int, GuestHardware]:
         """{VM id: what the backend gave the guest}: by default its instance type's GPUs on
-        a real fabric. 클러스터 검증 plans and judges by it (``clusters.validation.plan``)."""
-        return {vm.pk: GuestHardware(gpus=vm.instance_type.gpu_count) for vm in vms}
+        a real fabric (``gpus``: the type's, when the caller knows them — a cluster's members
+        share its type). 클러스터 검증 plans and judges by it (``clusters.validation.plan``)."""
+        return {
+            vm.pk: GuestHardware(gpus=vm.instance_type.gpu_count if gpus is None else gpus)
+            for vm in vms
+        }
 
     def soft_fabric(self, vm_ids) -> bool:
         """Whether any of these VMs' fabric is soft (``GuestHardware.soft_fabric``), in one

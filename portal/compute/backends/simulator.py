@@ -98,8 +98,8 @@ class SimulatorBackend(ComputeBackend):
     # simulator's agents answer their 검증 jobs as such guests would).
     declared_slots: ClassVar[set[str]] = set()
 
-    def guest_hardware(self, vms):
-        given = super().guest_hardware(vms)
+    def guest_hardware(self, vms, gpus=None):
+        given = super().guest_hardware(vms, gpus)
         for vm in vms:
             if vm.name in self.declared_slots:
                 given[vm.pk] = GuestHardware(gpus=0, soft_fabric=True)

@@ -61,11 +61,11 @@ class LibvirtBackend(ComputeBackend):
     def __init__(self):
         self.fabric = fabric.FabricManager(connect)
 
-    def guest_hardware(self, vms):
+    def guest_hardware(self, vms, gpus=None):
         """A guest whose domain is on a host of declared slots has no GPU and a soft
         fabric (the cluster's isolated network, no VF); elsewhere it has its type's GPUs
         and a VF of a real HCA."""
-        given = super().guest_hardware(vms)
+        given = super().guest_hardware(vms, gpus)
         placed = Placement.objects.filter(vm__in=[vm.pk for vm in vms]).select_related(
             "host", "domain_host"
         )
@@ -196,11 +196,14 @@ class LibvirtBackend(ComputeBackend):
 
     @staticmethod
     def _address(vm, index, partition) -> FabricAddress:
-        """A member's address, fixed by its node rank (its place in the cluster)."""
+        """A member's address, fixed by its node rank (its place in the cluster). An
+        InfiniBand member has an IP on the cluster's block too (IPoIB on an HCA, Soft-RoCE
+        on a host without one): its peers, MPI and the hostfile reach it there."""
         rank = vm.node_rank if vm.node_rank is not None else index
+        ip = fabric.member_ip(partition.block, rank)
         if partition.vlan is not None:
-            return FabricAddress(ip=fabric.member_ip(partition.block, rank), gid_index=3)
-        return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=rank + 1)
+            return FabricAddress(ip=ip, gid_index=3)
+        return FabricAddress(guid=f"0x248a0703{vm.pk:08x}", lid=rank + 1, ip=ip)
 
     def release(self, cluster):
         with transaction.atomic():
@@ -300,7 +303,7 @@ class LibvirtBackend(ComputeBackend):
         boot = guest.guest_boot(vm, pool)
         if prepare:
             volumes.ensure_disk(pool, vm, boot)
-            volumes.write_seed(host, pool, vm, address, partition)
+            volumes.write_seed(host, pool, vm, address)
         devices = list(HostDevice.objects.filter(placement=placed).order_by("kind", "address"))
         gpus = [d for d in devices if d.kind == HostDevice.Kind.GPU]
         vfs = [d for d in devices if d.kind == HostDevice.Kind.VF]

@@ -7,8 +7,7 @@ from pathlib import Path
 from django.conf import settings
 
 from portal.compute import hooks
-from portal.compute.backends.base import FabricAddress
-from portal.compute.backends.libvirt import fabric, management
+from portal.compute.backends.libvirt import management
 from portal.compute.backends.libvirt.connection import connect, lookup
 from portal.compute.backends.libvirt.guest import boot as guest
 from portal.compute.backends.libvirt.names import disk_volume, domain_uuid, seed_volume
@@ -30,7 +29,7 @@ def ensure_disk(pool, vm, boot):
     )
 
 
-def write_seed(host, pool, vm, address, partition):
+def write_seed(host, pool, vm, address):
     """The NoCloud seed, rewritten at each start (the fabric address may have changed)
     with a fresh metrics token: the stop revoked the last one (``revoke_token``). The test
     driver keeps no file contents: the seed is made, but only its volume is kept."""
@@ -42,12 +41,9 @@ def write_seed(host, pool, vm, address, partition):
             "<target><format type='raw'/></target></volume>",
             0,
         )
-    seed_address = address
-    if partition is not None and address is not None and not address.ip:
-        seed_address = FabricAddress(ip=fabric.member_ip(partition.block, address.lid - 1))
     files = guest.seed_files(
         vm,
-        fabric_address=seed_address,
+        fabric_address=address,
         portal_url=settings.LIBVIRT_PORTAL_URL,
         metrics_token=hooks.agent_tokens().issue(vm.pk, actor=None)[1],
         ssh_keys=guest.public_keys(vm),
