@@ -34,6 +34,7 @@ def rotate_token(vm_id, *, actor):
                 "prefix": token[:12],
                 "created_by": recorded_user(actor),
                 "created_at": timezone.now(),
+                "last_seen_at": None,  # no agent has called with this one yet
             },
         )
     return vm, token

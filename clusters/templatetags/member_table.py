@@ -13,6 +13,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, gettext
 
 from clusters.validation.display import latest_verdicts, verdict_cell
+from metrics import liveness
 from portal.speed.kept import Kept
 from portal.templatetags.console import badge_of, row_form, url_pattern
 from portal.web.particles import with_particles
@@ -106,6 +107,7 @@ class Shown(NamedTuple):
     detach: str | None  # None: no 분리; "": 분리 offered; else why it is disabled
     verdict: str  # the 검증 cell (HTML)
     queued: bool  # a running bulk start or stop has not reached it yet
+    silent: bool  # running, and its agent stopped calling (``metrics.liveness``)
 
 
 class RowFrame:
@@ -132,6 +134,12 @@ class RowFrame:
         queued = escape(gettext("대기 중"))  # outside the f-string, where makemessages finds it
         self.queued = f' <span class="row-queued">{queued}</span>'
         self.badges = {status: badge_of(VirtualMachine, status) for status in VmStatus.values}
+        silent = escape(gettext("응답 없음"))
+        why = escape(
+            gettext("에이전트가 %(seconds)d초 넘게 응답하지 않았습니다.")
+            % {"seconds": liveness.silent_seconds()}
+        )
+        self.silent = f' <span class="badge badge-error row-silent" title="{why}">{silent}</span>'
 
     def row(self, m: Shown) -> str:
         """One row, every value escaped here (``m.verdict`` is HTML already)."""
@@ -157,7 +165,7 @@ class RowFrame:
             f'<td role="cell" class="member-name"><a href="{edit_head}{pk}{edit_tail}">'
             f"{name}</a></td>"
             f'<td role="cell" class="member-status">{badge}'
-            f"{self.queued if m.queued else ''}</td>"
+            f"{self.queued if m.queued else ''}{self.silent if m.silent else ''}</td>"
             f"{self.rank_cell}{int(m.rank)}</td>"
             f"{self.ip_cell}{escape(m.private_ip or '-')}</td>"
             f"{self.fabric_cell}{escape(m.fabric_address or '-')}</span></td>"
@@ -210,6 +218,7 @@ def member_table_rows(members, cluster, controls):
     frame = row_frame(cluster, can_update, controls.get("detach_reasons", ()))
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
     waiting = controls.get("queued", set())
+    silent = liveness.silent_vm_ids(vm.pk for vm in members if vm.status == VmStatus.RUNNING)
     rows = []
     for rank, vm in enumerate(members):  # in rank order (``clusters.launch.RANK_ORDER``)
         pk = vm.pk
@@ -227,6 +236,7 @@ def member_table_rows(members, cluster, controls):
             detachable.get(pk),
             "-" if verdict is None else verdict_cell(verdict, vm, cluster, can_update),
             pk in waiting,
+            pk in silent,
         )
         row = _ROWS.get((frame, shown))
         rows.append(row if row is not None else _ROWS.keep((frame, shown), frame.row(shown)))

@@ -146,6 +146,9 @@ class MetricsToken(models.Model):
     # What the agent last said it is (its User-Agent), written only when it changes
     # (``metrics.agent_versions``); empty until an agent has reported one.
     agent_version = models.CharField(_("에이전트 버전"), max_length=32, blank=True, default="")
+    # When the agent last called, by the portal's clock (``metrics.liveness``); None until
+    # it has called with this token (a new one at each start of a guest).
+    last_seen_at = models.DateTimeField(_("마지막 응답"), null=True, blank=True)
 
     class Meta:
         verbose_name = verbose_name_plural = _("메트릭 토큰")

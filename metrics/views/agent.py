@@ -16,7 +16,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from metrics import agent_versions, errors, openapi
+from metrics import agent_versions, errors, liveness, openapi
 from metrics.ingest import batch as ingest
 from portal.foundation.problems import PROBLEM_TYPE, activate_api_language, problem, problem_body
 
@@ -82,6 +82,7 @@ def ingest_samples(request):
     counted = ingest.check_rate(token_hash)
     ingest.store(token_hash, claimed_vm, columns, now, counted, devices)
     agent_versions.note(token_hash, request)
+    liveness.contact(token_hash)
     return JsonResponse({"stored": len(columns[0])})
 
 
@@ -91,6 +92,7 @@ def ingest_check(request):
     token_hash = ingest.bearer_hash(request)
     vm_id = ingest.lookup(token_hash)
     agent_versions.note(token_hash, request)
+    liveness.contact(token_hash)
     return JsonResponse({"vm": vm_id})
 
 

@@ -14,7 +14,7 @@ from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
 from clusters.validation import jobs
-from metrics import agent_versions, conf, errors
+from metrics import agent_versions, conf, errors, liveness
 from metrics.ingest import batch as ingest
 from metrics.views.agent import agent_endpoint, refused
 from portal.iam.throttle import Counter
@@ -38,6 +38,7 @@ def authenticate(request) -> int:
     if not count:
         RATE.open(key, ingest.RATE_WINDOW_SECONDS)
     agent_versions.note(token_hash, request)
+    liveness.contact(token_hash)
     return vm_id
 
 

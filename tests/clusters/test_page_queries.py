@@ -62,7 +62,7 @@ def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(wo
 # header's rules count), and nothing more: 정보 offers 이름 변경 for the cluster's own name,
 # which no other live cluster can hold; 연결된 가상머신 reads verdicts only after a 검증, and
 # every member's host keys (its SSH 접속 block) in one query.
-TAB_QUERIES = {"": [], "vms/": ['"vms_hostkey"']}
+TAB_QUERIES = {"": [], "vms/": ['"metrics_metricstoken"', '"vms_hostkey"']}
 
 
 @PINNED
@@ -135,8 +135,9 @@ def test_the_members_tab_reads_the_verdicts_of_the_last_run_in_one_query(world, 
         ValidationVerdict.objects.create(run=run, vm=first, vm_name=first.name, verdict=verdict)
 
     after = tables(client, f"/clusters/{cluster.pk}/vms/")
-    assert before[-1] == '"vms_hostkey"'  # the SSH 접속 block, after the rows
-    assert after == [*before[:-1], '"clusters_validationverdict"', before[-1]]
+    # The rows' agents (응답 없음), then the SSH 접속 block, after the rows.
+    assert before[-2:] == ['"metrics_metricstoken"', '"vms_hostkey"']
+    assert after == [*before[:-2], '"clusters_validationverdict"', *before[-2:]]
     rows = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
     cells = dict(re.findall(r'data-vm="([\w-]+)">.*?class="verdict"[^>]*>(.*?)</td>', rows))
     assert f'data-verdict="{Verdict.BAD}"' in cells[first.name]

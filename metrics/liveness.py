@@ -1,0 +1,62 @@
+"""Whether each VM's agent is still talking to the portal.
+
+The instant of its last authenticated request (a batch, a check, a job poll) is kept on its
+``MetricsToken`` by the portal's clock, never the guest's: a paused guest's clock stops with
+it, so the instants of its own samples would make it look silent long after it resumed.
+
+An agent calls every few seconds; each process writes the instant at most every
+``WRITE_EVERY`` seconds per token, so the ingest path pays one UPDATE per token per
+``WRITE_EVERY`` rather than one per request. A running VM whose agent has called since the
+VM started and not within ``METRICS_AGENT_SILENT_SECONDS`` is 응답 없음 (its agent stopped,
+its guest hung or paused). One that has not called yet is starting: not judged.
+"""
+
+import time
+from datetime import datetime, timedelta
+
+from django.db.models import F
+from django.utils import timezone
+
+from metrics import conf
+from metrics.models import MetricsToken
+from vms.models import VmStatus
+
+WRITE_EVERY = 15.0  # seconds between two writes of one token's instant by one process
+REMEMBERED = 10_000  # tokens a process remembers; then it forgets them (one UPDATE each again)
+_written: dict[str, float] = {}  # token hash -> time.monotonic() of this process's last write
+
+
+def contact(token_hash: str) -> None:
+    """Note that the agent of ``token_hash`` called now. Call it once the token is verified:
+    a made-up token must not take an entry."""
+    now = time.monotonic()
+    last = _written.get(token_hash)
+    if last is not None and now - last < WRITE_EVERY:
+        return
+    MetricsToken.objects.filter(token_hash=token_hash).update(last_seen_at=timezone.now())
+    if len(_written) >= REMEMBERED:
+        _written.clear()
+    _written[token_hash] = now
+
+
+def forget() -> None:
+    """Forget this process's writes (tests: the next call writes again)."""
+    _written.clear()
+
+
+def silent_seconds() -> int:
+    return int(conf.get("METRICS_AGENT_SILENT_SECONDS"))
+
+
+def silent_vm_ids(vm_ids, now: datetime | None = None) -> set[int]:
+    """Those of ``vm_ids`` that run, whose agent called since they started, and not within
+    ``METRICS_AGENT_SILENT_SECONDS``: one query."""
+    since = (now or timezone.now()) - timedelta(seconds=silent_seconds())
+    return set(
+        MetricsToken.objects.filter(
+            vm_id__in=list(vm_ids),
+            vm__status=VmStatus.RUNNING,
+            last_seen_at__lt=since,
+            last_seen_at__gte=F("vm__status_changed_at"),
+        ).values_list("vm_id", flat=True)
+    )
