@@ -28,7 +28,7 @@ IB_SECONDS = 5
 NCCL_ARGS = ["-b", "512M", "-e", "8G", "-f", "2"]  # large messages: the thresholds' range
 # The agent's MPI all-reduce (``metrics/vm_agent/allreduce.py``): sizes a soft fabric carries
 # in a few seconds each.
-MPI_ARGS = ["-b", "1M", "-e", "64M", "-f", "4", "-n", "5", "-w", "1"]
+MPI_ARGS = ["-b", "1M", "-e", "16M", "-f", "4", "-n", "5", "-w", "1"]
 ROCE_GID_INDEX = 3  # a RoCE v2 IPv4 GID's usual index on an HCA (mlx5)
 SKIPPED_NO_GPUS = "no_gpus"  # a job's ``figures["skipped"]``: planned as skipped, GPU 없음
 # How long the agent may run each tool (it kills it then and reports the timeout).
