@@ -124,8 +124,11 @@ def _ib_argv(params, device, index, server=None):
         "-D",
         str(params["seconds"]),
         "-F",
-        "--report_gbits",
     ]
+    if params.get("device") != "auto":
+        # An HCA's hundreds of Gb/s read best in Gb/s; a soft fabric's few MB/s would print
+        # as 0.00 or 0.01 there (two decimals): it reports in MB/s.
+        argv.append("--report_gbits")
     if params.get("gid_index") is not None:
         argv += ["-x", str(params["gid_index"])]
     return argv + ([server] if server else [])

@@ -30,6 +30,7 @@ import math
 import re
 
 MB_PER_GBIT = 125.0  # perftest's MB/sec is 10^6 bytes: 1 Gb/s = 125 MB/s
+GBPS_DIGITS = 5  # 0.01 MB/s, perftest's own resolution in MB/s (a soft fabric's few MB/s)
 MAX_COUNT = 2**63 - 1  # a counter, an index: what a bigint column (and any JSON reader) holds
 MAX_BYTES = 2**50  # a message size: a pebibyte, far past any test's largest
 MAX_RATE = 100_000.0  # Gb/s or GB/s: a hundred times today's fastest port or NVLink ring
@@ -249,8 +250,8 @@ def parse_ib_write_bw(text: str) -> dict:
         "device": _name(device.group(1)) if device else "",
         "link": _name(link.group(1)) if link else "",
         "bytes": _int(last.group(1), MAX_BYTES, "ib_write_bw: #bytes"),
-        "peak_gbps": round(_rate(last.group(3), scale, "ib_write_bw: BW peak"), 2),
-        "average_gbps": round(_rate(last.group(4), scale, "ib_write_bw: BW average"), 2),
+        "peak_gbps": round(_rate(last.group(3), scale, "ib_write_bw: BW peak"), GBPS_DIGITS),
+        "average_gbps": round(_rate(last.group(4), scale, "ib_write_bw: BW average"), GBPS_DIGITS),
     }
 
 

@@ -166,6 +166,8 @@ def test_a_soft_ib_job_runs_over_that_device(tmp_path, monkeypatch):
     outputs = runner.execute({**job, "params": soft})
     assert [o["tool"] for o in outputs] == ["ports", "ib_write_bw", "ports"]
     assert ran[0][:3] == ["ib_write_bw", "-d", "rxe0"] and ran[0][-3:] == ["-x", "3", "10.0.0.21"]
+    # A soft fabric's few MB/s would read 0.00 or 0.01 in Gb/s (two decimals): MB/s here.
+    assert "--report_gbits" not in ran[0]
     missing = runner.execute({**job, "params": {**soft, "address": "10.9.9.9"}})
     assert missing[0]["exit_code"] == 1 and "no RDMA device" in missing[0]["stdout"]
 
@@ -191,3 +193,16 @@ def test_the_all_reduce_runs_one_process_per_node_on_the_fabric(monkeypatch):
     assert agent_jobs.as_login_user(["mpirun", "-np", "2"]) == [
         *("mpirun", "--allow-run-as-root", "-np", "2")
     ]
+
+
+def test_a_soft_fabrics_few_mb_per_second_keep_their_precision():
+    """What ib_write_bw prints in MB/s between two TCG guests: 5.12 MB/s is 0.04096 Gb/s, not
+    0.04 (nor 0.0, which would leave the baseline nothing to hold a pair to)."""
+    out = (
+        " Device         : rxe0\n Link type       : Ethernet\n"
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+        " 1048576    40               5.21               5.12                 0.000005\n"
+    )
+    figures = toolparse.parse_ib_write_bw(out)
+    assert figures["average_gbps"] == pytest.approx(0.04096) and figures["device"] == "rxe0"
+    assert figures["peak_gbps"] == pytest.approx(0.04168)
