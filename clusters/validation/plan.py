@@ -25,10 +25,15 @@ PHASE_GPU, PHASE_LOCAL, PHASE_IB, PHASE_PAIRS, PHASE_ALL = 1, 2, 3, 4, 7
 IB_BASE_PORT = 18515  # perftest's default TCP port; one more per NIC
 IB_MESSAGE_BYTES = 1 << 20
 IB_SECONDS = 5
+# A soft fabric between TCG guests carries about 1 MB/s under load: 1 MB messages over
+# perftest's measured window (its duration less a margin each side) count 0 to 5 of them, a
+# figure that is mostly rounding. 64 KB messages over 8 s count a hundred or more.
+SOFT_IB_MESSAGE_BYTES = 1 << 16
+SOFT_IB_SECONDS = 8
 NCCL_ARGS = ["-b", "512M", "-e", "8G", "-f", "2"]  # large messages: the thresholds' range
 # The agent's MPI all-reduce (``metrics/vm_agent/allreduce.py``): sizes a soft fabric carries
 # in a few seconds each.
-MPI_ARGS = ["-b", "1M", "-e", "16M", "-f", "4", "-n", "5", "-w", "1"]
+MPI_ARGS = ["-b", "1M", "-e", "4M", "-f", "4", "-n", "5", "-w", "1"]
 ROCE_GID_INDEX = 3  # a RoCE v2 IPv4 GID's usual index on an HCA (mlx5)
 SKIPPED_NO_GPUS = "no_gpus"  # a job's ``figures["skipped"]``: planned as skipped, GPU 없음
 # How long the agent may run each tool (it kills it then and reports the timeout).
@@ -102,6 +107,13 @@ def _node_jobs(run, vm, gpus, env):
     return [_skipped(job) for job in found] if gpus == 0 else found
 
 
+def ib_phase(pair: int, soft: bool) -> int:
+    """The phase of the ring's pair ``pair`` (member ``pair`` → the next): all at once on
+    HCAs, whose ports send and receive at full rate together; one pair after another on a
+    soft fabric, whose members share the host's CPUs, so a pair's figure is its own link's."""
+    return PHASE_IB + pair if soft else PHASE_IB
+
+
 def _ib_jobs(run, members, ib, soft):
     jobs = []
     count = len(members)
@@ -109,13 +121,14 @@ def _ib_jobs(run, members, ib, soft):
         server, client = members[(i + 1) % count], members[i - 1]
         mine = {**ib, "device": "auto", "address": member_address(vm)} if soft else ib
         target = member_address(server) if soft else server.private_ip
-        jobs.append(_job(run, vm, ValidationJob.Kind.IB_SERVER, PHASE_IB, mine, peers=[client]))
+        serving = ib_phase((i - 1) % count, soft)  # the pair whose server this member is
+        jobs.append(_job(run, vm, ValidationJob.Kind.IB_SERVER, serving, mine, peers=[client]))
         jobs.append(
             _job(
                 run,
                 vm,
                 ValidationJob.Kind.IB_CLIENT,
-                PHASE_IB,
+                ib_phase(i, soft),
                 {**mine, "server": target},
                 [server],
             )
@@ -145,14 +158,14 @@ def _nccl_jobs(run, members, gpus, env):
     return jobs
 
 
-def _mpi_job(run, members):
+def _mpi_job(run, members, phase):
     params = {
         "runner": "mpi",
         "nodes": len(members),
         "address": member_address(members[0]),
         "args": MPI_ARGS,
     }
-    return _job(run, members[0], ValidationJob.Kind.NCCL_ALL, PHASE_ALL, params, members[1:])
+    return _job(run, members[0], ValidationJob.Kind.NCCL_ALL, phase, params, members[1:])
 
 
 def plan_jobs(run, cluster, members, hardware=None) -> list[ValidationJob]:
@@ -169,8 +182,8 @@ def plan_jobs(run, cluster, members, hardware=None) -> list[ValidationJob]:
     ib = {
         "ports": thresholds["ports"],
         "base_port": IB_BASE_PORT,
-        "bytes": IB_MESSAGE_BYTES,
-        "seconds": IB_SECONDS,
+        "bytes": SOFT_IB_MESSAGE_BYTES if soft else IB_MESSAGE_BYTES,
+        "seconds": SOFT_IB_SECONDS if soft else IB_SECONDS,
         # A soft fabric's agent finds the RoCE v2 GID of its own fabric address.
         "gid_index": ROCE_GID_INDEX if roce and not soft else None,
     }
@@ -178,4 +191,6 @@ def plan_jobs(run, cluster, members, hardware=None) -> list[ValidationJob]:
     jobs += _ib_jobs(run, members, ib, soft)
     if all(given.values()):
         return jobs + _nccl_jobs(run, members, gpus, env)
-    return jobs + [_mpi_job(run, members)]
+    # After the ring's last pair (one phase each on a soft fabric).
+    phase = max(PHASE_ALL, ib_phase(len(members), soft))
+    return jobs + [_mpi_job(run, members, phase)]

@@ -63,6 +63,21 @@ def test_the_first_run_skips_the_gpu_steps_and_records_the_baseline(
     assert mpi.figures["nccl"]["runner"] == "mpi" and 0.4 < mpi.figures["nccl"]["busbw_gbs"] < 1
     ib = run.jobs.get(kind=ValidationJob.Kind.IB_CLIENT, vm_name="soft-a")
     assert ib.params["device"] == "auto" and ib.params["address"] == "10.0.0.20"
+    assert (ib.params["bytes"], ib.params["seconds"]) == (1 << 16, 8)  # many messages
+    # One pair at a time (the members share the host's CPUs): each client with its server
+    # alone in a phase of its own, the all-reduce after the last.
+    kinds = (ValidationJob.Kind.IB_CLIENT, ValidationJob.Kind.IB_SERVER)
+    by_phase: dict = {}
+    for job in run.jobs.filter(kind__in=kinds):
+        by_phase.setdefault(job.phase, []).append((job.kind, job.vm_name, job.peers))
+    assert len(by_phase) == 3 and all(len(jobs) == 2 for jobs in by_phase.values())
+    for jobs in by_phase.values():
+        (client,) = [j for j in jobs if j[0] == ValidationJob.Kind.IB_CLIENT]
+        (server,) = [j for j in jobs if j[0] == ValidationJob.Kind.IB_SERVER]
+        assert client[2] == [
+            run.jobs.get(pk__isnull=False, kind=server[0], vm_name=server[1]).vm_id
+        ]
+    assert mpi.phase > max(by_phase)
     assert (
         ib.figures["devices"] == ["rxe0"] and ib.params["gid_index"] is None
     )  # the agent finds it
@@ -102,6 +117,9 @@ def test_later_runs_are_held_to_the_baseline_naming_the_pair_and_direction(
     text = page.text
     assert "기준선의 70% 미만이면 불량입니다" in text
     assert 'data-baseline-row="ib_write_bw soft-a → soft-b"' in text
+    # Figures in 3 significant digits: a soft fabric's few MB/s are not 0.00 or 0.01 Gb/s.
+    pair = ValidationBaseline.objects.get(cluster=soft_cluster).pairs[0]
+    assert f"{pair['gbps']:.3g} Gb/s" in text
     assert "이 검증의 수치를 이번 시작의 기준선으로 기록했습니다." in text  # the first run
     assert "GPU 없음" in text
 
