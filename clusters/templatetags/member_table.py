@@ -107,7 +107,7 @@ class Shown(NamedTuple):
     detach: str | None  # None: no 분리; "": 분리 offered; else why it is disabled
     verdict: str  # the 검증 cell (HTML)
     queued: bool  # a running bulk start or stop has not reached it yet
-    silent: bool  # running, and its agent stopped calling (``metrics.liveness``)
+    silent: bool = False  # running, and its agent stopped calling (``metrics.liveness``)
 
 
 class RowFrame:

@@ -67,12 +67,12 @@ REASONS = {
     "tools_missing": _("%(tools)s가 설치되어 있지 않습니다"),
     "skipped_no_gpus": _("%(check)s: 건너뜀 — GPU 없음"),
     "ib_below_baseline": _(
-        "ib_write_bw %(client)s → %(server)s: %(value).2f Gb/s, 기준선 %(baseline).2f Gb/s의 "
+        "ib_write_bw %(client)s → %(server)s: %(value).3g Gb/s, 기준선 %(baseline).3g Gb/s의 "
         "%(percent).0f%% (기준선의 %(fraction).0f%% 미만)"
     ),
     "ib_pair_failed": _("ib_write_bw %(client)s → %(server)s 측정 실패: %(detail)s"),
     "allreduce_below_baseline": _(
-        "전체 %(nodes)d노드 MPI all-reduce busbw %(value).2f GB/s, 기준선 %(baseline).2f GB/s의 "
+        "전체 %(nodes)d노드 MPI all-reduce busbw %(value).3g GB/s, 기준선 %(baseline).3g GB/s의 "
         "%(percent).0f%% (기준선의 %(fraction).0f%% 미만)"
     ),
 }

@@ -327,7 +327,7 @@ def test_a_pair_below_its_baseline_is_bad_naming_both_members_and_the_direction(
     assert out[0][0] == BAD and out[1][0] == BAD  # one figure cannot tell which end is slow
     with translation.override("ko"):
         text = verdict.reason_text(out[0][1][0])
-    assert text == ("ib_write_bw n0 → n1: 6.00 Gb/s, 기준선 9.50 Gb/s의 63% (기준선의 70% 미만)")
+    assert text == ("ib_write_bw n0 → n1: 6 Gb/s, 기준선 9.5 Gb/s의 63% (기준선의 70% 미만)")
     assert out[1][1] == out[0][1]
 
 
