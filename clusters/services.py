@@ -422,7 +422,8 @@ def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
 
 def rename_cluster(cluster_id: object, *, actor: Actor, name: str | None) -> VirtualCluster:
     """A new name, by the name rule and ``rename_refusal`` (CLUSTER UPDATE). Zone, type and
-    fabric never change (docs/rules.md#creating-a-cluster): only the name is editable."""
+    fabric never change (docs/rules.md#creating-a-cluster): the name and the SSH keys
+    (``set_cluster_ssh_keys``) are what changes."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         rename(cluster, name, att, rename_refusal, NameTaken)
