@@ -168,3 +168,16 @@ def test_the_info_tab_shows_the_keys_and_changes_them(world, keys, login):
     assert chosen(cluster) == ["desktop"]
     plain = admin.post(url, {})
     assert plain.status_code == 302 and chosen(cluster) == []
+
+
+def test_a_members_page_shows_the_keys_it_gets_from_its_cluster(world, keys, login):
+    laptop, desktop, _theirs = keys
+    cluster = world.cluster()
+    member, _peer = world.members(cluster, 2)
+    member.ssh_keys.set([laptop])
+    cluster.ssh_keys.set([laptop, desktop])
+    page = login("viewer").get(reverse("vms:vm_edit", args=[member.pk])).content.decode()
+    own, from_cluster = page.split('id="vm-cluster-ssh-keys"')
+    assert ED25519_FINGERPRINT in own.split('id="vm-ssh-keys"')[1]
+    assert "클러스터의 키" in from_cluster and ED25519_OTHER_FINGERPRINT in from_cluster
+    assert ED25519_FINGERPRINT not in from_cluster.split("</dd>")[0]  # its own, said once
