@@ -6,7 +6,7 @@ from portal.catalog.models import FabricType, InstanceType
 from portal.catalog.rules import offered_fabrics
 from portal.foundation.kernel import NAME_MAX
 from portal.web.listing import catalog_sorts, headers
-from vms.forms import CatalogChoiceForm, CatalogFilterForm
+from vms.forms import CatalogChoiceForm, CatalogFilterForm, OfferedIds
 
 
 class ClusterCreateForm(CatalogChoiceForm):
@@ -32,6 +32,29 @@ class ClusterCreateForm(CatalogChoiceForm):
         labels = dict(FabricType.choices)
         self.fields["fabric_type"].choices = [("", _("패브릭 타입 선택"))] + [  # type: ignore[attr-defined]
             (value, labels[value]) for value in fabrics
+        ]
+
+
+class ClusterSshKeysForm(forms.Form):
+    """The SSH keys a cluster gives its members: at create, beside ``ClusterCreateForm``
+    (its own form, outside the fields a zone or type redraws), and on the 정보 tab. It offers
+    the project's keys the user may read and takes any id: one that names none of them is
+    the service's to refuse (``ssh_keys.chosen_keys``), as for a VM."""
+
+    ssh_keys = OfferedIds(
+        label=_("SSH 키"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_(
+            "선택한 키는 멤버 가상머신마다 자신의 키와 함께 로그인 사용자(vc)의 "
+            "authorized_keys에 들어갑니다. 각 멤버가 다음에 시작할 때 적용됩니다."
+        ),
+    )
+
+    def __init__(self, *args, ssh_keys=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ssh_keys"].choices = [  # type: ignore[attr-defined]
+            (str(key.pk), f"{key.name} ({key.fingerprint})") for key in ssh_keys
         ]
 
 

@@ -12,7 +12,7 @@ button and says why). The background walk is ``clusters.progress``.
 
 import itertools
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import cast
 
 from clusters import cluster_key
@@ -79,6 +79,7 @@ from portal.foundation.kernel import (
     save_unique,
     set_status,
 )
+from portal.iam import ssh_keys
 from portal.iam.permissions import Perm
 from portal.models import Project
 from vms.models import BillingType, VirtualMachine, VmStatus
@@ -262,14 +263,18 @@ def create_cluster(
     zone_id: object,
     instance_type_id: object,
     fabric_type: str | None,
+    ssh_key_ids: Iterable[object] | None = None,
 ) -> VirtualCluster:
     """Create an empty cluster in 준비중 (a task moves it to 미할당): CREATE permission in
-    ``project``, the name rule, then ``create_refusal``."""
+    ``project``, the name rule, then ``create_refusal``; it holds the project's SSH keys
+    ``ssh_key_ids`` names (``ssh_keys.chosen_keys``: another project's key, or one the actor
+    may not read, is not found and nothing is created)."""
     with attempt("cluster.create", actor=actor, target_type="cluster") as att:
         name = begin_create(att, actor, Perm.CLUSTER_CREATE, project, name)
         att.target_name = name
         zone, instance_type = catalog_choice(zone_id, instance_type_id)
         raise_if(create_refusal(project, name, zone, instance_type, fabric_type))
+        keys = ssh_keys.chosen_keys(actor, project, ssh_key_ids)
         cluster = VirtualCluster(
             project=project,
             name=name,
@@ -281,6 +286,7 @@ def create_cluster(
             created_by=recorded_user(actor),
         )
         save_unique(cluster, NameTaken)
+        cluster.ssh_keys.set(keys)
         att.about(cluster)
         queue_advance(cluster)
     return cluster
@@ -416,8 +422,44 @@ def detach_vm(vm_id: object, *, actor: Actor) -> VirtualMachine:
 
 def rename_cluster(cluster_id: object, *, actor: Actor, name: str | None) -> VirtualCluster:
     """A new name, by the name rule and ``rename_refusal`` (CLUSTER UPDATE). Zone, type and
-    fabric never change (docs/rules.md#creating-a-cluster): only the name is editable."""
+    fabric never change (docs/rules.md#creating-a-cluster): the name and the SSH keys
+    (``set_cluster_ssh_keys``) are what changes."""
     with attempt("cluster.update", actor=actor, target_type="cluster") as att:
         cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
         rename(cluster, name, att, rename_refusal, NameTaken)
+    return cluster
+
+
+def ssh_keys_refusal(cluster: VirtualCluster) -> RuleViolation | None:
+    """Any cluster but a deleted one, in any other status: the keys reach each member at its
+    next start."""
+    return InvalidTransition() if cluster.status == ClusterStatus.DELETED else None
+
+
+def preflight_ssh_keys(
+    actor: Actor, cluster: VirtualCluster, ssh_key_ids: Iterable[object] | None = None
+) -> Refusal:
+    """Whether ``set_cluster_ssh_keys`` would refuse (and with ``ssh_key_ids``, those keys)."""
+    refusal = permission_refusal(actor, Perm.CLUSTER_UPDATE, cluster) or ssh_keys_refusal(cluster)
+    if refusal is None:
+        try:
+            ssh_keys.chosen_keys(actor, cluster.project, ssh_key_ids)
+        except RuleViolation as exc:
+            return exc
+    return refusal
+
+
+def set_cluster_ssh_keys(
+    cluster_id: object, *, actor: Actor, ssh_key_ids: Iterable[object] | None
+) -> VirtualCluster:
+    """The project's SSH keys the cluster's members get beside their own, from each
+    member's next start (CLUSTER UPDATE, ``ssh_keys_refusal``): the set ``ssh_key_ids``
+    names, replacing the one before (none: the cluster adds no key). A key not found
+    (another project's, one the actor may not read, a deleted one) changes nothing."""
+    with attempt("cluster.ssh_keys", actor=actor, target_type="cluster") as att:
+        cluster = lock_cluster(cluster_id, actor, Perm.CLUSTER_UPDATE, att)
+        raise_if(ssh_keys_refusal(cluster))
+        keys = ssh_keys.chosen_keys(actor, cluster.project, ssh_key_ids)
+        cluster.ssh_keys.set(keys)
+        att.message = ", ".join(key.name for key in keys)
     return cluster

@@ -2,6 +2,7 @@ from django.urls import path
 
 from clusters.views import clusters as views
 from clusters.views import help as views_help
+from clusters.views import keys as views_keys
 from clusters.views import members as views_members
 from clusters.views import rename as views_rename
 from clusters.views import validation as views_validation
@@ -24,6 +25,7 @@ urlpatterns = [
     path("<int:pk>/stop/", views.cluster_stop, name="cluster_stop"),
     path("<int:pk>/delete/", views.cluster_delete, name="cluster_delete"),
     path("<int:pk>/rename/", views_rename.cluster_rename, name="cluster_rename"),
+    path("<int:pk>/ssh-keys/", views_keys.cluster_ssh_keys, name="cluster_ssh_keys"),
     path("<int:pk>/attach/", views_members.cluster_attach, name="cluster_attach"),
     path("<int:pk>/detach/", views_members.cluster_detach, name="cluster_detach"),
     path(

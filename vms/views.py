@@ -224,6 +224,12 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
             if request.user.has_perm(Perm.SSH_KEY_READ, vm)
             else None
         ),
+        # A member's seed also carries its cluster's keys (the ones it has not itself).
+        "cluster_ssh_keys": (
+            list(SshKey.objects.filter(clusters=vm.cluster_id).exclude(vms=vm).order_by("name"))
+            if vm.cluster_id is not None and request.user.has_perm(Perm.SSH_KEY_READ, vm)
+            else []
+        ),
         # How to connect (``ssh vc@<private IP>``) and the host keys to check it against.
         "host_keys": shown_host_keys([vm.pk]).get(vm.pk, []),
         **extra,

@@ -153,6 +153,12 @@ class VirtualCluster(CatalogResource):
     )
     # Bumped by every start: a task of an older start finds a newer generation and stands down.
     generation = models.PositiveIntegerField(_("세대"), default=0)
+    # The project's public keys every member's seed installs beside the member's own, chosen
+    # at create and changed on the 정보 tab (docs/rules.md#ssh-keys). Not ``ssh_key``: that is
+    # the cluster's own generated pair (``ClusterKey``), which members use between them.
+    ssh_keys = models.ManyToManyField(
+        "portal.SshKey", blank=True, related_name="clusters", verbose_name=_("SSH 키")
+    )
 
     objects = VirtualClusterQuerySet.as_manager()
     lifecycle = LIFECYCLE
@@ -207,6 +213,7 @@ class Operation(LastErrorMixin, models.Model):
         STOP_VM = "stop_vm", _("가상머신 중지")
         DELETE_VM = "delete_vm", _("가상머신 삭제")
         UPDATE = "update", _("클러스터 이름 변경")
+        SSH_KEYS = "ssh_keys", _("클러스터 SSH 키 변경")
         RENAME_VM = "rename_vm", _("가상머신 이름 변경")
         REPLACE = "replace", _("교체")
         VALIDATE = "validate", _("클러스터 검증")

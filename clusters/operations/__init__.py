@@ -29,6 +29,7 @@ from clusters.operations.replace import (
 )
 from clusters.operations.single import (
     attach_vm_op,
+    cluster_ssh_keys_op,
     create_cluster_op,
     delete_cluster_op,
     delete_vm_op,
@@ -47,6 +48,7 @@ __all__ = [
     "attach_candidates",
     "attach_vm_op",
     "attach_many",
+    "cluster_ssh_keys_op",
     "create_cluster_op",
     "create_vms",
     "delete_cluster_op",

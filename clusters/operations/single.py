@@ -1,7 +1,7 @@
 """Single actions recorded as an Operation: the console, the API and the admin all change a
 cluster or a VM through these, so every change leaves the same record."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, Protocol
 
@@ -63,6 +63,7 @@ STEPS: dict[str, tuple[Callable[..., object], bool]] = {
     Operation.Kind.STOP_CLUSTER: (services.stop_cluster, False),
     Operation.Kind.DELETE_CLUSTER: (services.delete_cluster, False),
     Operation.Kind.UPDATE: (services.rename_cluster, False),
+    Operation.Kind.SSH_KEYS: (services.set_cluster_ssh_keys, False),
     # on a VM
     Operation.Kind.START_VM: (vm_services.start_vm, True),
     Operation.Kind.STOP_VM: (vm_services.stop_vm, True),
@@ -177,6 +178,23 @@ def rename_cluster_op(
     """``services.rename_cluster`` as an Operation, done at once."""
     return _cluster_op(
         Operation.Kind.UPDATE, cluster_id, actor=actor, idempotency=idempotency, name=name
+    )
+
+
+def cluster_ssh_keys_op(
+    cluster_id: object,
+    *,
+    actor: Actor,
+    ssh_key_ids: Iterable[object] | None,
+    idempotency: Idempotency = None,
+) -> Done:
+    """``services.set_cluster_ssh_keys`` as an Operation, done at once."""
+    return _cluster_op(
+        Operation.Kind.SSH_KEYS,
+        cluster_id,
+        actor=actor,
+        idempotency=idempotency,
+        ssh_key_ids=ssh_key_ids,
     )
 
 

@@ -19,7 +19,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from clusters import operations, outcome, services
-from clusters.forms import ClusterCreateForm, ClusterFilterForm
+from clusters.forms import ClusterCreateForm, ClusterFilterForm, ClusterSshKeysForm
 from clusters.launch import RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
 from clusters.models import (
@@ -40,8 +40,9 @@ from portal.foundation.errors import (
     InvalidInput,
     NameTaken,
 )
+from portal.foundation.errors.ssh_keys import SshKeyNotFound
 from portal.iam.permissions import Perm
-from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
+from portal.models import AuditEvent, SshKey, instances_of, permitted_projects, shown_to
 from portal.speed.statements import statements
 from portal.web.listing import Rows, list_page, render_list
 from portal.web.rendering import create_view, delete_and_list, go_to, render_form
@@ -112,11 +113,13 @@ creates_clusters = create_view(
 @creates_clusters
 def cluster_create(request):
     """GET: the form (HTMX panel or a page). POST: create, then go to the new cluster."""
+    keys = choosable_keys(request.user, request.project)
     if request.method == "GET":
         form = ClusterCreateForm(initial=request.GET.dict() if request.htmx else None)
-        return _render_create(request, form)
+        return _render_create(request, form, ClusterSshKeysForm(ssh_keys=keys))
     form = ClusterCreateForm(request.POST)
-    if form.is_valid():
+    keys_form = ClusterSshKeysForm(request.POST, ssh_keys=keys)
+    if form.is_valid() and keys_form.is_valid():
         data = form.cleaned_data
         try:
             _operation, cluster = operations.create_cluster_op(
@@ -126,6 +129,7 @@ def cluster_create(request):
                 zone_id=data["zone"].pk,
                 instance_type_id=data["instance_type"].pk,
                 fabric_type=data["fabric_type"],
+                ssh_key_ids=keys_form.cleaned_data["ssh_keys"],
             )
         except InvalidInput as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
@@ -133,16 +137,26 @@ def cluster_create(request):
             form.add_error("name", exc.message)
         except FabricNotOffered as exc:
             form.add_error("fabric_type", exc.message)
+        except SshKeyNotFound as exc:
+            keys_form.add_error("ssh_keys", exc.message)
         else:
             messages.success(
                 request, _("%(name)s 클러스터를 생성했습니다.") % {"name": cluster.name}
             )
             return go_to(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
-    return _render_create(request, form, status=422)
+    return _render_create(request, form, keys_form, status=422)
 
 
-def _render_create(request, form, status=200):
-    return render_form(request, "clusters/create.html", "create-form", {"form": form}, status)
+def choosable_keys(user, project) -> QuerySet:
+    """The SSH 키 choices of a cluster: its project's keys the user may read."""
+    if project is None:
+        return SshKey.objects.none()
+    return SshKey.objects.restrict(user, Perm.SSH_KEY_READ).filter(project=project)
+
+
+def _render_create(request, form, keys_form, status=200):
+    context = {"form": form, "keys_form": keys_form}
+    return render_form(request, "clusters/create.html", "create-form", context, status)
 
 
 @login_required
@@ -201,11 +215,27 @@ def detail_context(request, cluster, tab):
         )
     if tab == "info":  # 이름 변경 is offered where the rename would be taken
         context["can_rename"] = services.preflight_rename(user, cluster, cluster.name) is None
+        context.update(keys_context(user, cluster))
         # On hosts without HCAs the fabric is emulated RoCE, whatever type the cluster asked.
         context["soft_fabric"] = bool(members) and get_backend().soft_fabric(
             [vm.pk for vm in members]
         )
     return context
+
+
+def keys_context(user, cluster, keys_form=None) -> dict:
+    """The 정보 tab's SSH 키: the cluster's keys to whom may read keys (else None: not
+    shown), and SSH 키 변경's form where the change would be taken (``keys_form``: one
+    sent back with its error)."""
+    if not user.has_perm(Perm.SSH_KEY_READ, cluster):
+        return {"cluster_keys": None, "keys_form": None}
+    chosen = list(SshKey.objects.filter(clusters=cluster).order_by("name"))
+    if keys_form is None and services.preflight_ssh_keys(user, cluster) is None:
+        keys_form = ClusterSshKeysForm(
+            initial={"ssh_keys": [str(key.pk) for key in chosen]},
+            ssh_keys=choosable_keys(user, cluster.project_id),
+        )
+    return {"cluster_keys": chosen, "keys_form": keys_form}
 
 
 def _header_context(user, cluster, members: MemberStates | None = None):

@@ -7,6 +7,7 @@ from django.http import HttpResponse
 from ninja import Query, Router
 
 from clusters import operations as ops
+from clusters import services
 from clusters.launch import RANK_ORDER, hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import federate
@@ -19,11 +20,12 @@ from portal.api.common import (
     member_count,
     path_id,
     project,
+    visible,
 )
-from portal.api.inputs import AttachIn, ClusterCreateIn, RenameIn, StopIn
+from portal.api.inputs import AttachIn, ClusterCreateIn, ClusterUpdateIn, StopIn
 from portal.api.operations import change
 from portal.api.schemas import (
-    ClusterOut,
+    ClusterDetailOut,
     ClusterPage,
     LaunchOut,
     OperationOut,
@@ -32,8 +34,9 @@ from portal.api.schemas import (
     read,
 )
 from portal.api.vms import VmFilters, readable_vms, vm_page
-from portal.foundation.errors import ClusterNotFound
-from portal.foundation.kernel import check_perm
+from portal.foundation.errors import ClusterNotFound, RuleViolation
+from portal.foundation.errors.api import RequestInvalid
+from portal.foundation.kernel import check_perm, validate_name
 from portal.iam.permissions import Perm
 from portal.models import permitted_projects, readable
 from vms.models import VirtualMachine, VmStatus
@@ -74,9 +77,15 @@ def list_clusters(request, filters: Query[ClusterFilters]):
     return read(ClusterPage, pagination.page(clusters, ORDERS, filters))
 
 
-@router.get("/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터")
+@router.get(
+    "/virtual-clusters/{int:cluster_id}", response=ClusterDetailOut, summary="가상 클러스터"
+)
 def get_cluster(request, cluster_id: int):
-    return read(ClusterOut, cluster_rows(actor(request)).get_or_404(cluster_id))
+    """The cluster, and (to whom may read SSH keys) the keys its members get beside their own."""
+    cluster = cluster_rows(actor(request)).get_or_404(cluster_id)
+    chosen = VirtualCluster.ssh_keys.through.objects.filter(virtualcluster_id=cluster.pk)
+    cluster.ssh_key_ids = sorted(chosen.values_list("sshkey_id", flat=True))
+    return read(ClusterDetailOut, cluster, **visible(request))
 
 
 @router.get(
@@ -173,13 +182,37 @@ def create_cluster(request, payload: ClusterCreateIn):
 
 
 @router.patch(
-    "/virtual-clusters/{int:cluster_id}", response=ClusterOut, summary="가상 클러스터 이름 변경"
+    "/virtual-clusters/{int:cluster_id}", response=ClusterDetailOut, summary="가상 클러스터 변경"
 )
-def rename_cluster(request, cluster_id: int, payload: RenameIn):
-    ops.rename_cluster_op(
-        path_id(cluster_id, ClusterNotFound), actor=actor(request), name=payload.name
-    )
+def update_cluster(request, cluster_id: int, payload: ClusterUpdateIn):
+    """``name`` renames it; ``ssh_key_ids`` replaces the SSH keys its members get beside their
+    own, from each member's next start. Each is its own Operation; with both, a refusal of
+    either changes neither (the keys are asked first)."""
+    user, cid = actor(request), path_id(cluster_id, ClusterNotFound)
+    sent = payload.dict(exclude_unset=True, exclude_none=True)
+    if not sent:
+        raise RequestInvalid(field="body", name="name, ssh_key_ids")
+    if len(sent) == 2:
+        cluster = readable(user, Perm.CLUSTER_READ, VirtualCluster).get_or_404(cid)
+        if services.preflight_ssh_keys(user, cluster, payload.ssh_key_ids) is not None:
+            del sent["name"]  # the keys' own refusal answers, audited, and nothing changes
+        elif _rename_refusal(user, cluster, payload.name) is not None:
+            del sent["ssh_key_ids"]  # the rename's own refusal answers
+    if "ssh_key_ids" in sent:
+        ops.cluster_ssh_keys_op(cid, actor=user, ssh_key_ids=payload.ssh_key_ids)
+    if "name" in sent:
+        ops.rename_cluster_op(cid, actor=user, name=payload.name)
     return get_cluster(request, cluster_id)
+
+
+def _rename_refusal(user, cluster: VirtualCluster, raw: str | None) -> RuleViolation | None:
+    """Whether renaming ``cluster`` to ``raw`` would be refused: the name rule, then the
+    rename's own."""
+    try:
+        name = validate_name(raw)
+    except RuleViolation as exc:
+        return exc
+    return services.preflight_rename(user, cluster, name)
 
 
 @router.delete(

@@ -41,6 +41,15 @@ class ClusterCreateIn(StrictIn):
     zone_id: int
     instance_type_id: int
     fabric_type: str
+    # The project's SSH keys every member's seed installs beside its own (docs/rules.md#ssh-keys).
+    ssh_key_ids: list[int] = Field(default_factory=list)
+
+
+class ClusterUpdateIn(StrictIn):
+    # Each field sent is changed, one not sent is kept; a refusal of either changes neither.
+    name: str | None = Field(None, max_length=200)
+    # The whole set, replacing the one before ([]: the cluster adds no key to its members).
+    ssh_key_ids: list[int] | None = None
 
 
 class RenameIn(StrictIn):

@@ -165,6 +165,14 @@ class ClusterOut(Placed):
     status_changed_at: datetime
 
 
+class ClusterDetailOut(ClusterOut):
+    # The SSH keys every member's seed installs beside its own (set by the handler): the
+    # keys' readers' to know, as a VM's.
+    ssh_key_ids: Annotated[list[int], visible_to(SSH_KEYS_VISIBLE, hidden=())] = Field(
+        default_factory=list
+    )
+
+
 class VmRow(SimpleNamespace):
     """A VM's ``values()`` row (``vms.with_codes``), read as its model reads it:
     ``fabric_address`` and ``last_error`` are the model's own properties, over the row's

@@ -45,6 +45,7 @@ ACTION_LABELS = {
     "cluster.stop": _("클러스터 중지"),
     "cluster.delete": _("클러스터 삭제"),
     "cluster.update": _("클러스터 이름 변경"),
+    "cluster.ssh_keys": _("클러스터 SSH 키 변경"),
     "cluster.reconcile": _("전환 복구"),
     "vm.create": _("가상머신 생성"),
     "vm.update": _("가상머신 이름 변경"),

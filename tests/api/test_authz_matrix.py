@@ -77,7 +77,9 @@ MATRIX = {
     ("get", "/instance-types"): [("", None, listing())],
     ("get", "/virtual-clusters"): [("", None, listing())],
     ("post", "/virtual-clusters"): [
-        ("", "cluster_body", change(Perm.CLUSTER_CREATE, False, other=202))
+        ("", "cluster_body", change(Perm.CLUSTER_CREATE, False, other=202)),
+        # With demo's key: another project's admin may create, but not with that key (404).
+        ("", "cluster_keys_body", change(Perm.CLUSTER_CREATE, False)),
     ],
     ("get", "/virtual-clusters/{cluster_id}"): [("cluster", None, seen())],
     ("delete", "/virtual-clusters/{cluster_id}"): [
@@ -91,7 +93,8 @@ MATRIX = {
     ("get", "/virtual-clusters/{cluster_id}/metrics"): [("cluster", None, seen())],
     ("get", "/virtual-clusters/{cluster_id}/launch"): [("cluster", None, seen())],
     ("patch", "/virtual-clusters/{cluster_id}"): [
-        ("cluster", {"name": "renamed"}, change(Perm.CLUSTER_UPDATE, True, code=200))
+        ("cluster", {"name": "renamed"}, change(Perm.CLUSTER_UPDATE, True, code=200)),
+        ("cluster", "keys_body", change(Perm.CLUSTER_UPDATE, True, code=200)),
     ],
     ("post", "/virtual-clusters/{cluster_id}:start"): [
         ("cluster", {}, change(Perm.CLUSTER_UPDATE, True))
@@ -150,6 +153,11 @@ def body_of(name, scene, world):
             "name": "vm-by-api", "zone_id": world.zone_a.pk, "instance_type_id": world.h100.pk,
             "billing_type": "ON_DEMAND",
         },
+        "cluster_keys_body": {
+            "name": "keyed-by-api", "zone_id": world.zone_a.pk, "instance_type_id": world.h100.pk,
+            "fabric_type": "INFINIBAND", "ssh_key_ids": [scene.key.pk],
+        },
+        "keys_body": {"ssh_key_ids": [scene.key.pk]},
         "attach_body": {"vm_ids": [scene.loose.pk]},
         "replace_body": {"spare_vm_id": scene.loose.pk},
         "ssh_key_body": {"name": "by-api", "public_key": ED25519_OTHER},
@@ -173,6 +181,9 @@ def snapshot():
         sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
         sorted(VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id")),
         sorted(SshKey.objects.values_list("pk", "name", "project_id")),
+        sorted(
+            VirtualCluster.ssh_keys.through.objects.values_list("virtualcluster_id", "sshkey_id")
+        ),
     )
 
 

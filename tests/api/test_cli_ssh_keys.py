@@ -1,4 +1,5 @@
-"""``vc ssh-key list|create|delete`` and ``vc vm create --ssh-key`` over HTTP against the live
+"""``vc ssh-key list|create|delete``, ``vc vm create --ssh-key`` and ``vc cluster create
+--ssh-key`` over HTTP against the live
 test server: a refused key exits 1 with the portal's message and saves nothing."""
 
 import json
@@ -6,9 +7,10 @@ import json
 import pytest
 
 import vc_cli.main as cli
-from portal.iam import tokens
+from clusters.models import VirtualCluster
+from portal.iam import ssh_keys, tokens
 from portal.models import SshKey
-from tests.ssh_keys_data import ED25519, ED25519_FINGERPRINT, RSA_1024
+from tests.ssh_keys_data import ED25519, ED25519_FINGERPRINT, ED25519_OTHER, RSA_1024
 from vc_cli import http
 from vms.models import VirtualMachine
 
@@ -54,3 +56,29 @@ def test_ssh_keys_through_the_cli(vc, world, tmp_path):
     assert not SshKey.objects.exists()
     code, _out, _err = vc("ssh-key", "delete", "laptop")
     assert code == http.EXIT_NOT_FOUND
+
+
+def test_cluster_create_with_keys_by_name_or_id(vc, world):
+    laptop = ssh_keys.create_ssh_key(
+        actor=world.admin, project=world.demo, name="laptop", public_key=ED25519
+    )
+    desktop = ssh_keys.create_ssh_key(
+        actor=world.admin, project=world.demo, name="desktop", public_key=ED25519_OTHER
+    )
+    theirs = ssh_keys.create_ssh_key(
+        actor=world.users["other"], project=world.other, name="theirs", public_key=ED25519
+    )
+    place = ("--zone", "kr-central-1a", "--instance-type", "gpu.h100x8", "--fabric", "INFINIBAND")
+    code, _out, err = vc("cluster", "create", "c1", *place, "--ssh-key", str(theirs.pk))
+    assert code == http.EXIT_NOT_FOUND and "SSH" in err
+    code, _out, err = vc("cluster", "create", "c1", *place, "--ssh-key", "theirs")
+    assert code == http.EXIT_NOT_FOUND
+    assert not VirtualCluster.objects.exists()
+    code, _out, err = vc(
+        "cluster", "create", "c1", *place, "--ssh-key", "laptop", "--ssh-key", str(desktop.pk)
+    )
+    assert code == 0, err
+    cluster = VirtualCluster.objects.get()
+    assert sorted(cluster.ssh_keys.values_list("pk", flat=True)) == [laptop.pk, desktop.pk]
+    code, out, err = vc("-o", "json", "cluster", "get", "c1")
+    assert code == 0 and json.loads(out)["ssh_key_ids"] == [laptop.pk, desktop.pk]

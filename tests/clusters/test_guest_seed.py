@@ -116,3 +116,31 @@ def test_without_a_built_image_starting_says_to_build_it(settings, tmp_path):
     with pytest.raises(GuestImageMissing) as raised:
         guest.guest_boot(Vm(1, "a"), pool=None)
     assert "build_guest_image" in raised.value.message
+
+
+@pytest.mark.django_db
+def test_a_members_seed_has_its_own_keys_then_its_clusters_each_once(world):
+    from portal.iam import ssh_keys
+    from tests.ssh_keys_data import ED25519, ED25519_OTHER, RSA_2048
+
+    one, two, three = (
+        ssh_keys.create_ssh_key(actor=world.admin, project=world.demo, name=n, public_key=k)
+        for n, k in (("one", ED25519), ("two", ED25519_OTHER), ("three", RSA_2048))
+    )
+    cluster = world.cluster()
+    vm, peer = world.members(cluster, 2)
+    vm.ssh_keys.set([two])
+    cluster.ssh_keys.set([three, one, two])
+    assert guest.public_keys(vm) == [ED25519_OTHER, ED25519, RSA_2048]
+    assert guest.public_keys(peer) == [ED25519, ED25519_OTHER, RSA_2048]
+    loose = world.vm("loose")  # no cluster: its own keys only, none here
+    assert guest.public_keys(loose) == []
+    cluster.ssh_keys.set([one])  # a change: read again at the member's next start
+    assert guest.public_keys(vm) == [ED25519_OTHER, ED25519]
+    ssh_keys.delete_ssh_key(one.pk, actor=world.admin)
+    assert guest.public_keys(vm) == [ED25519_OTHER]
+    assert guest.public_keys(peer) == []
+    vm.cluster = None  # detached: the cluster's keys are no longer its
+    vm.save()
+    cluster.ssh_keys.set([three])
+    assert guest.public_keys(vm) == [ED25519_OTHER]

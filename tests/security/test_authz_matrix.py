@@ -202,6 +202,10 @@ def cluster_renamed(scene, user):
     assert scene.cluster.name == "renamed-by-matrix"
 
 
+def cluster_keys_chosen(scene, user):
+    assert list(scene.cluster.ssh_keys.all()) == [scene.key]
+
+
 def key_deleted(scene, user):
     assert not SshKey.objects.filter(pk=scene.key.pk).exists()
 
@@ -374,6 +378,17 @@ MATRIX = {
             data={"name": "renamed-by-matrix"},
             audit="cluster.update",
             effect=cluster_renamed,
+        )
+    ),
+    # SSH 키 변경 on the 정보 tab: the API's PATCH ssh_key_ids, CLUSTER UPDATE.
+    "clusters:cluster_ssh_keys": both(
+        Case(
+            "post",
+            object_action(Perm.CLUSTER_UPDATE),
+            target="cluster",
+            data=lambda s: {"ssh_keys": [s.key.pk]},
+            audit="cluster.ssh_keys",
+            effect=cluster_keys_chosen,
         )
     ),
     # The cluster page's bulk actions and the Operation's progress.
@@ -569,6 +584,9 @@ def snapshot():
             VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id", "project_id")
         ),
         sorted(SshKey.objects.values_list("pk", "name", "project_id")),
+        sorted(
+            VirtualCluster.ssh_keys.through.objects.values_list("virtualcluster_id", "sshkey_id")
+        ),
     )
 
 

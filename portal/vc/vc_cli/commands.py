@@ -112,7 +112,12 @@ def cluster_list(client: Client, args) -> None:
 
 
 def cluster_create(client: Client, args) -> None:
-    body = {"name": args.name, **placed(client, args), "fabric_type": args.fabric}
+    body = {
+        "name": args.name,
+        **placed(client, args),
+        "fabric_type": args.fabric,
+        "ssh_key_ids": [resolve(client, "ssh-key", key) for key in args.ssh_keys],
+    }
     accepted(client, args, client.call("POST", "/virtual-clusters", body))
 
 

@@ -69,8 +69,8 @@ def parser() -> argparse.ArgumentParser:
         cluster, "list", c.cluster_list, filters=("--status", "--zone", "--instance-type", "--name")
     )
     action(cluster, "get", c.cluster_get, "cluster")
-    action(cluster, "create", c.cluster_create, "name", waits=True, placed=True).add_argument(
-        "--fabric", required=True, choices=("INFINIBAND", "ROCE_V2")
+    cluster_create_options(
+        action(cluster, "create", c.cluster_create, "name", waits=True, placed=True)
     )
     action(cluster, "rename", c.cluster_rename, "cluster", "name")
     action(cluster, "delete", c.cluster_delete, "cluster", waits=True)
@@ -98,13 +98,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dr", action="store_true", help="disaster recovery VM")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--cluster", help="attach the new VMs to this cluster")
-    p.add_argument(
-        "--ssh-key",
-        action="append",
-        default=[],
-        dest="ssh_keys",
-        help="an SSH key (name or id) the new VMs' login user vc gets; repeat for more",
-    )
+    ssh_key_option(p, "an SSH key (name or id) the new VMs' login user vc gets; repeat for more")
     action(vm, "start", c.vm_power("start"), "vm", waits=True)
     action(vm, "stop", c.vm_power("stop"), "vm", waits=True)
     action(vm, "delete", c.vm_delete, "vm", waits=True)
@@ -114,6 +108,19 @@ def parser() -> argparse.ArgumentParser:
     action(op, "get", c.op_get, "id")
     action(op, "wait", c.op_wait, "id", waits=True)
     return root
+
+
+def ssh_key_option(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--ssh-key", action="append", default=[], dest="ssh_keys", help=text)
+
+
+def cluster_create_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fabric", required=True, choices=("INFINIBAND", "ROCE_V2"))
+    ssh_key_option(
+        p,
+        "an SSH key (name or id) every member's login user vc gets beside its own, from the"
+        " member's next start; repeat for more",
+    )
 
 
 def ssh_key_commands(group: argparse.ArgumentParser, action) -> None:

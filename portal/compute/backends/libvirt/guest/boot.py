@@ -3,8 +3,9 @@ and base volume) and its NoCloud seed — cloud-init's format, so a cloud image 
 reads it the same way as the small image's own ``vc-nocloud`` does:
 
 - ``meta-data``: ``instance-id`` (stable per VM), ``local-hostname`` (the VM's name made a
-  valid hostname) and ``public-keys``, the SSH keys the VM carries (``public_keys``): cloud-init
-  gives them to its default user, the small image's ``vc-nocloud`` to the login user ``vc``;
+  valid hostname) and ``public-keys``, the SSH keys the VM carries and its cluster holds
+  (``public_keys``): cloud-init gives them to its default user, the small image's
+  ``vc-nocloud`` to the login user ``vc``;
 - ``network-config`` (version 2): the fabric NIC (matched by its MAC, ``fabric_mac``) with its
   static address in the cluster's block, every other ethernet NIC by DHCP (the management
   NIC: QEMU user networking, where the host's portal is 10.0.2.2);
@@ -31,6 +32,7 @@ from portal.compute.backends.libvirt.guest import image as guest_image
 from portal.compute.backends.libvirt.guest import install as guest_install
 from portal.compute.models.hosts import Placement
 from portal.foundation.errors import GuestImageMissing
+from portal.models import SshKey
 
 INGEST_PATH = "/api/metrics/ingest"
 ENV_FILE = "/etc/vc-metrics.env"
@@ -104,9 +106,15 @@ def ingest_url(portal_url: str) -> str:
 
 
 def public_keys(vm) -> list[str]:
-    """The SSH public keys ``vm``'s seed carries: the keys it was created with that are still
-    registered (one ``type base64 [comment]`` line each, as the portal checked and kept them)."""
-    return list(vm.ssh_keys.order_by("pk").values_list("public_key", flat=True))
+    """The SSH public keys ``vm``'s seed carries: the keys it was created with, then those its
+    cluster holds now (a member's), each once, every one still registered (one ``type base64
+    [comment]`` line each, as the portal checked and kept them). Read at every start: a
+    cluster's change reaches a member at its next start, and a detached VM keeps its own."""
+    own = list(vm.ssh_keys.order_by("pk").values_list("public_key", flat=True))
+    if vm.cluster_id is None:
+        return own
+    shared = SshKey.objects.filter(clusters=vm.cluster_id).order_by("pk")
+    return list(dict.fromkeys([*own, *shared.values_list("public_key", flat=True)]))
 
 
 def seed_files(
