@@ -45,7 +45,9 @@ from . import VERSION, toolparse, transport
 
 log = logging.getLogger("metrics.agent.jobs")
 POLL_EVERY = 10.0  # the agent's sampling interval; the portal waits a minute for a fetch
-CONNECT_RETRY_SECONDS = 30.0  # the ib_write_bw server of the same step may start later
+# The ib_write_bw server of the same step may start later: its agent polls every 10 s, and a
+# TCG guest on a loaded host takes seconds more to start the tool.
+CONNECT_RETRY_SECONDS = 90.0
 USER_AGENT = f"vc-metrics-agent/{VERSION} jobs"
 TIMED_OUT, NOT_FOUND = 124, 127
 HOSTFILE = "/etc/vc/hostfile"  # written by ``cluster`` from the portal's view of the cluster

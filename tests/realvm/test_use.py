@@ -107,8 +107,9 @@ def validate(cluster, actor, what, after_ring=None):
     for job in run.jobs.filter(kind=ValidationJob.Kind.IB_CLIENT).order_by("vm_name"):
         bw = (job.figures.get("bw") or {}).get((job.figures.get("devices") or [""])[0], {})
         print(f"  ib_write_bw {job.vm_name} → {job.peers}: {bw}")
-        if "average_gbps" not in bw:  # what the tool said, to see why
-            for output in job.raw:
+        if "average_gbps" not in bw:  # what the tool said on both ends, to see why
+            server = run.jobs.get(kind=ValidationJob.Kind.IB_SERVER, phase=job.phase)
+            for output in [*job.raw, *server.raw]:
                 print(f"    [{output.get('tool')} exit {output.get('exit_code')}]")
                 print(output.get("stdout", "")[-1500:])
     for job in run.jobs.filter(kind=ValidationJob.Kind.NCCL_ALL):
