@@ -313,6 +313,7 @@ def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
         save_cluster(cluster)
         cluster_key.rotate(cluster)
         queue_advance(cluster)
+        att.notice("start_requested")  # accepted, not done: a worker takes it on
     return cluster
 
 
