@@ -18,7 +18,7 @@ from clusters import services
 from clusters.models import ClusterStatus
 from portal.catalog.models import FabricType, InstanceType
 from tests.browser.dialogs import confirm
-from tests.browser.pages import demo_cluster, demo_placed, shoot
+from tests.browser.pages import demo_cluster, demo_placed, shoot, switch_language
 from vms import services as vm_services
 from vms.models import BillingType, VirtualMachine
 
@@ -170,3 +170,23 @@ def test_after_a_replace_nothing_stale_is_offered(browser_login, page, live_serv
     panel = page.locator("#metrics-token-panel")
     expect(panel).not_to_contain_text("발급된 토큰이 없습니다")
     expect(panel.locator("#metrics-simulated")).to_contain_text("시뮬레이터")
+
+
+def test_a_failed_start_reads_in_english_too(
+    roce, browser_login, page, live_server, celery_worker, settings
+):
+    settings.SIMULATOR_STEP_SECONDS = 0.3
+    browser_login("admin")
+    switch_language(page, "en")
+    page.goto(f"{live_server.url}/clusters/{roce.pk}/")
+    header = page.locator("#cluster-header")
+    header.get_by_role("button", name="Start cluster").click()
+    confirm(page)
+    outcome = header.locator("#header-outcome")
+    expect(outcome).to_contain_text("Start cluster failed")
+    expect(outcome).to_contain_text("2 requested, 1 available")
+    page.get_by_role("tab", name="Activity").click()
+    row = page.locator("#tab-body tr", has_text="It did not start")
+    expect(row.locator(".outcome")).to_have_text("Failed")
+    shoot(page, "start-failed-activity")
+    switch_language(page, "ko")
