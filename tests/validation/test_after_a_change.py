@@ -97,6 +97,11 @@ def test_the_latest_validation_is_marked_older_than_the_members_after_a_replace(
     assert "클러스터 검증을 다시 실행하세요" in after
     row = after.split('data-verdict-vm="gpu-node-03"')[1].split("</tr>")[0]
     assert "지금은 멤버 아님" in row and "교체</a>" not in row
+    members = client.get(reverse("clusters:cluster_members", args=[running.pk])).content.decode()
+    spare_row = members.split('data-vm="gpu-spare-01"')[1].split("</tr>")[0]
+    assert "검증 안 됨" in spare_row
+    kept_row = members.split('data-vm="gpu-node-01"')[1].split("</tr>")[0]
+    assert "정상" in kept_row and "검증 안 됨" not in kept_row
 
 
 def test_a_validation_of_the_members_as_they_are_is_not_marked(
