@@ -319,6 +319,7 @@ def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
         save_cluster(cluster)
         cluster_key.rotate(cluster)
         queue_advance(cluster)
+        att.notice("start_requested")  # accepted, not done: a worker takes it on
     return cluster
 
 
@@ -391,6 +392,16 @@ def join(vm: VirtualMachine, cluster: VirtualCluster, rank: int | None = None) -
         rank = next(r for r in itertools.count() if r not in taken)
     vm.cluster, vm.node_rank = cluster, rank
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
+    _members_changed(cluster)
+
+
+def _members_changed(cluster: VirtualCluster | None) -> None:
+    """A failed start's error speaks of the members it was asked for ("요청 2노드, 가용
+    1노드"): once they change it no longer holds, and the cluster keeps no last error (the
+    활동 tab keeps it)."""
+    if cluster is not None and cluster.error_code:
+        cluster.set_error(None)
+        cluster.save(update_fields=["error_code", "error_params"])
 
 
 def leave(vm: VirtualMachine) -> None:
@@ -401,6 +412,7 @@ def leave(vm: VirtualMachine) -> None:
     vm.cluster, vm.node_rank = None, None
     clear_fabric(vm)
     vm.save(update_fields=[*VM_STATE_FIELDS, "node_rank"])
+    _members_changed(cluster)
     try:
         get_backend().leave_cluster(vm, cluster)
     except BackendError:

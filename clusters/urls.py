@@ -23,6 +23,7 @@ urlpatterns = [
     path("<int:pk>/hostfile/", views.cluster_hostfile, name="cluster_hostfile"),
     path("<int:pk>/start/", views.cluster_start, name="cluster_start"),
     path("<int:pk>/stop/", views.cluster_stop, name="cluster_stop"),
+    path("<int:pk>/dismiss/", views.cluster_dismiss, name="cluster_dismiss"),
     path("<int:pk>/delete/", views.cluster_delete, name="cluster_delete"),
     path("<int:pk>/rename/", views_rename.cluster_rename, name="cluster_rename"),
     path("<int:pk>/ssh-keys/", views_keys.cluster_ssh_keys, name="cluster_ssh_keys"),

@@ -5,6 +5,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.items import settle_vm_items
 from clusters.locking import apply_fabric, lock_vm_with_cluster, save_vm
 from portal.compute.backends import get_backend
 from portal.foundation.audit import Attempt, record
@@ -58,6 +59,8 @@ def advance_vm(vm_id) -> None:
         )
         att.about(locked)
         record(att, outcome, error)
+    # The operations waiting for it count it at once (not when their watcher next looks).
+    settle_vm_items(vm_id)
 
 
 def delete_resources(vm_id) -> None:

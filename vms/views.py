@@ -17,6 +17,8 @@ from django_htmx.http import trigger_client_event
 from clusters import operations
 from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
+from metrics.storage.straggler import last_received
+from portal.compute.backends import get_backend
 from portal.foundation.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
 from portal.iam.permissions import Perm
 from portal.models import SshKey, readable
@@ -24,7 +26,7 @@ from portal.web.listing import list_page, render_list
 from portal.web.rendering import create_view, delete_and_list, go_to, render_form
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.host_keys import shown_host_keys
-from vms.models import VM_TRANSITIONAL, VirtualMachine
+from vms.models import VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 PAGE_SIZE = 50
 
@@ -232,8 +234,18 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         ),
         # How to connect (``ssh vc@<private IP>``) and the host keys to check it against.
         "host_keys": shown_host_keys([vm.pk]).get(vm.pk, []),
+        "simulated_metrics": _simulated_metrics(vm),
         **extra,
     }
+
+
+def _simulated_metrics(vm) -> dict | None:
+    """A VM whose metrics the compute backend writes itself (the simulator: no agent, no
+    token): when its last sample came, so the 메트릭 에이전트 panel says where they come
+    from rather than that no token was issued. None elsewhere."""
+    if not get_backend().emits_metrics:
+        return None
+    return {"last": last_received([vm.pk]), "running": vm.status == VmStatus.RUNNING}
 
 
 def _cluster_obstacle(user, vm) -> RuleViolation | None:

@@ -23,9 +23,11 @@ from clusters.operations.membership import attach_many, create_vms, detach_many,
 from clusters.operations.reads import attach_candidates, visible_operations
 from clusters.operations.replace import (
     advance_replace,
+    member_refusal,
     preflight_replace,
     replace_member,
     replace_refusal,
+    replaces_of,
 )
 from clusters.operations.single import (
     attach_vm_op,
@@ -55,6 +57,7 @@ __all__ = [
     "delete_vm_op",
     "detach_many",
     "detach_vm_op",
+    "member_refusal",
     "preflight_replace",
     "rename_cluster_op",
     "rename_vm_op",
@@ -63,6 +66,7 @@ __all__ = [
     "advance_replace",
     "replace_member",
     "replace_refusal",
+    "replaces_of",
     "run_items",
     "start_cluster_op",
     "start_members",

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import services
+from clusters.items import settle_item
 from clusters.models import (
     STOPPABLE,
     TRANSITIONAL,
@@ -29,7 +30,6 @@ from clusters.operations.internal import (
     cluster_frame,
     cluster_operation,
     finish_operation,
-    succeed_item,
     target_ids,
     vm_refusal,
     vm_update_frame,
@@ -178,11 +178,11 @@ def run_items(operation_id: int, positions: list[int], then_watch: bool = True) 
         except RuleViolation as refusal:
             item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
             item.set_error(refusal)
+            item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
         else:
+            # Only when it was taken: the VM's own step may have settled the item already.
             item.started_at = timezone.now()
-        item.save(
-            update_fields=["status", "finished_at", "started_at", "error_code", "error_params"]
-        )
+            item.save(update_fields=["started_at"])
     if then_watch:
         # After commit, so that it follows the steps the actions above queued.
         transaction.on_commit(lambda: publish(WATCH, operation_id))
@@ -193,15 +193,7 @@ def _settle_items(operation: Operation, goal: str) -> None:
     VM's own error (or the transition's)."""
     started = operation.items.filter(status=ItemStatus.PENDING, started_at__isnull=False)
     for item in started.select_related("vm"):
-        vm = item.vm
-        if vm is not None and vm.status in VM_TRANSITIONAL:
-            continue
-        if vm is not None and vm.status == goal:
-            succeed_item(item)
-        else:
-            item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
-            item.set_error((vm.last_error if vm is not None else None) or InvalidTransition())
-        item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
+        settle_item(item, item.vm, goal)
 
 
 # The kinds this module finishes (validation and replace keep their own books).

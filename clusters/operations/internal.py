@@ -5,6 +5,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 from django.utils import timezone
 
+from clusters.items import ITEM_GOALS
 from clusters.locking import lock_cluster
 from clusters.models import (
     Operation,
@@ -39,11 +40,8 @@ CHUNK = 32  # items per worker task: 256 members fan out over 8 tasks
 WATCH_EVERY = 1.0
 # What each fanned-out kind runs per item, and the VM status that means it succeeded.
 ITEM_ACTIONS: dict[str, tuple[Callable[..., VirtualMachine], str]] = {
-    Operation.Kind.START_MEMBERS: (vm_services.start_vm, VmStatus.RUNNING),
-    Operation.Kind.START_VM: (vm_services.start_vm, VmStatus.RUNNING),
-    Operation.Kind.STOP_MEMBERS: (vm_services.stop_vm, VmStatus.STOPPED),
-    Operation.Kind.STOP_VM: (vm_services.stop_vm, VmStatus.STOPPED),
-    Operation.Kind.STOP_CLUSTER: (vm_services.stop_vm, VmStatus.STOPPED),
+    kind: (vm_services.start_vm if goal == VmStatus.RUNNING else vm_services.stop_vm, goal)
+    for kind, goal in ITEM_GOALS.items()
 }
 
 

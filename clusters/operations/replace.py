@@ -53,13 +53,37 @@ def replace_refusal(
     """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: the member not in
     the cluster or on its way somewhere, membership closed, the spare not attachable
     (``attach_refusal``: the member itself is refused as ``AlreadyMember``)."""
+    return member_refusal(cluster, member) or services.attach_refusal(spare, cluster)
+
+
+def member_refusal(cluster: VirtualCluster, member: VirtualMachine) -> RuleViolation | None:
+    """``replace_refusal``'s part about the member, whatever the spare: the member not in
+    the cluster or on its way somewhere, membership closed (the 교체 page asks it before a
+    spare is chosen)."""
     if member.cluster_id != cluster.pk:
         return NotMember()
     if cluster.status not in MEMBERSHIP_OPEN:
         return ClusterChanging()
     if member.status in VM_TRANSITIONAL:
         return InvalidTransition()
-    return services.attach_refusal(spare, cluster)
+    return None
+
+
+def replaces_of(cluster: VirtualCluster, member_vm_id: int) -> tuple[Operation | None, ...]:
+    """The 교체 of ``member_vm_id`` on ``cluster`` still running, and the last one that
+    replaced it (its spare is the second item), each or None: what the 교체 page says
+    after the fact."""
+    mine = Operation.objects.filter(
+        cluster=cluster,
+        kind=Operation.Kind.REPLACE,
+        items__position=0,
+        items__vm_id=member_vm_id,
+    ).order_by("-created_at", "-id")
+    running = mine.filter(finished_at__isnull=True).first()
+    done = mine.filter(finished_at__isnull=False, error_code="").exclude(
+        items__status=ItemStatus.FAILED
+    )
+    return running, done.first()
 
 
 def preflight_replace(

@@ -217,6 +217,9 @@ def member_table_rows(members, cluster, controls):
     )
     frame = row_frame(cluster, can_update, controls.get("detach_reasons", ()))
     verdicts = latest_verdicts(cluster)  # the last 검증 verdict, 교체 on 불량
+    # A member the last 검증 did not judge joined after it (an attach, a 교체): said so.
+    not_judged = escape(gettext("검증 안 됨"))
+    unjudged = f'<span class="muted">{not_judged}</span>' if verdicts else "-"
     waiting = controls.get("queued", set())
     silent = liveness.silent_vm_ids(vm.pk for vm in members if vm.status == VmStatus.RUNNING)
     rows = []
@@ -234,7 +237,7 @@ def member_table_rows(members, cluster, controls):
             pk in startable,
             pk in stoppable,
             detachable.get(pk),
-            "-" if verdict is None else verdict_cell(verdict, vm, cluster, can_update),
+            verdict_cell(verdict, vm, cluster, can_update) if verdict is not None else unjudged,
             pk in waiting,
             pk in silent,
         )

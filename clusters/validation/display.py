@@ -200,6 +200,19 @@ def replace_url(verdict, cluster, can_update: bool) -> str:
     return reverse("clusters:member_replace", args=[cluster.pk]) + f"?member={verdict.vm_id}"
 
 
+def membership_since(verdicts, members: dict[int, str]) -> dict | None:
+    """How the cluster's members (``members``: id → name) differ from those a finished run
+    judged (its ``verdicts``): the names that left and joined since, or None if they are
+    the same. A run of other members is older than the cluster as it is: its verdicts do
+    not speak for a member that joined since."""
+    judged = {v.vm_id: v.vm_name for v in verdicts}
+    left = sorted(name for pk, name in judged.items() if pk not in members)
+    joined = sorted(name for pk, name in members.items() if pk not in judged)
+    if not left and not joined:
+        return None
+    return {"left": ", ".join(left), "joined": ", ".join(joined)}
+
+
 def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
     """The cluster's last runs, newest first: when, who, how long, verdicts, jobs; 교체 is
     offered on the latest run's 불량 members that are still members and not on their way."""
@@ -214,13 +227,16 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
             "run_id", flat=True
         )
     )
+    current = dict(cluster.members.values_list("pk", "status"))
+    names = dict(cluster.members.values_list("pk", "name"))
     # Not on a member on its way somewhere (stopping for a 교체 already under way, say).
-    members = set(cluster.members.exclude(status__in=VM_TRANSITIONAL).values_list("pk", flat=True))
+    members = {pk for pk, status in current.items() if status not in VM_TRANSITIONAL}
     for operation in operations:
         run = getattr(operation, "validation", None)
         if run is None:
             continue
         verdicts = list(run.verdicts.all())
+        changed = membership_since(verdicts, names) if run.finished_at else None
         jobs = list(run.jobs.exclude(kind=ValidationJob.Kind.IB_SERVER).order_by("phase", "pk"))
         history.append(
             {
@@ -231,9 +247,11 @@ def run_history(cluster, can_update: bool = False, limit=10) -> list[dict]:
                     if run.finished_at
                     else None
                 ),
+                "changed": changed,
                 "verdicts": [
                     {
                         "verdict": v,
+                        "left": v.vm_id not in current,
                         "badge": verdict_badge(v),
                         "reasons": [reason_text(r) for r in v.reasons],
                         "replace_url": replace_url(v, cluster, can_update and not history)

@@ -257,6 +257,7 @@ def _finish(run, now) -> None:
 def open_run_of(cluster) -> ValidationRun | None:
     return (
         ValidationRun.objects.filter(operation__cluster=cluster, finished_at__isnull=True)
+        .select_related("operation__actor")
         .order_by("-operation__created_at")
         .first()
     )

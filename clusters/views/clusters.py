@@ -41,6 +41,7 @@ from portal.foundation.errors import (
     NameTaken,
 )
 from portal.foundation.errors.ssh_keys import SshKeyNotFound
+from portal.foundation.kernel import parse_id
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent, SshKey, instances_of, permitted_projects, shown_to
 from portal.speed.statements import statements
@@ -191,7 +192,7 @@ def detail_context(request, cluster, tab):
     members, states = (
         _members_and_states(user, cluster) if tab in ("info", "members") else ([], None)
     )
-    context = _header_context(user, cluster, states)
+    context = _header_context(user, cluster, states, request.session.get(DISMISSED, ()))
     context.update(
         tab=tab,
         members=members,
@@ -238,7 +239,11 @@ def keys_context(user, cluster, keys_form=None) -> dict:
     return {"cluster_keys": chosen, "keys_form": keys_form}
 
 
-def _header_context(user, cluster, members: MemberStates | None = None):
+DISMISSED = "dismissed_outcomes"  # the session's dismissed header outcomes (operation ids)
+DISMISSED_KEPT = 50
+
+
+def _header_context(user, cluster, members: MemberStates | None = None, dismissed=()):
     """The header: status, member count, and what its buttons may do and why not, all
     asked of the services' preflights on one read of the members' statuses (``members``,
     if the page has read them already).
@@ -249,6 +254,7 @@ def _header_context(user, cluster, members: MemberStates | None = None):
     stop_refusal = services.preflight_stop(user, cluster, members)
     busy = outcome.open_operation(cluster)
     idle = busy is None
+    failed = outcome.header_outcome(cluster, user, dismissed) if idle else None
     summary = views_members.member_summary(user, cluster, members, stop_refusal)
     summary["offer_start_all"] = idle and summary.get("offer_start_all", False)
     offer_with_members = idle and summary.get("offer_stop_members", False)
@@ -271,6 +277,8 @@ def _header_context(user, cluster, members: MemberStates | None = None):
             "stop_members": _stopping_members(members) if offer_with_members else None,
             "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
             "busy": busy,
+            "doing": outcome.doing(busy, cluster=cluster) if busy is not None else "",
+            "failed": failed,
             "polling": cluster.is_transitional or members.transitional > 0 or not idle,
         },
     }
@@ -307,7 +315,11 @@ def _render_tab(request, pk, tab):
         events = AuditEvent.objects.filter(cluster_id=cluster.pk)
         if not request.user.has_perm(Perm.VM_READ, cluster):
             events = events.filter(target_type="cluster")  # member events name VMs
-        context["events"] = list(events.select_related("actor").order_by("-at", "-id")[:100])
+        shown = list(events.select_related("actor").order_by("-at", "-id")[:100])
+        finals = outcome.start_finals(shown, cluster)
+        for event in shown:
+            event.final = finals.get(event.pk)  # type: ignore[attr-defined]
+        context["events"] = shown
         context["operations"] = views_members.cluster_operations(request.user, cluster)
     if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
         return render(request, f"clusters/detail.html#tab-{tab}", context)
@@ -333,7 +345,7 @@ def cluster_header(request, pk):
 
 
 def _render_header(request, cluster, changed):
-    context = _header_context(request.user, cluster)
+    context = _header_context(request.user, cluster, None, request.session.get(DISMISSED, ()))
     response = render(request, "clusters/detail.html#header", context)
     if changed or request.GET.get("seen") != context["fingerprint"]:
         trigger_client_event(response, "cluster-changed")
@@ -367,6 +379,21 @@ def _action(request, pk, operation, done):
 @require_POST
 def cluster_start(request, pk):
     return _action(request, pk, operations.start_cluster_op, _("클러스터 시작을 요청했습니다."))
+
+
+@login_required
+@require_POST
+def cluster_dismiss(request, pk):
+    """닫기 on the header's outcome (``?operation=``): this session no longer shows it;
+    answered with the header."""
+    cluster = readable_cluster(request, pk)
+    operation_id = parse_id(request.POST.get("operation"))
+    if operation_id is not None:
+        kept = [i for i in request.session.get(DISMISSED, []) if i != operation_id]
+        request.session[DISMISSED] = [*kept, operation_id][-DISMISSED_KEPT:]
+    if request.htmx:
+        return _render_header(request, cluster, changed=False)
+    return redirect("clusters:cluster_detail", pk=cluster.pk)
 
 
 @login_required

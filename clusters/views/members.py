@@ -191,6 +191,7 @@ def _operation_context(request, operation) -> dict:
         "op": operation,
         "counts": counts,
         "outcome": outcome.describe(operation, **counts),
+        "doing": outcome.doing(operation, counts),
         "failures": failures,
         "show_cluster": show_cluster,
     }

@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from clusters import operations, outcome
+from clusters.holds import hold_refusal
 from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.errors import NotEnoughRunningMembers
@@ -44,6 +45,8 @@ def _section_context(request, cluster):
         "validate_reason": shown_reason(refusal),
         "start_all": start_all or 0,
         "polling": open_run is not None,
+        # A run in progress is said as what it is (who started it, when), not as a refusal.
+        "running_run": open_run.operation if open_run is not None else None,
         "history": display.run_history(cluster, user.has_perm(Perm.VM_UPDATE, cluster))
         if can_read_vms
         else [],
@@ -107,10 +110,19 @@ def member_replace(request, pk):
     member = get_object_or_404(
         readable(request.user, Perm.VM_READ, VirtualMachine),
         pk=parse_id(request.GET.get("member")),
-        cluster=cluster,
     )
+    running, replaced = operations.replaces_of(cluster, member.pk)
+    if member.cluster_id != cluster.pk and running is None:
+        if replaced is None:  # never a member here, or detached: nothing to replace
+            raise Http404
+        # The page after its 교체: the member is gone, and the page says where it went.
+        spare = replaced.items.get(position=1).target_name
+        context = {"cluster": cluster, "member": member, "replaced": replaced, "spare": spare}
+        return render(request, "clusters/validation/replace.html", context)
     eligible = [
-        vm for vm, refusal in operations.attach_candidates(request.user, cluster) if refusal is None
+        vm
+        for vm, refusal in operations.attach_candidates(request.user, cluster)
+        if refusal is None and hold_refusal(vm) is None
     ]
     last = display.vm_verdicts(vm.pk for vm in eligible)
     # Each spare names itself in the confirmation: "gpu-node-03을 gpu-spare-01로 교체합니다".
@@ -125,11 +137,14 @@ def member_replace(request, pk):
         for vm in eligible
     ]
     verdict = display.latest_verdicts(cluster).get(member.pk)
+    refusal = None if running is not None else operations.member_refusal(cluster, member)
     context = {
         "cluster": cluster,
         "member": member,
         "spares": spares,
         "verdict": verdict,
         "badge": display.verdict_badge(verdict),
+        "running": running,
+        "refusal": shown_reason(refusal),
     }
     return render(request, "clusters/validation/replace.html", context)

@@ -17,6 +17,8 @@ NOTICES = {
     "operation_done": _("%(total)d대 중 %(failed)d대 실패"),
     "operation_all_done": _("%(total)d대 모두 성공"),
     "operation_queued": _("%(total)d대 작업을 시작했습니다."),
+    # An accepted cluster start: the 활동 tab says how it ended (clusters.outcome.start_finals).
+    "start_requested": _("클러스터 시작을 요청했습니다."),
     "validation_done": _(
         "정상 %(ok)d대, 점검 필요 %(warn)d대, 불량 %(bad)d대, 응답 없음 %(silent)d대"
     ),

@@ -158,6 +158,20 @@
     if (target && target.classList && target.classList.contains("op-card")) collapseFinished(true);
   });
 
+  // 닫기 folds the card away (its height to nothing) rather than pulling the page up at once;
+  // with reduced motion it simply goes.
+  function closeCard(card) {
+    var reduced = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    if (reduced || !card.animate) { card.remove(); return; }
+    var from = card.getBoundingClientRect().height;
+    card.style.overflow = "hidden";
+    var folding = card.animate(
+      [{ height: from + "px", opacity: 1 }, { height: "0px", opacity: 0, paddingTop: "0px", paddingBottom: "0px", borderWidth: "0px" }],
+      { duration: 200, easing: "ease-out" }
+    );
+    folding.onfinish = function () { card.remove(); };
+  }
+
   document.addEventListener("click", function (event) {
     if (!event.target.closest) return;
     var close = event.target.closest("[data-close-dialog]");
@@ -167,7 +181,7 @@
       return;
     }
     var dismiss = event.target.closest("[data-dismiss]");
-    if (dismiss && dismiss.closest(".op-card")) dismiss.closest(".op-card").remove();
+    if (dismiss && dismiss.closest(".op-card")) closeCard(dismiss.closest(".op-card"));
   });
 
   // A dialog closed (Esc or 취소) leaves nothing behind to submit by accident.

@@ -131,7 +131,8 @@ def test_while_an_operation_runs_the_header_names_it_and_offers_nothing_contradi
         )
     client = login("admin")
     header = body(client.get(url("cluster_header", cluster.pk)))
-    assert 'id="header-operation"' in header and "클러스터 중지 진행 중 · 1/2" in header
+    assert 'id="header-operation"' in header and "클러스터 중지 진행 중 · " in header
+    assert '<span class="op-count">1/2</span>' in header and "대기 1대" in header
     for offered in ('id="cluster-stop"', 'id="callout-start-all"', "클러스터 시작"):
         assert offered not in header
     assert "every 2s" in header  # polls until it is done

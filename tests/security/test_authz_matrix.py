@@ -343,6 +343,10 @@ MATRIX = {
     "clusters:cluster_metrics": [Case("get", object_read(), target="cluster")],
     "clusters:cluster_activity": [Case("get", object_read(), target="cluster")],
     "clusters:cluster_header": [Case("get", object_read(), target="cluster")],
+    # 닫기 on the header's failed start: this session's choice, for anyone who reads the cluster.
+    "clusters:cluster_dismiss": both(
+        Case("post", object_read(), target="cluster", data={"operation": "1"})
+    ),
     "clusters:cluster_hostfile": [Case("get", object_read(), target="running")],
     # Help: any signed-in user; the benchmark page of a cluster is read like its detail.
     "clusters:help": [Case("get", everyone(Expect(200), anonymous=LOGIN))],
