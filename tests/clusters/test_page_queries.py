@@ -61,8 +61,12 @@ def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(wo
 # is, and of its last finished 검증), its members once (the rows, and the statuses the
 # header's rules count), and nothing more: 정보 offers 이름 변경 for the cluster's own name,
 # which no other live cluster can hold; 연결된 가상머신 reads verdicts only after a 검증, and
-# every member's host keys (its SSH 접속 block) in one query.
-TAB_QUERIES = {"": [], "vms/": ['"metrics_metricstoken"', '"vms_hostkey"']}
+# every member's host keys (its SSH 접속 block) in one query; 정보 reads the cluster's SSH
+# keys and, for SSH 키 변경, the keys its project offers.
+TAB_QUERIES = {
+    "": ['"portal_sshkey"', '"portal_sshkey"'],
+    "vms/": ['"metrics_metricstoken"', '"vms_hostkey"'],
+}
 
 
 @PINNED
