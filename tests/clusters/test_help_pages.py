@@ -53,16 +53,33 @@ PREREQUISITES = (
     "attaching a virtual machine also needs Resource.VirtualMachine.UPDATE",
 )
 IB_TITLE = ("InfiniBand 설정 및 벤치마크", "InfiniBand setup and benchmarks")
+USE_CASES = [
+    ("사용 사례", "Use cases"),
+    ("대규모 LLM 사전학습", "Large-scale LLM pre-training"),
+    ("수십~수백 GPU 분산 학습", "distributed training over tens to hundreds of GPUs"),
+    ("멀티노드 파인튜닝", "Multi-node fine-tuning"),
+    ("gradient 동기화 속도 향상", "faster gradient synchronisation"),
+    ("HPC 과학 계산", "HPC scientific computing"),
+    ("MPI 기반 병렬 시뮬레이션", "MPI-based parallel simulation"),
+]
+# 1단계's table: what each field of cluster create is.
+CREATE_FIELDS = [
+    ("식별 이름", "An identifying name"),
+    ("클러스터가 배치될 영역", "The zone the cluster is placed in"),
+    ("클러스터 멤버에 사용할 인스턴스 유형", "The instance type the cluster's members use"),
+    ("InfiniBand 또는 Ethernet(RoCEv2)", "InfiniBand or Ethernet (RoCEv2)"),
+]
 
 STATEMENTS = [
-    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE]),
-    ("clusters:cluster_list", STATUS_MEANINGS + [FIRST_CLUSTER]),
+    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, *CREATE_FIELDS]),
+    ("clusters:cluster_list", STATUS_MEANINGS + [FIRST_CLUSTER] + USE_CASES),
     ("vms:vm_create", [SAME_ZONE_TYPE]),
     ("vms:vm_list", [FIRST_CLUSTER]),
     (
         "clusters:help",
         [PREREQUISITES, FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, FIRST_CLUSTER, IB_TITLE]
-        + STATUS_MEANINGS,
+        + STATUS_MEANINGS
+        + USE_CASES,
     ),
     ("clusters:infiniband_help", [IB_TITLE]),
 ]
@@ -107,16 +124,37 @@ def test_empty_cluster_list_offers_create_and_a_filtered_one_offers_clearing(wor
     client = login("admin")
     page = body(client.get(reverse("clusters:cluster_list")))
     assert 'id="empty-create"' in page and "가상 클러스터 생성" in page
+    # What a cluster is for, where a user deciding to make the first one reads.
+    assert 'id="empty-use-cases"' in page and "대규모 LLM 사전학습" in page
     world.cluster("train")
+    page = body(client.get(reverse("clusters:cluster_list")))
+    assert "대규모 LLM 사전학습" not in page
     page = body(client.get(reverse("clusters:cluster_list") + "?q=nomatch"))
     assert "조건에 맞는 가상 클러스터가 없습니다." in page
     assert f'id="clear-filters" href="{reverse("clusters:cluster_list")}"' in page
-    assert 'id="empty-create"' not in page
+    assert 'id="empty-create"' not in page and "대규모 LLM 사전학습" not in page
     page = body(client.get(reverse("vms:vm_list") + "?q=nomatch"))
     assert "조건에 맞는 가상머신이 없습니다." in page and "필터 지우기" in page
     # A viewer is not offered what it may not do.
     page = body(login("viewer").get(reverse("clusters:cluster_list") + "?q=zzz&status="))
     assert 'id="empty-create"' not in page
+    assert "대규모 LLM 사전학습" not in body(login("admin").get(reverse("vms:vm_list")))
+
+
+def test_each_create_field_is_described_and_its_control_points_at_it(login):
+    """1단계's descriptions are each field's help text, which its control names (a screen
+    reader reads it with the field)."""
+    page = body(login("admin").get(reverse("clusters:cluster_create")))
+    for name, text in [
+        ("name", "식별 이름"),
+        ("zone", "클러스터가 배치될 영역"),
+        ("instance_type", "클러스터 멤버에 사용할 인스턴스 유형"),
+        ("fabric_type", "InfiniBand 또는 Ethernet(RoCEv2)"),
+    ]:
+        helped = re.search(rf'<small[^>]* id="(id_{name}[-_]help(?:text)?)"[^>]*>([^<]*)<', page)
+        assert helped is not None and text in helped.group(2), name
+        control = re.search(rf'<(?:input|select)[^>]* id="id_{name}"[^>]*>', page, re.S)
+        assert control is not None and f'aria-describedby="{helped.group(1)}"' in control.group(0)
 
 
 def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thresholds(
