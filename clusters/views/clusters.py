@@ -6,6 +6,8 @@ is a ``clusters.operations`` call, as on the API, so it leaves the same Operatio
 for forms, as a field error.
 """
 
+from collections.abc import Sequence
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
@@ -240,21 +242,32 @@ def _header_context(user, cluster, members: MemberStates | None = None):
             "stop_reason_in_dialog": offer_with_members,
             "stop_members": _stopping_members(members) if offer_with_members else None,
             "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
+            # What a delete detaches, named to whom may read the VMs (counted to the rest).
+            "delete_members": _named(
+                members.names if user.has_perm(Perm.VM_READ, cluster) else (), members.count
+            ),
             "busy": busy,
             "polling": cluster.is_transitional or members.transitional > 0 or not idle,
         },
     }
 
 
-STOP_NAMES_SHOWN = 3
+NAMES_SHOWN = 5
 
 
 def _stopping_members(members: MemberStates) -> dict:
     """The members 클러스터 중지 with 멤버 가상머신도 함께 중지 stops (every one not 중지됨, as
     ``operations.stop_cluster_with_members`` picks them): how many, and the first names."""
-    names = members.unstopped
-    shown = ", ".join(names[:STOP_NAMES_SHOWN])
-    return {"count": len(names), "names": shown + (", …" if len(names) > STOP_NAMES_SHOWN else "")}
+    return _named(members.unstopped, len(members.unstopped))
+
+
+def _named(names: Sequence[str], count: int) -> dict:
+    """``count`` members for a confirmation: the first ``NAMES_SHOWN`` of ``names`` and how
+    many more there are (all of them, where no name may be shown)."""
+    text = ", ".join(names[:NAMES_SHOWN])
+    if text and len(names) > NAMES_SHOWN:
+        text = _("%(names)s 외 %(n)s대") % {"names": text, "n": len(names) - NAMES_SHOWN}
+    return {"count": count, "names": text}
 
 
 def _fingerprint(user, cluster, members, busy=None):

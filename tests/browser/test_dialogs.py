@@ -61,15 +61,17 @@ def test_stopping_a_cluster_says_what_it_stops_and_the_header_follows_it(
     dialog = confirm_dialog(page)
     expect(dialog.locator("#confirm-title")).to_have_text("ib-demo를 중지합니다")
     expect(dialog).to_contain_text(STILL_RUNNING)
+    # Which members run is said before the box is ticked.
+    expect(dialog.locator("#stop-dialog-members")).to_have_text(
+        "실행 중인 멤버 4대: gpu-node-01, gpu-node-02, gpu-node-03, gpu-node-04"
+    )
     ok = dialog.locator("#confirm-ok")
     expect(ok).to_have_text("클러스터 중지")
     expect(ok).to_be_disabled()  # alone, the seed's rule refuses it
     line = dialog.locator("#stop-members-line")
     expect(line).to_be_hidden()
     dialog.get_by_label("멤버 가상머신도 함께 중지").check()
-    expect(line).to_have_text(
-        "실행 중인 멤버 4대(gpu-node-01, gpu-node-02, gpu-node-03, …)도 함께 중지됩니다"
-    )
+    expect(line).to_have_text("멤버 4대를 먼저 중지한 뒤 클러스터를 중지합니다.")
     expect(ok).to_be_enabled()
     assert "을(를)" not in dialog.inner_text()
     shoot(page, "stop-dialog-ko")
