@@ -17,11 +17,25 @@ from django_htmx.http import trigger_client_event
 from clusters import operations
 from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
-from portal.foundation.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
+from portal.foundation.errors import (
+    InvalidInput,
+    PermissionRequired,
+    RuleViolation,
+    VmIsMember,
+    VmNotEligible,
+)
 from portal.iam.permissions import Perm
 from portal.models import SshKey, readable
 from portal.web.listing import list_page, render_list
-from portal.web.rendering import create_view, delete_and_list, go_to, render_form
+from portal.web.rendering import (
+    create_offer,
+    create_view,
+    delete_and_list,
+    go_to,
+    missing_permission,
+    render_form,
+)
+from vms import services as vm_services
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.host_keys import shown_host_keys
 from vms.models import VM_TRANSITIONAL, VirtualMachine
@@ -91,7 +105,7 @@ def vm_list(request):
         "vm-table",
         page,
         filters,
-        can_create=project is not None and request.user.has_perm(Perm.VM_CREATE, project),
+        **create_offer(request.user, project, Perm.VM_CREATE),
         can_update=project is not None and request.user.has_perm(Perm.VM_UPDATE, project),
         any_transitional=any(vm.status in VM_TRANSITIONAL for vm in page.object_list),
     )
@@ -207,6 +221,9 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         "vm": vm,
         "can_update": can_update,
         "can_delete": request.user.has_perm(Perm.VM_DELETE, vm),
+        # Shown disabled, with why: a missing permission by name, a member's rule.
+        "update_reason": "" if can_update else missing_permission(Perm.VM_UPDATE),
+        "delete_reason": _delete_reason(request.user, vm),
         "cluster_form": cluster_form
         # 수행할 작업 starts at nothing: a 저장 without a choice does nothing (it asks).
         or VmClusterForm(
@@ -228,6 +245,15 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         "host_keys": shown_host_keys([vm.pk]).get(vm.pk, []),
         **extra,
     }
+
+
+def _delete_reason(user, vm) -> str:
+    """Why 가상머신 삭제 is shown disabled: no permission, or a member (detach it first). A
+    VM not stopped is refused by the server with its message, as before."""
+    refusal = vm_services.preflight_delete(user, vm)
+    if isinstance(refusal, PermissionRequired):
+        return missing_permission(refusal.permission)
+    return refusal.message if isinstance(refusal, VmIsMember) else ""
 
 
 def _cluster_obstacle(user, vm) -> RuleViolation | None:

@@ -23,6 +23,7 @@ from clusters.operations.membership import attach_many, create_vms, detach_many,
 from clusters.operations.reads import attach_candidates, visible_operations
 from clusters.operations.replace import (
     advance_replace,
+    preflight_member_replace,
     preflight_replace,
     replace_member,
     replace_refusal,
@@ -53,6 +54,7 @@ __all__ = [
     "delete_vm_op",
     "detach_many",
     "detach_vm_op",
+    "preflight_member_replace",
     "preflight_replace",
     "rename_cluster_op",
     "rename_vm_op",

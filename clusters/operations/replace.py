@@ -20,7 +20,7 @@ from django.utils import timezone
 from clusters import services
 from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members, lock_vm, lock_vms
-from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem, VirtualCluster
+from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.operations.fanout import actor_of
 from clusters.operations.internal import (
     ItemStatus,
@@ -34,7 +34,6 @@ from clusters.operations.internal import (
 from portal.foundation.audit import Attempt, build_event, record_many
 from portal.foundation.broker import publish
 from portal.foundation.errors import (
-    ClusterChanging,
     InvalidTransition,
     NotMember,
     RuleViolation,
@@ -53,13 +52,27 @@ def replace_refusal(
     """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: the member not in
     the cluster or on its way somewhere, membership closed, the spare not attachable
     (``attach_refusal``: the member itself is refused as ``AlreadyMember``)."""
+    return member_replace_refusal(cluster, member) or services.attach_refusal(spare, cluster)
+
+
+def member_replace_refusal(cluster: VirtualCluster, member: VirtualMachine) -> RuleViolation | None:
+    """What refuses any 교체 of ``member``, whichever the spare: not a member of ``cluster``,
+    membership closed, or the member on its way somewhere."""
     if member.cluster_id != cluster.pk:
         return NotMember()
-    if cluster.status not in MEMBERSHIP_OPEN:
-        return ClusterChanging()
+    if refusal := services.membership_refusal(cluster):
+        return refusal
     if member.status in VM_TRANSITIONAL:
         return InvalidTransition()
-    return services.attach_refusal(spare, cluster)
+    return None
+
+
+def preflight_member_replace(
+    actor: Actor, cluster: VirtualCluster, member: VirtualMachine
+) -> RuleViolation | None:
+    """What the 교체 page says before any spare is chosen: the permission on the member
+    first, then ``member_replace_refusal``."""
+    return vm_refusal(actor, member, Perm.VM_UPDATE) or member_replace_refusal(cluster, member)
 
 
 def preflight_replace(

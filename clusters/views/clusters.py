@@ -22,7 +22,7 @@ from django_htmx.http import trigger_client_event
 
 from clusters import operations, outcome, services
 from clusters.forms import ClusterCreateForm, ClusterFilterForm
-from clusters.launch import RANK_ORDER, hostfile_text
+from clusters.launch import FABRIC_GUIDES, RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
 from clusters.models import (
     DELETABLE,
@@ -35,18 +35,19 @@ from clusters.models import (
 from clusters.services import MemberStates
 from clusters.views import members as views_members
 from clusters.views.listing import LIST_FIELDS, listed_clusters, listed_total, shown_clusters
-from clusters.views.members import readable_cluster, shown_reason
+from clusters.views.members import disabled_reason, readable_cluster
 from portal.compute.backends import get_backend
 from portal.foundation.errors import (
     FabricNotOffered,
     InvalidInput,
     NameTaken,
+    PermissionRequired,
 )
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent, instances_of, permitted_projects, shown_to
 from portal.speed.statements import statements
 from portal.web.listing import Rows, list_page, render_list
-from portal.web.rendering import create_view, delete_and_list, go_to, render_form
+from portal.web.rendering import create_offer, create_view, delete_and_list, go_to, render_form
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
@@ -98,7 +99,7 @@ def cluster_list(request):
         "cluster-table",
         page,
         filters,
-        can_create=project is not None and request.user.has_perm(Perm.CLUSTER_CREATE, project),
+        **create_offer(request.user, project, Perm.CLUSTER_CREATE),
         any_transitional=any(c.is_transitional for c in page.object_list),
     )
 
@@ -201,8 +202,11 @@ def detail_context(request, cluster, tab):
             if busy is not None
             else set()
         )
-    if tab == "info":  # 이름 변경 is offered where the rename would be taken
-        context["can_rename"] = services.preflight_rename(user, cluster, cluster.name) is None
+    if tab == "info":  # 이름 변경 is offered where the rename would be taken, else says why
+        refusal = services.preflight_rename(user, cluster, cluster.name)
+        context["can_rename"] = refusal is None
+        context["rename_reason"] = disabled_reason(refusal)
+        context["fabric_guide"] = FABRIC_GUIDES[cluster.fabric_type]
         # On hosts without HCAs the fabric is emulated RoCE, whatever type the cluster asked.
         context["soft_fabric"] = bool(members) and get_backend().soft_fabric(
             [vm.pk for vm in members]
@@ -230,18 +234,18 @@ def _header_context(user, cluster, members: MemberStates | None = None):
         "summary": summary,
         "fingerprint": _fingerprint(user, cluster, members, busy),
         "header": {
-            "can_update": user.has_perm(Perm.CLUSTER_UPDATE, cluster),
-            "can_delete": user.has_perm(Perm.CLUSTER_DELETE, cluster),
             "show_start": idle and cluster.status in STARTABLE,
             "show_stop": idle and cluster.status in STOPPABLE,
             "show_delete": idle and cluster.status in DELETABLE,
-            "start_reason": shown_reason(services.preflight_start(user, cluster, members)),
+            # Shown to everyone who reads the cluster: disabled, each says why (a missing
+            # permission by name).
+            "start_reason": disabled_reason(services.preflight_start(user, cluster, members)),
             # The seed's sentence (members still run) is said where it applies: beside a
             # stop that stays refused, or in the stop dialog whose option lifts it.
-            "stop_reason": shown_reason(stop_refusal),
+            "stop_reason": disabled_reason(stop_refusal),
             "stop_reason_in_dialog": offer_with_members,
             "stop_members": _stopping_members(members) if offer_with_members else None,
-            "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
+            "delete_reason": _delete_reason(services.preflight_delete(user, cluster, members)),
             # What a delete detaches, named to whom may read the VMs (counted to the rest).
             "delete_members": _named(
                 members.names if user.has_perm(Perm.VM_READ, cluster) else (), members.count
@@ -253,6 +257,15 @@ def _header_context(user, cluster, members: MemberStates | None = None):
 
 
 NAMES_SHOWN = 5
+
+
+def _delete_reason(refusal) -> str:
+    """Why 삭제 is disabled, as a sentence that names the action (the rule's message alone,
+    "먼저 모든 가상머신을 종료해야 합니다", would not say what it refuses)."""
+    reason = disabled_reason(refusal)
+    if not reason or isinstance(refusal, PermissionRequired):
+        return reason
+    return _("클러스터를 삭제할 수 없습니다. %(reason)s") % {"reason": reason}
 
 
 def _stopping_members(members: MemberStates) -> dict:

@@ -168,7 +168,7 @@ def test_a_disabled_detach_says_why_in_visible_text(world, login):
     named_members(world, cluster, ["a", "b"])
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     reason = errors.NotEnoughMembers().message
-    assert f'id="detach-reason-1" role="note">분리: {reason}</p>' in page
+    assert f'id="detach-reason-1" role="note">멤버를 분리할 수 없습니다. {reason}</p>' in page
     assert 'aria-describedby="detach-reason-1"' in page
 
 

@@ -260,3 +260,49 @@ def test_api_docs_are_linked_from_the_console_and_back(login):
     assert f'href="{docs}"' in body(client.get(reverse("clusters:cluster_list")))
     page = body(client.get(docs))
     assert f'href="{reverse("clusters:cluster_list")}"' in page and "콘솔로 돌아가기" in page
+
+
+def running_with_members(world, name, fabric, instance_type):
+    cluster = world.cluster(
+        name, status=ClusterStatus.RUNNING, instance_type=instance_type, fabric_type=fabric
+    )
+    for i, vm in enumerate(world.members(cluster, 2, status=VmStatus.RUNNING, prefix=name)):
+        vm.private_ip = f"10.0.1.{i + 11}"
+        vm.save()
+    return cluster
+
+
+def test_a_roce_cluster_is_told_the_roce_commands_not_ibstat(world, login):
+    """The 정보 tab and the benchmark page speak the cluster's fabric: RoCEv2 checks its
+    device with ibv_devinfo and show_gids, and its guide is the RoCE one."""
+    roce = running_with_members(world, "roce", FabricType.ROCE_V2, world.l40s)
+    ib = running_with_members(world, "ib", FabricType.INFINIBAND, world.h100)
+    client = login("viewer")
+    info = html.unescape(body(client.get(reverse("clusters:cluster_detail", args=[roce.pk]))))
+    assert "RoCE 장치 확인" in info and "ibv_devinfo -d mlx5_0\nshow_gids mlx5_0" in info
+    assert "ibstat" not in info and "InfiniBand 장치 확인" not in info
+    assert "RoCE 설정 및 벤치마크</a>를 참고하세요." in info and "InfiniBand 설정" not in info
+    assert "export NCCL_IB_GID_INDEX=3" in info
+    guide = html.unescape(body(client.get(reverse("clusters:cluster_infiniband", args=[roce.pk]))))
+    assert "<h1>RoCE 설정 및 벤치마크</h1>" in guide
+    assert "ibstat" not in guide.replace("ibstat 대신", "") and "show_gids mlx5_0" in guide
+    # InfiniBand keeps the product page's words.
+    info = html.unescape(body(client.get(reverse("clusters:cluster_detail", args=[ib.pk]))))
+    assert "InfiniBand 장치 확인" in info and '<code id="cmd-device-check">ibstat</code>' in info
+    assert "InfiniBand 설정 및 벤치마크</a>를 참고하세요." in info and "show_gids" not in info
+    guide = body(client.get(reverse("clusters:cluster_infiniband", args=[ib.pk])))
+    assert "<h1>InfiniBand 설정 및 벤치마크</h1>" in guide and "show_gids" not in guide
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_the_help_pages_give_roce_its_own_section(login, language):
+    client = login("admin")
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = language
+    help_page = body(client.get(reverse("clusters:help")))
+    assert f'href="{reverse("clusters:infiniband_help")}#roce"' in help_page
+    page = html.unescape(body(client.get(reverse("clusters:infiniband_help"))))
+    section = page.split('id="roce"')[1].split("</section>")[0]
+    assert ("RoCE 설정 및 벤치마크" if language == "ko" else "RoCE setup and benchmarks") in section
+    for command in ("ibv_devinfo -d mlx5_0", "show_gids mlx5_0", "export NCCL_IB_GID_INDEX=3"):
+        assert command in section
+    assert "ib_write_bw -d mlx5_0 -s 1048576 -D 5 -F --report_gbits -x 3 <server-ip>" in section

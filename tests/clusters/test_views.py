@@ -27,7 +27,11 @@ def test_cluster_list_shows_columns_and_create_button(world, login):
         "가상 클러스터 생성",
     ):
         assert text in page
-    assert "가상 클러스터 생성" not in body(login("viewer").get("/clusters/"))
+    # A viewer sees the button disabled, with the permission it lacks.
+    page = body(login("viewer").get("/clusters/"))
+    assert 'href="/clusters/new/"' not in page
+    assert 'disabled aria-describedby="create-reason">가상 클러스터 생성</button>' in page
+    assert 'id="create-reason" role="note">권한 없음: Resource.VirtualCluster.CREATE</p>' in page
 
 
 def test_cluster_list_filters(world, login):
