@@ -120,9 +120,9 @@ def vm_create(request):
     keys = choosable_keys(request.user, project)
     if request.method == "GET":
         form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters, ssh_keys=keys)
-        if request.htmx and request.htmx.target == "create-fields":
-            # A zone or type picked: the fields again, the types and clusters narrowed.
-            return render(request, "vms/create.html#create-fields", {"form": form})
+        if request.htmx and request.GET.get("redraw"):
+            # A zone, type, billing, DR or cluster picked: the choices that depend on them.
+            return render(request, "vms/create.html#create-options", {"form": form})
         return _render_create(request, form)
     form = VmCreateForm(request.POST, clusters=clusters, ssh_keys=keys)
     if form.is_valid():
@@ -134,8 +134,8 @@ def vm_create(request):
             raise  # the refusal page, as for any action the user may not take
         except RuleViolation as exc:
             # The attach rule refused the VMs before any was made (spot/DR, zone, type …):
-            # said for the whole request, with the rule's own words.
-            form.add_error(None, exc.message)
+            # said beside the cluster chosen, with the rule's own words.
+            form.add_error("cluster" if form.cleaned_data.get("cluster") else None, exc.message)
         else:
             return go_to(request, url)
     return _render_create(request, form, status=422)

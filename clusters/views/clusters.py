@@ -152,9 +152,10 @@ def _render_create(request, form, status=200):
 @require_GET
 @creates_clusters
 def cluster_form_options(request):
-    """Re-render the create form's fields as the user picks a zone, then a type."""
+    """The choices that depend on the zone and the type, as the user picks them (swapped
+    into the form's selects: what was typed is never redrawn)."""
     form = ClusterCreateForm(initial=request.GET.dict())
-    return render(request, "clusters/create.html#create-fields", {"form": form})
+    return render(request, "clusters/create.html#create-options", {"form": form})
 
 
 def _visible_members(user, cluster):

@@ -195,7 +195,9 @@ def test_vm_create_refuses_a_spot_vm_for_a_cluster_and_creates_nothing(
     clusters = form.get_by_label("생성 후 클러스터에 연결")
     # The cluster list narrows with the zone, as cluster create's types do.
     expect(clusters.locator("option", has_text="b-cluster")).to_have_count(0)
-    form.get_by_label("인스턴스 유형").select_option(label="gpu.h100x8")
+    form.get_by_label("인스턴스 유형").select_option(
+        form.locator("#id_instance_type option", has_text="gpu.h100x8").get_attribute("value")
+    )
     settled(page)  # the fields are drawn again for the type: fill them after that
     expect(clusters.locator("option", has_text="ib-demo")).to_have_count(1)
     form.get_by_label("과금 유형").select_option(label="스팟")
@@ -203,8 +205,8 @@ def test_vm_create_refuses_a_spot_vm_for_a_cluster_and_creates_nothing(
     clusters.select_option(label="ib-demo (kr-central-1a · gpu.h100x8)")
     form.get_by_role("button", name="생성").click()
 
-    refused = page.locator("#create-refused")
-    expect(refused).to_have_text(SPOT_OR_DR)
+    refused = page.locator("#cluster-notes")  # beside the cluster it refuses
+    expect(refused).to_contain_text(SPOT_OR_DR)
     assert not VirtualMachine.objects.filter(name__startswith="spot-batch").exists()
     assert not Operation.objects.filter(kind=Operation.Kind.CREATE_VMS).exists()
     shoot(page, "vm-create-refused-ko")
