@@ -36,14 +36,33 @@ def each_action(description, action, done):
     return run
 
 
-class StatusByServicesAdmin(ReadOnly, ProjectScopedAdmin):
+class LastErrorShown:
+    """``last_error_message``: a row's last error in the reader's words, or the admin's
+    empty mark (the property itself showed "None" in a change form)."""
+
+    @admin.display(description=_("마지막 오류"))
+    def last_error_message(self, obj) -> str:
+        error = obj.last_error
+        return error.message if error is not None else "-"
+
+
+class StatusByServicesAdmin(LastErrorShown, ReadOnly, ProjectScopedAdmin):
     """Created in the console, changed only by the services' actions, never edited here."""
 
 
 class MemberInline(admin.TabularInline):
     model = VirtualMachine
     fk_name = "cluster"
-    readonly_fields = ("name", "status", "private_ip", "fabric_guid", "fabric_lid", "fabric_ip")
+    readonly_fields = (
+        "name",
+        "status",
+        "billing_type",
+        "disaster_recovery",
+        "private_ip",
+        "fabric_guid",
+        "fabric_lid",
+        "fabric_ip",
+    )
     fields = readonly_fields
     extra = 0
     can_delete = False
@@ -69,26 +88,28 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
         "zone",
         "member_count",
         "created_at",
-        "last_error",
+        "last_error_message",
     ]
     list_filter = ["status", "fabric_type", "zone", "instance_type", "project"]
     search_fields = ["name", "project__name", "error_code"]
     list_select_related = ["project", "zone", "instance_type"]
+    # What the user chose and sees first; the walk's own bookkeeping after.
     readonly_fields = [
-        "project",
         "name",
+        "project",
         "zone",
         "instance_type",
         "fabric_type",
         "status",
+        "last_error_message",
+        "created_by",
+        "created_at",
         "status_changed_at",
         "operation",
         "previous_status",
         "generation",
-        "last_error",
-        "created_by",
-        "created_at",
     ]
+    exclude = ["error_code", "error_params"]  # said in words, as 마지막 오류
     inlines = [MemberInline]
     actions = ["start", "stop", "force_reconcile"]
 
@@ -131,14 +152,14 @@ class ValidationThresholdAdmin(ConsoleAdmin):
     list_filter = ["instance_type", "fabric"]
 
 
-class OperationItemInline(admin.TabularInline):
+class OperationItemInline(LastErrorShown, admin.TabularInline):
     model = OperationItem
     readonly_fields = (
         "position",
         "target_name",
         "vm",
         "status",
-        "last_error",
+        "last_error_message",
         "started_at",
         "finished_at",
     )
@@ -164,7 +185,7 @@ class OperationAdmin(StatusByServicesAdmin):
         "actor",
         "created_at",
         "finished_at",
-        "last_error",
+        "last_error_message",
         "idempotency_key",
         "idempotency_scope",
     ]

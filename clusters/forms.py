@@ -18,12 +18,23 @@ class ClusterCreateForm(CatalogChoiceForm):
     name = forms.CharField(
         label=_("클러스터 이름"),
         max_length=NAME_MAX,
-        help_text=_("영문, 숫자, 한글, 하이픈(-) 1~63자"),
+        help_text=_("식별 이름. 영문, 숫자, 한글, 하이픈(-) 1~63자"),
     )
-    fabric_type = forms.ChoiceField(label=_("패브릭 타입"), choices=())
+    fabric_type = forms.ChoiceField(
+        label=_("패브릭 타입"), choices=(), help_text=_("InfiniBand 또는 Ethernet(RoCEv2)")
+    )
+
+    # Each field as the product page's 1단계 describes it (the shared fields say it here:
+    # VM create chooses a zone and a type for a VM, not for a cluster).
+    HELP = {
+        "zone": _("클러스터가 배치될 영역"),
+        "instance_type": _("클러스터 멤버에 사용할 인스턴스 유형"),
+    }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for name, text in self.HELP.items():
+            self.fields[name].help_text = text
         if not self.zone_id:  # a type is chosen after its zone
             self.fields["instance_type"].queryset = InstanceType.objects.none()  # type: ignore[attr-defined]
         fabrics = (

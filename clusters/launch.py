@@ -11,6 +11,7 @@ at its management IP for the rendezvous and SSH. Its rank is its place in ``RANK
 from dataclasses import dataclass
 
 from django.db.models import F
+from django.utils.translation import gettext_lazy as _
 
 from portal.catalog.models import FabricType
 from portal.compute.backends import get_backend
@@ -35,6 +36,30 @@ NCCL_ENV = {
         ("NCCL_IB_TC", "106"),
         ("NCCL_SOCKET_IFNAME", "eth0"),
     ],
+}
+# How a member checks its fabric and where the guide is, per fabric: the product page's
+# ibstat on InfiniBand; on RoCEv2 the verbs device (a RoCE port has no subnet manager for
+# ibstat to report) and its GIDs, whose RoCE v2 entry at NCCL_IB_GID_INDEX carries the
+# member's fabric IP.
+FABRIC_GUIDES = {
+    FabricType.INFINIBAND: {
+        "title": _("InfiniBand 설정 및 벤치마크"),
+        "device_title": _("InfiniBand 장치 확인"),
+        "device_command": "ibstat",
+        "device_note": _(
+            "포트마다 State: Active, Physical state: LinkUp 이어야 하고 Rate가 포트 속도와 "
+            "같아야 합니다."
+        ),
+    },
+    FabricType.ROCE_V2: {
+        "title": _("RoCE 설정 및 벤치마크"),
+        "device_title": _("RoCE 장치 확인"),
+        "device_command": "ibv_devinfo -d mlx5_0\nshow_gids mlx5_0",
+        "device_note": _(
+            "ibv_devinfo에서 포트가 PORT_ACTIVE이고 link_layer가 Ethernet이어야 하며, "
+            "show_gids에서 인덱스 3의 RoCE v2 GID에 멤버의 패브릭 IP가 보여야 합니다."
+        ),
+    },
 }
 MASTER_PORT = 29500
 MASTER_PLACEHOLDER = "<master-ip>"

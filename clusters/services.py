@@ -159,6 +159,12 @@ def rename_refusal(cluster: VirtualCluster, name: str) -> RuleViolation | None:
     return NameTaken() if taken.exclude(pk=cluster.pk).exists() else None
 
 
+def membership_refusal(cluster: VirtualCluster) -> RuleViolation | None:
+    """Whether any VM may join or leave ``cluster`` now: not while it changes state, never
+    once deleted (``ClusterChanging``). What a page says beside 가상머신 연결."""
+    return None if cluster.status in MEMBERSHIP_OPEN else ClusterChanging()
+
+
 def vm_attach_refusal(vm: VirtualMachine) -> RuleViolation | None:
     """What refuses ``vm`` for any cluster: spot or DR (``SpotOrDrVm``), or not stopped."""
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
@@ -177,8 +183,8 @@ def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation
         return ClusterNotFound()
     if vm.cluster_id is not None:
         return AlreadyMember()
-    if cluster.status not in MEMBERSHIP_OPEN:
-        return ClusterChanging()
+    if refusal := membership_refusal(cluster):
+        return refusal
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
         return SpotOrDrVm()
     if vm.zone_id != cluster.zone_id:
@@ -195,8 +201,8 @@ def detach_refusal(
     (docs/rules.md#detaching-a-vm)."""
     if cluster is None:
         return NotMember()
-    if cluster.status not in MEMBERSHIP_OPEN:
-        return ClusterChanging()
+    if refusal := membership_refusal(cluster):
+        return refusal
     if vm.status != VmStatus.STOPPED:
         return VmNotStopped()
     if cluster.status == ClusterStatus.RUNNING and members.count - 1 < MIN_MEMBERS:

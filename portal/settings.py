@@ -185,6 +185,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "ko"
 LANGUAGES = [("ko", "한국어"), ("en", "English")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Dates Django formats itself (the admin) as the console writes them: 2026-12-07 23:06.
+FORMAT_MODULE_PATH = ["portal.web.formats"]
 LANGUAGE_COOKIE_NAME = "portal_language"
 LANGUAGE_COOKIE_SAMESITE = "Lax"
 TIME_ZONE = os.environ.get("TIME_ZONE", "Asia/Seoul")

@@ -33,25 +33,29 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
     ]
     search_fields = ["name", "private_ip", "cluster__name", "project__name"]
     list_select_related = ["project", "zone", "instance_type", "cluster"]
+    # What the user chose and sees first; addresses and bookkeeping after.
     readonly_fields = [
-        "project",
         "name",
+        "project",
         "zone",
         "instance_type",
         "billing_type",
         "disaster_recovery",
         "status",
-        "status_changed_at",
         "cluster",
+        "node_rank",
+        "ssh_keys",
+        "last_error_message",
+        "created_by",
+        "created_at",
         "private_ip",
         "fabric_guid",
         "fabric_lid",
         "fabric_ip",
         "fabric_gid_index",
-        "last_error",
-        "created_by",
-        "created_at",
+        "status_changed_at",
     ]
+    exclude = ["error_code", "error_params"]  # said in words, as 마지막 오류
     actions = ["start", "stop", "force_reconcile"]
 
     def scope(self, queryset, user):

@@ -5,6 +5,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
+from clusters import services as cluster_services
 from clusters.models import VirtualCluster
 from clusters.operations.internal import MAX_CREATE
 from portal.catalog.models import InstanceType, Zone
@@ -15,16 +16,28 @@ from portal.web.listing import ListFilterForm, NullsAsPostgres, catalog_sorts, h
 from vms.models import BillingType, VirtualMachine, VmStatus
 
 
+class InstanceTypeChoice(forms.ModelChoiceField):
+    """An instance type named with what it is: "gpu.h100x8 · 8× NVIDIA H100 SXM · 192 vCPU ·
+    2048 GiB", wherever one is chosen."""
+
+    def label_from_instance(self, obj) -> str:
+        return f"{obj.code} · {obj.summary}"
+
+
 class CatalogChoiceForm(forms.Form):
     """A create form's zone and instance type (after the subclass's ``name``, first): once
     a zone is chosen, only the types offered there are choices. ``zone_id`` and ``type_id``
-    are what is chosen so far, as ids."""
+    are what is chosen so far, as ids.
+
+    A page redraws only the choices that depend on them (a create template's
+    ``create-options``), never what the user typed; the page keeps each choice the redraw
+    still offers."""
 
     field_order = ["name"]
     zone = forms.ModelChoiceField(
         label=_("가용 영역"), queryset=Zone.objects.all(), empty_label=_("가용 영역 선택")
     )
-    instance_type = forms.ModelChoiceField(
+    instance_type = InstanceTypeChoice(
         label=_("인스턴스 유형"),
         queryset=InstanceType.objects.all(),
         empty_label=_("인스턴스 유형 선택"),
@@ -33,6 +46,7 @@ class CatalogChoiceForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         data = self.data if self.is_bound else self.initial
+        self.chosen = data
         self.zone_id = parse_id(data.get("zone"))
         self.type_id = parse_id(data.get("instance_type"))
         if self.zone_id:
@@ -133,9 +147,73 @@ class VmCreateForm(CatalogChoiceForm):
             shown = shown.filter(zone_id=self.zone_id)
         if self.type_id:
             shown = shown.filter(instance_type_id=self.type_id)
+        shown_list = list(shown)
+        # The cluster chosen stays chosen when the zone or type changes: still listed, and
+        # refused beside the field with the attach rule's own words (never dropped, so a VM
+        # is never created unattached by surprise).
+        chosen_id = parse_id(self.chosen.get("cluster"))
+        self.chosen_cluster = (
+            clusters.select_related("zone", "instance_type").filter(pk=chosen_id).first()
+            if chosen_id
+            else None
+        )
+        if self.chosen_cluster is not None and self.chosen_cluster not in shown_list:
+            shown_list.append(self.chosen_cluster)
         self.cluster_choices = [
             (cluster.pk, f"{cluster.name} ({cluster.zone.code} · {cluster.instance_type.code})")
-            for cluster in shown
+            for cluster in shown_list
+        ]
+        self.cluster_refusal = self._cluster_refusal()
+        # Which clusters are listed is said once a zone and a type are chosen.
+        self.cluster_hint = self._cluster_hint()
+
+    def _cluster_refusal(self) -> str:
+        """What the attach rule says of the chosen cluster for the VM as chosen so far (an
+        unsaved probe, as ``operations.create_vms`` asks before it makes one)."""
+        cluster = self.chosen_cluster
+        zone = Zone.objects.filter(pk=self.zone_id).first() if self.zone_id else None
+        itype = InstanceType.objects.filter(pk=self.type_id).first() if self.type_id else None
+        if cluster is None or zone is None or itype is None:
+            return ""
+        probe = VirtualMachine(
+            project_id=cluster.project_id,
+            zone=zone,
+            instance_type=itype,
+            billing_type=self.chosen.get("billing_type") or BillingType.ON_DEMAND,
+            disaster_recovery=self.chosen.get("disaster_recovery") in ("on", "true", "1", True),
+            status=VmStatus.STOPPED,
+        )
+        refusal = cluster_services.attach_refusal(probe, cluster)
+        return refusal.message if refusal is not None else ""
+
+    def _cluster_hint(self) -> str:
+        if not (self.zone_id and self.type_id):
+            return str(_("가용 영역과 인스턴스 유형을 고르면 연결할 수 있는 클러스터가 보입니다."))
+        if len(self.cluster_choices) > (self.chosen_cluster is not None):
+            return str(
+                _(
+                    "선택한 영역·인스턴스 유형의 클러스터만 보입니다. 연결 규칙에 맞지 "
+                    "않으면 아무것도 생성하지 않습니다."
+                )
+            )
+        return str(_("선택한 영역·인스턴스 유형에 연결할 수 있는 클러스터가 없습니다."))
+
+    @property
+    def billing_options(self) -> list[tuple[str, str, bool, bool]]:
+        """(value, label, selected, disabled): 스팟 is not offered beside a chosen cluster
+        (a cluster takes no spot VM); a spot already chosen stays, and the cluster field
+        says why it is refused."""
+        current = self.chosen.get("billing_type") or BillingType.ON_DEMAND
+        return [
+            (
+                value,
+                str(label),
+                value == current,
+                value == BillingType.SPOT
+                and self.chosen_cluster is not None
+                and current != BillingType.SPOT,
+            )
+            for value, label in BillingType.choices
         ]
 
 

@@ -19,11 +19,25 @@ from clusters import services as cluster_services
 from clusters.models import MEMBERSHIP_OPEN, OperationItem, VirtualCluster
 from metrics.storage.straggler import last_received
 from portal.compute.backends import get_backend
-from portal.foundation.errors import InvalidInput, PermissionRequired, RuleViolation, VmNotEligible
+from portal.foundation.errors import (
+    InvalidInput,
+    PermissionRequired,
+    RuleViolation,
+    VmIsMember,
+    VmNotEligible,
+)
 from portal.iam.permissions import Perm
 from portal.models import SshKey, readable
 from portal.web.listing import list_page, render_list
-from portal.web.rendering import create_view, delete_and_list, go_to, render_form
+from portal.web.rendering import (
+    create_offer,
+    create_view,
+    delete_and_list,
+    go_to,
+    missing_permission,
+    render_form,
+)
+from vms import services as vm_services
 from vms.forms import VmClusterForm, VmCreateForm, VmFilterForm, VmRenameForm
 from vms.host_keys import shown_host_keys
 from vms.models import VM_TRANSITIONAL, VirtualMachine, VmStatus
@@ -93,7 +107,7 @@ def vm_list(request):
         "vm-table",
         page,
         filters,
-        can_create=project is not None and request.user.has_perm(Perm.VM_CREATE, project),
+        **create_offer(request.user, project, Perm.VM_CREATE),
         can_update=project is not None and request.user.has_perm(Perm.VM_UPDATE, project),
         any_transitional=any(vm.status in VM_TRANSITIONAL for vm in page.object_list),
     )
@@ -108,9 +122,9 @@ def vm_create(request):
     keys = choosable_keys(request.user, project)
     if request.method == "GET":
         form = VmCreateForm(initial=request.GET.dict() or None, clusters=clusters, ssh_keys=keys)
-        if request.htmx and request.htmx.target == "create-fields":
-            # A zone or type picked: the fields again, the types and clusters narrowed.
-            return render(request, "vms/create.html#create-fields", {"form": form})
+        if request.htmx and request.GET.get("redraw"):
+            # A zone, type, billing, DR or cluster picked: the choices that depend on them.
+            return render(request, "vms/create.html#create-options", {"form": form})
         return _render_create(request, form)
     form = VmCreateForm(request.POST, clusters=clusters, ssh_keys=keys)
     if form.is_valid():
@@ -122,8 +136,8 @@ def vm_create(request):
             raise  # the refusal page, as for any action the user may not take
         except RuleViolation as exc:
             # The attach rule refused the VMs before any was made (spot/DR, zone, type …):
-            # said for the whole request, with the rule's own words.
-            form.add_error(None, exc.message)
+            # said beside the cluster chosen, with the rule's own words.
+            form.add_error("cluster" if form.cleaned_data.get("cluster") else None, exc.message)
         else:
             return go_to(request, url)
     return _render_create(request, form, status=422)
@@ -209,6 +223,9 @@ def _edit_context(request, vm, cluster_form=None, rename_form=None, **extra):
         "vm": vm,
         "can_update": can_update,
         "can_delete": request.user.has_perm(Perm.VM_DELETE, vm),
+        # Shown disabled, with why: a missing permission by name, a member's rule.
+        "update_reason": "" if can_update else missing_permission(Perm.VM_UPDATE),
+        "delete_reason": _delete_reason(request.user, vm),
         "cluster_form": cluster_form
         # 수행할 작업 starts at nothing: a 저장 without a choice does nothing (it asks).
         or VmClusterForm(
@@ -246,6 +263,15 @@ def _simulated_metrics(vm) -> dict | None:
     if not get_backend().emits_metrics:
         return None
     return {"last": last_received([vm.pk]), "running": vm.status == VmStatus.RUNNING}
+
+
+def _delete_reason(user, vm) -> str:
+    """Why 가상머신 삭제 is shown disabled: no permission, or a member (detach it first). A
+    VM not stopped is refused by the server with its message, as before."""
+    refusal = vm_services.preflight_delete(user, vm)
+    if isinstance(refusal, PermissionRequired):
+        return missing_permission(refusal.permission)
+    return refusal.message if isinstance(refusal, VmIsMember) else ""
 
 
 def _cluster_obstacle(user, vm) -> RuleViolation | None:

@@ -89,6 +89,8 @@ class MemberStates:
     digest: str = ""
     # The members not 중지됨, by name (``read`` only): what a stop with its members stops.
     unstopped: tuple[str, ...] = ()
+    # Every member by name (``read`` only): what a delete detaches.
+    names: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, statuses) -> "MemberStates":
@@ -114,7 +116,10 @@ class MemberStates:
     def _of_rows(cls, rows) -> "MemberStates":
         rows = sorted(rows)
         unstopped = tuple(sorted(name for _pk, status, name in rows if status != VmStatus.STOPPED))
-        return replace(cls.of(status for _pk, status, _name in rows), unstopped=unstopped)
+        names = tuple(sorted(name for _pk, _status, name in rows))
+        return replace(
+            cls.of(status for _pk, status, _name in rows), unstopped=unstopped, names=names
+        )
 
     @property
     def by_status(self) -> Counter:

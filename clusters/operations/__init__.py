@@ -24,6 +24,7 @@ from clusters.operations.reads import attach_candidates, visible_operations
 from clusters.operations.replace import (
     advance_replace,
     member_refusal,
+    preflight_member_replace,
     preflight_replace,
     replace_member,
     replace_refusal,
@@ -58,6 +59,7 @@ __all__ = [
     "detach_many",
     "detach_vm_op",
     "member_refusal",
+    "preflight_member_replace",
     "preflight_replace",
     "rename_cluster_op",
     "rename_vm_op",

@@ -20,7 +20,7 @@ from django.utils import timezone
 from clusters import services
 from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members, lock_vm, lock_vms
-from clusters.models import MEMBERSHIP_OPEN, ClusterStatus, Operation, OperationItem, VirtualCluster
+from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
 from clusters.operations.fanout import actor_of
 from clusters.operations.internal import (
     ItemStatus,
@@ -34,7 +34,6 @@ from clusters.operations.internal import (
 from portal.foundation.audit import Attempt, build_event, record_many
 from portal.foundation.broker import publish
 from portal.foundation.errors import (
-    ClusterChanging,
     InvalidTransition,
     NotMember,
     RuleViolation,
@@ -62,8 +61,8 @@ def member_refusal(cluster: VirtualCluster, member: VirtualMachine) -> RuleViola
     spare is chosen)."""
     if member.cluster_id != cluster.pk:
         return NotMember()
-    if cluster.status not in MEMBERSHIP_OPEN:
-        return ClusterChanging()
+    if refusal := services.membership_refusal(cluster):
+        return refusal
     if member.status in VM_TRANSITIONAL:
         return InvalidTransition()
     return None
@@ -84,6 +83,14 @@ def replaces_of(cluster: VirtualCluster, member_vm_id: int) -> tuple[Operation |
         items__status=ItemStatus.FAILED
     )
     return running, done.first()
+
+
+def preflight_member_replace(
+    actor: Actor, cluster: VirtualCluster, member: VirtualMachine
+) -> RuleViolation | None:
+    """What the 교체 page says before any spare is chosen: the permission on the member
+    first, then ``member_refusal``."""
+    return vm_refusal(actor, member, Perm.VM_UPDATE) or member_refusal(cluster, member)
 
 
 def preflight_replace(

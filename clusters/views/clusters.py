@@ -6,6 +6,8 @@ is a ``clusters.operations`` call, as on the API, so it leaves the same Operatio
 for forms, as a field error.
 """
 
+from collections.abc import Sequence
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
@@ -20,7 +22,7 @@ from django_htmx.http import trigger_client_event
 
 from clusters import operations, outcome, services
 from clusters.forms import ClusterCreateForm, ClusterFilterForm, ClusterSshKeysForm
-from clusters.launch import RANK_ORDER, hostfile_text
+from clusters.launch import FABRIC_GUIDES, RANK_ORDER, hostfile_text
 from clusters.launch import fabric_usage as _fabric_usage
 from clusters.models import (
     DELETABLE,
@@ -33,12 +35,13 @@ from clusters.models import (
 from clusters.services import MemberStates
 from clusters.views import members as views_members
 from clusters.views.listing import LIST_FIELDS, listed_clusters, listed_total, shown_clusters
-from clusters.views.members import readable_cluster, shown_reason
+from clusters.views.members import disabled_reason, readable_cluster
 from portal.compute.backends import get_backend
 from portal.foundation.errors import (
     FabricNotOffered,
     InvalidInput,
     NameTaken,
+    PermissionRequired,
 )
 from portal.foundation.errors.ssh_keys import SshKeyNotFound
 from portal.foundation.kernel import parse_id
@@ -46,7 +49,7 @@ from portal.iam.permissions import Perm
 from portal.models import AuditEvent, SshKey, instances_of, permitted_projects, shown_to
 from portal.speed.statements import statements
 from portal.web.listing import Rows, list_page, render_list
-from portal.web.rendering import create_view, delete_and_list, go_to, render_form
+from portal.web.rendering import create_offer, create_view, delete_and_list, go_to, render_form
 from vms.models import VirtualMachine
 
 PAGE_SIZE = 50
@@ -98,7 +101,7 @@ def cluster_list(request):
         "cluster-table",
         page,
         filters,
-        can_create=project is not None and request.user.has_perm(Perm.CLUSTER_CREATE, project),
+        **create_offer(request.user, project, Perm.CLUSTER_CREATE),
         any_transitional=any(c.is_transitional for c in page.object_list),
     )
 
@@ -164,9 +167,10 @@ def _render_create(request, form, keys_form, status=200):
 @require_GET
 @creates_clusters
 def cluster_form_options(request):
-    """Re-render the create form's fields as the user picks a zone, then a type."""
+    """The choices that depend on the zone and the type, as the user picks them (swapped
+    into the form's selects: what was typed is never redrawn)."""
     form = ClusterCreateForm(initial=request.GET.dict())
-    return render(request, "clusters/create.html#create-fields", {"form": form})
+    return render(request, "clusters/create.html#create-options", {"form": form})
 
 
 def _visible_members(user, cluster):
@@ -214,8 +218,11 @@ def detail_context(request, cluster, tab):
             if busy is not None
             else set()
         )
-    if tab == "info":  # 이름 변경 is offered where the rename would be taken
-        context["can_rename"] = services.preflight_rename(user, cluster, cluster.name) is None
+    if tab == "info":  # 이름 변경 is offered where the rename would be taken, else says why
+        refusal = services.preflight_rename(user, cluster, cluster.name)
+        context["can_rename"] = refusal is None
+        context["rename_reason"] = disabled_reason(refusal)
+        context["fabric_guide"] = FABRIC_GUIDES[cluster.fabric_type]
         context.update(keys_context(user, cluster))
         # On hosts without HCAs the fabric is emulated RoCE, whatever type the cluster asked.
         context["soft_fabric"] = bool(members) and get_backend().soft_fabric(
@@ -264,18 +271,22 @@ def _header_context(user, cluster, members: MemberStates | None = None, dismisse
         "summary": summary,
         "fingerprint": _fingerprint(user, cluster, members, busy),
         "header": {
-            "can_update": user.has_perm(Perm.CLUSTER_UPDATE, cluster),
-            "can_delete": user.has_perm(Perm.CLUSTER_DELETE, cluster),
             "show_start": idle and cluster.status in STARTABLE,
             "show_stop": idle and cluster.status in STOPPABLE,
             "show_delete": idle and cluster.status in DELETABLE,
-            "start_reason": shown_reason(services.preflight_start(user, cluster, members)),
+            # Shown to everyone who reads the cluster: disabled, each says why (a missing
+            # permission by name).
+            "start_reason": disabled_reason(services.preflight_start(user, cluster, members)),
             # The seed's sentence (members still run) is said where it applies: beside a
             # stop that stays refused, or in the stop dialog whose option lifts it.
-            "stop_reason": shown_reason(stop_refusal),
+            "stop_reason": disabled_reason(stop_refusal),
             "stop_reason_in_dialog": offer_with_members,
             "stop_members": _stopping_members(members) if offer_with_members else None,
-            "delete_reason": shown_reason(services.preflight_delete(user, cluster, members)),
+            "delete_reason": _delete_reason(services.preflight_delete(user, cluster, members)),
+            # What a delete detaches, named to whom may read the VMs (counted to the rest).
+            "delete_members": _named(
+                members.names if user.has_perm(Perm.VM_READ, cluster) else (), members.count
+            ),
             "busy": busy,
             "doing": outcome.doing(busy, cluster=cluster) if busy is not None else "",
             "failed": failed,
@@ -284,15 +295,31 @@ def _header_context(user, cluster, members: MemberStates | None = None, dismisse
     }
 
 
-STOP_NAMES_SHOWN = 3
+NAMES_SHOWN = 5
+
+
+def _delete_reason(refusal) -> str:
+    """Why 삭제 is disabled, as a sentence that names the action (the rule's message alone,
+    "먼저 모든 가상머신을 종료해야 합니다", would not say what it refuses)."""
+    reason = disabled_reason(refusal)
+    if not reason or isinstance(refusal, PermissionRequired):
+        return reason
+    return _("클러스터를 삭제할 수 없습니다. %(reason)s") % {"reason": reason}
 
 
 def _stopping_members(members: MemberStates) -> dict:
     """The members 클러스터 중지 with 멤버 가상머신도 함께 중지 stops (every one not 중지됨, as
     ``operations.stop_cluster_with_members`` picks them): how many, and the first names."""
-    names = members.unstopped
-    shown = ", ".join(names[:STOP_NAMES_SHOWN])
-    return {"count": len(names), "names": shown + (", …" if len(names) > STOP_NAMES_SHOWN else "")}
+    return _named(members.unstopped, len(members.unstopped))
+
+
+def _named(names: Sequence[str], count: int) -> dict:
+    """``count`` members for a confirmation: the first ``NAMES_SHOWN`` of ``names`` and how
+    many more there are (all of them, where no name may be shown)."""
+    text = ", ".join(names[:NAMES_SHOWN])
+    if text and len(names) > NAMES_SHOWN:
+        text = _("%(names)s 외 %(n)s대") % {"names": text, "n": len(names) - NAMES_SHOWN}
+    return {"count": count, "names": text}
 
 
 def _fingerprint(user, cluster, members, busy=None):

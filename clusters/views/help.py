@@ -15,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
-from clusters.launch import NCCL_ENV, RANK_ORDER, launch_plan, member_address
+from clusters.launch import FABRIC_GUIDES, NCCL_ENV, RANK_ORDER, launch_plan, member_address
 from clusters.models.validation import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
@@ -75,7 +75,14 @@ def help_page(request):
 def infiniband_page(request, pk=None):
     """How to check the fabric, generic or for cluster ``pk`` (404 unless readable)."""
     cluster = readable_cluster(request, pk) if pk is not None else None
-    context = {"cluster": cluster, "nccl_args": " ".join(NCCL_ARGS)}
+    context = {
+        "cluster": cluster,
+        "nccl_args": " ".join(NCCL_ARGS),
+        "guide": FABRIC_GUIDES[cluster.fabric_type] if cluster is not None else None,
+        "guides": FABRIC_GUIDES,
+        "roce_flags": _ib_flags(FabricType.ROCE_V2),
+        "roce_env": "\n".join(f"export {k}={v}" for k, v in NCCL_ENV[FabricType.ROCE_V2]),
+    }
     if cluster is None:
         context["thresholds"] = _all_thresholds()
         return render(request, "clusters/infiniband.html", context)

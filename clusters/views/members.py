@@ -17,7 +17,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from clusters import operations, outcome
 from clusters.models import ClusterStatus, OperationItem, VirtualCluster
-from clusters.services import MemberStates, detach_refusal
+from clusters.services import MemberStates, detach_refusal, membership_refusal
 from clusters.validation import display
 from portal.foundation.errors import (
     InvalidInput,
@@ -31,6 +31,7 @@ from portal.foundation.event_text import NOT_STOPPED_REASON, STOPPING_REASON
 from portal.foundation.kernel import check_perm
 from portal.iam.permissions import Perm
 from portal.models import readable_row
+from portal.web.rendering import missing_permission
 from vms import services as vm_services
 from vms.models import VirtualMachine, VmStatus
 
@@ -98,6 +99,15 @@ def member_summary(user, cluster, members: MemberStates, stop_refusal) -> dict:
     }
 
 
+def disabled_reason(refusal) -> str:
+    """What a control shown disabled says: a missing permission by name ("권한 없음:
+    Resource.VirtualCluster.UPDATE"), else ``shown_reason``. For the controls a page shows
+    to everyone who reads it, so a viewer sees what exists and why it is not theirs."""
+    if isinstance(refusal, PermissionRequired):
+        return missing_permission(refusal.permission)
+    return shown_reason(refusal)
+
+
 def shown_reason(refusal) -> str:
     """What a disabled control says: the rule's message. A missing permission or a status
     the action does not start from hides the control instead, so neither is a reason."""
@@ -122,10 +132,15 @@ def member_controls(user, cluster, members: list) -> dict:
         "start_reason": "",
         "detach_reasons": [],
         "can_update_vm": can_update_vm,
-        "offer_attach": can_update_vm and cluster.status != ClusterStatus.DELETED,
+        # 가상머신 연결 is shown on every cluster not deleted; disabled, it says why.
+        "offer_attach": cluster.status != ClusterStatus.DELETED,
+        "attach_reason": "",
+        "update_reason": "",
     }
     if not can_update_vm:
+        controls["update_reason"] = disabled_reason(PermissionRequired(Perm.VM_UPDATE))
         return controls
+    controls["attach_reason"] = shown_reason(membership_refusal(cluster))
     states = MemberStates.of(vm.status for vm in members)
     by_status: dict[str, list] = {}
     for vm in members:

@@ -15,7 +15,7 @@ from clusters.models import ClusterStatus, Operation, ValidationJob
 from clusters.validation import display, jobs
 from clusters.validation.errors import NotEnoughRunningMembers
 from clusters.validation.rules import preflight_validate
-from clusters.views.members import answer_operation, readable_cluster, shown_reason
+from clusters.views.members import answer_operation, disabled_reason, readable_cluster
 from portal.foundation.kernel import parse_id
 from portal.iam.permissions import Perm
 from portal.models import readable
@@ -40,9 +40,9 @@ def _section_context(request, cluster):
     )
     return {
         "cluster": cluster,
-        "show_button": cluster.status != ClusterStatus.DELETED
-        and user.has_perm(Perm.CLUSTER_UPDATE, cluster),
-        "validate_reason": shown_reason(refusal),
+        # Shown to every reader; disabled, it says why (a missing permission by name).
+        "show_button": cluster.status != ClusterStatus.DELETED,
+        "validate_reason": disabled_reason(refusal),
         "start_all": start_all or 0,
         "polling": open_run is not None,
         # A run in progress is said as what it is (who started it, when), not as a refusal.
@@ -119,11 +119,23 @@ def member_replace(request, pk):
         spare = replaced.items.get(position=1).target_name
         context = {"cluster": cluster, "member": member, "replaced": replaced, "spare": spare}
         return render(request, "clusters/validation/replace.html", context)
-    eligible = [
-        vm
-        for vm, refusal in operations.attach_candidates(request.user, cluster)
-        if refusal is None and hold_refusal(vm) is None
-    ]
+    # What refuses any 교체 of this member (the permission first) is said instead of the
+    # spares: a page reached by its URL without the permission says so, not "no spare".
+    # While its 교체 runs, the page says that instead.
+    refusal = (
+        None
+        if running is not None
+        else operations.preflight_member_replace(request.user, cluster, member)
+    )
+    eligible = (
+        []
+        if refusal is not None
+        else [
+            vm
+            for vm, r in operations.attach_candidates(request.user, cluster)
+            if r is None and hold_refusal(vm) is None
+        ]
+    )
     last = display.vm_verdicts(vm.pk for vm in eligible)
     # Each spare names itself in the confirmation: "gpu-node-03을 gpu-spare-01로 교체합니다".
     confirm = gettext("%(member)s을(를) %(spare)s(으)로 교체합니다")
@@ -137,7 +149,6 @@ def member_replace(request, pk):
         for vm in eligible
     ]
     verdict = display.latest_verdicts(cluster).get(member.pk)
-    refusal = None if running is not None else operations.member_refusal(cluster, member)
     context = {
         "cluster": cluster,
         "member": member,
@@ -145,6 +156,6 @@ def member_replace(request, pk):
         "verdict": verdict,
         "badge": display.verdict_badge(verdict),
         "running": running,
-        "refusal": shown_reason(refusal),
+        "replace_reason": (disabled_reason(refusal) or refusal.message) if refusal else "",
     }
     return render(request, "clusters/validation/replace.html", context)

@@ -6,9 +6,24 @@ from functools import wraps
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django_htmx.http import HttpResponseClientRedirect
 
 from portal.foundation.kernel import check_perm
+
+
+def missing_permission(permission: object) -> str:
+    """What a control shown disabled to who lacks ``permission`` says ("권한 없음:
+    Resource.VirtualCluster.UPDATE"): the action exists, and it is not theirs."""
+    return gettext("권한 없음: %(permission)s") % {"permission": permission}
+
+
+def create_offer(user, project, permission) -> dict:
+    """A list's create button: ``can_create``, or ``create_reason`` (a project without the
+    permission); without a project, neither (the empty list says why)."""
+    can_create = project is not None and user.has_perm(permission, project)
+    reason = missing_permission(permission) if project is not None and not can_create else ""
+    return {"can_create": can_create, "create_reason": reason}
 
 
 def render_form(request, page, partial, context, status=200):

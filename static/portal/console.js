@@ -66,6 +66,29 @@
     }
   });
 
+  // -- 이름 변경: opening it moves the focus into the field, Esc cancels it -----------------
+  // As the dialogs do: the name is selected to be typed over; Esc (in the field or on the
+  // open button) closes it, puts the name back as it was and returns the focus to 이름 변경.
+
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (!details.matches || !details.matches("details.rename") || !details.open) return;
+    var field = details.querySelector("input[type=text]");
+    if (field) { field.focus(); field.select(); }
+  }, true);
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var details = event.target.closest && event.target.closest("details.rename[open]");
+    if (!details) return;
+    event.preventDefault();
+    var field = details.querySelector("input[type=text]");
+    if (field) field.value = field.defaultValue;
+    details.open = false;
+    var summary = details.querySelector("summary");
+    if (summary) summary.focus();
+  });
+
   // -- Tabs: arrow keys move along the tablist (ARIA tabs pattern, manual activation) -----
   // Loading a tab is a request, so the arrows only move the focus; Enter or Space opens it.
 
@@ -123,7 +146,28 @@
   });
 
   // Focus across swaps: htmx gives it back to the element with the same id (a tab opened
-  // from the keyboard, the cluster form's zone select as its fields are redrawn).
+  // from the keyboard).
+
+  // -- A create form's redraw keeps what the user chose ----------------------------------
+  // A zone or type change asks the server for the choices that depend on it, which come
+  // back as options for the live selects (hx-swap-oob="innerHTML"); nothing the user typed
+  // is redrawn. The answer may come after the user chose again: a select marked
+  // data-keeps-choice keeps its value when the new options still offer it (and it is not
+  // disabled there), else takes the one the server chose.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var detail = event.detail || {};
+    var select = detail.target;
+    if (!select || select.tagName !== "SELECT" || !select.hasAttribute("data-keeps-choice")) return;
+    var kept = select.value;
+    detail.shouldSwap = false;
+    var options = [];
+    detail.fragment.childNodes.forEach(function (node) { options.push(node); });
+    select.replaceChildren.apply(select, options);
+    var still = Array.prototype.some.call(select.options, function (option) {
+      return option.value === kept && !option.disabled;
+    });
+    if (still) select.value = kept;
+  });
 
   document.addEventListener("htmx:beforeSwap", function () { rememberStatuses(); });
 

@@ -39,10 +39,13 @@ def test_run_a_cluster_from_its_page(browser_login, page, live_server, celery_wo
     expect(header.locator("#running-members")).to_have_text("실행중 멤버 0/0")
     expect(header.locator("#callout-empty")).to_be_visible()
 
-    # 1. The empty cluster says so once (the header's callout) and offers 가상머신 연결 there,
-    # once; the panel lists the project's VMs.
+    # 1. The empty cluster says so in the header's callout and in the tab, each offering
+    # 가상머신 연결; the panel lists the project's VMs.
     expect(header.locator("#callout-empty")).to_contain_text("연결된 가상머신이 없습니다.")
-    expect(page.get_by_role("link", name="가상머신 연결")).to_have_count(1)
+    expect(header.get_by_role("link", name="가상머신 연결")).to_have_count(1)
+    empty = page.locator("#members-empty")
+    expect(empty).to_contain_text("연결된 가상머신이 없습니다.")
+    expect(empty.get_by_role("link", name="가상머신 연결")).to_be_visible()
     header.get_by_role("link", name="가상머신 연결").click()
     dialog = page.locator("#attach-dialog")
     expect(dialog.get_by_role("heading", name="가상머신 연결")).to_be_visible()

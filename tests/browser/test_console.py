@@ -125,7 +125,9 @@ def test_cluster_lifecycle_click_by_click(
     form.get_by_label("클러스터 이름").fill(CLUSTER)
     form.get_by_label("가용 영역").select_option(label="kr-central-1a")
     # The instance types are narrowed by zone, then the fabrics by type (HTMX re-renders).
-    form.get_by_label("인스턴스 유형").select_option(label="gpu.h100x8")
+    form.get_by_label("인스턴스 유형").select_option(
+        form.locator("#id_instance_type option", has_text="gpu.h100x8").get_attribute("value")
+    )
     fabric = form.get_by_label("패브릭 타입")
     expect(fabric.locator("option")).to_have_text(
         ["패브릭 타입 선택", "InfiniBand", "Ethernet (RoCEv2)"]
@@ -146,11 +148,10 @@ def test_cluster_lifecycle_click_by_click(
     # 2. Starting an empty cluster is not possible, and the reason is on the page.
     start = header.get_by_role("button", name="클러스터 시작")
     expect(start).to_be_disabled()
-    # Said once, by the empty cluster's callout, which the disabled button points at.
-    expect(header.locator("#start-reason")).to_have_count(0)
-    callout = header.locator("#callout-empty")
-    expect(callout).to_contain_text("클러스터를 시작하려면 2대 이상이 필요합니다")
-    expect(start).to_have_attribute("aria-describedby", "callout-empty")
+    # The rule's own sentence, as with one member; the callout says what to do about it.
+    expect(header.locator("#start-reason")).to_have_text(NOT_ENOUGH)
+    expect(start).to_have_attribute("aria-describedby", "start-reason")
+    expect(header.locator("#callout-empty")).to_contain_text("연결된 가상머신이 없습니다.")
     # A stale page (say, another tab) still asks the server, which refuses in place.
     force_click(start)
     confirm(page, says=f"{CLUSTER}을 시작합니다")
@@ -232,10 +233,13 @@ def test_viewer_has_no_create_button_and_a_forged_post_is_refused(browser_login,
     expect(page.get_by_role("heading", level=1)).to_have_text("가상 클러스터")
     expect(page.get_by_role("link", name="demo-train")).to_be_visible()
     expect(page.get_by_role("link", name="가상 클러스터 생성")).to_have_count(0)
-    # Nor start/stop on the detail page.
+    # Shown disabled, with the permission it lacks; so are start and delete on the detail page.
+    expect(page.get_by_role("button", name="가상 클러스터 생성")).to_be_disabled()
+    expect(page.locator("#create-reason")).to_have_text("권한 없음: Resource.VirtualCluster.CREATE")
     page.get_by_role("link", name="demo-train").click()
     expect(page.locator("#cluster-header .badge")).to_have_text("미할당")
-    expect(page.get_by_role("button", name="클러스터 시작")).to_have_count(0)
+    expect(page.get_by_role("button", name="클러스터 시작")).to_be_disabled()
+    expect(page.locator("#start-reason")).to_have_text("권한 없음: Resource.VirtualCluster.UPDATE")
 
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
     response = page.request.post(

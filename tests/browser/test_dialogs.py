@@ -61,15 +61,17 @@ def test_stopping_a_cluster_says_what_it_stops_and_the_header_follows_it(
     dialog = confirm_dialog(page)
     expect(dialog.locator("#confirm-title")).to_have_text("ib-demo를 중지합니다")
     expect(dialog).to_contain_text(STILL_RUNNING)
+    # Which members run is said before the box is ticked.
+    expect(dialog.locator("#stop-dialog-members")).to_have_text(
+        "실행 중인 멤버 4대: gpu-node-01, gpu-node-02, gpu-node-03, gpu-node-04"
+    )
     ok = dialog.locator("#confirm-ok")
     expect(ok).to_have_text("클러스터 중지")
     expect(ok).to_be_disabled()  # alone, the seed's rule refuses it
     line = dialog.locator("#stop-members-line")
     expect(line).to_be_hidden()
     dialog.get_by_label("멤버 가상머신도 함께 중지").check()
-    expect(line).to_have_text(
-        "실행 중인 멤버 4대(gpu-node-01, gpu-node-02, gpu-node-03, …)도 함께 중지됩니다"
-    )
+    expect(line).to_have_text("멤버 4대를 먼저 중지한 뒤 클러스터를 중지합니다.")
     expect(ok).to_be_enabled()
     assert "을(를)" not in dialog.inner_text()
     shoot(page, "stop-dialog-ko")
@@ -193,7 +195,9 @@ def test_vm_create_refuses_a_spot_vm_for_a_cluster_and_creates_nothing(
     clusters = form.get_by_label("생성 후 클러스터에 연결")
     # The cluster list narrows with the zone, as cluster create's types do.
     expect(clusters.locator("option", has_text="b-cluster")).to_have_count(0)
-    form.get_by_label("인스턴스 유형").select_option(label="gpu.h100x8")
+    form.get_by_label("인스턴스 유형").select_option(
+        form.locator("#id_instance_type option", has_text="gpu.h100x8").get_attribute("value")
+    )
     settled(page)  # the fields are drawn again for the type: fill them after that
     expect(clusters.locator("option", has_text="ib-demo")).to_have_count(1)
     form.get_by_label("과금 유형").select_option(label="스팟")
@@ -201,8 +205,8 @@ def test_vm_create_refuses_a_spot_vm_for_a_cluster_and_creates_nothing(
     clusters.select_option(label="ib-demo (kr-central-1a · gpu.h100x8)")
     form.get_by_role("button", name="생성").click()
 
-    refused = page.locator("#create-refused")
-    expect(refused).to_have_text(SPOT_OR_DR)
+    refused = page.locator("#cluster-notes")  # beside the cluster it refuses
+    expect(refused).to_contain_text(SPOT_OR_DR)
     assert not VirtualMachine.objects.filter(name__startswith="spot-batch").exists()
     assert not Operation.objects.filter(kind=Operation.Kind.CREATE_VMS).exists()
     shoot(page, "vm-create-refused-ko")

@@ -67,7 +67,9 @@ def test_console_flow_on_real_guests(real_console, browser_login, page, live_ser
     form = page.locator("#create-form")
     form.get_by_label("클러스터 이름").fill(CLUSTER)
     form.get_by_label("가용 영역").select_option(label="kr-central-1a")
-    form.get_by_label("인스턴스 유형").select_option(label="gpu.h100x8")
+    form.get_by_label("인스턴스 유형").select_option(
+        form.locator("#id_instance_type option", has_text="gpu.h100x8").get_attribute("value")
+    )
     form.get_by_label("패브릭 타입").select_option(label="InfiniBand")
     form.get_by_role("button", name="생성").click()
     page.wait_for_url(re.compile(r"/clusters/\d+/$"))

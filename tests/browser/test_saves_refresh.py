@@ -51,7 +51,11 @@ def test_the_vm_page_follows_its_saves(browser_login, page, live_server):
     section.get_by_role("button", name="클러스터 저장").click()
     expect(section.locator(".alert-success")).to_have_text("attach-here 클러스터에 연결했습니다.")
     expect(header.locator(".subtitle")).to_contain_text("클러스터 attach-here")
-    expect(delete).to_have_count(0)  # a member is detached before it can be deleted
+    # A member is detached before it can be deleted: the button says so, disabled.
+    expect(delete).to_be_disabled()
+    expect(page.locator("#vm-delete-reason")).to_have_text(
+        "클러스터에 연결된 가상머신은 먼저 클러스터에서 분리해야 합니다"
+    )
     expect(action).to_have_value("")
     shoot(page, "vm-edit-attached")
 
@@ -60,7 +64,7 @@ def test_the_vm_page_follows_its_saves(browser_login, page, live_server):
     confirm(page)  # 분리 asks first (the console's one dialog)
     expect(section.locator(".alert-success")).to_have_text("클러스터에서 분리했습니다.")
     expect(header.locator(".subtitle")).not_to_contain_text("attach-here")
-    expect(delete).to_be_visible()
+    expect(delete).to_be_enabled()
     assert VirtualMachine.objects.get(pk=vm.pk).cluster_id is None
     assert cluster.pk  # untouched
 

@@ -8,6 +8,7 @@ where there is room."""
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone, translation
 
@@ -16,7 +17,8 @@ from clusters.models import ClusterStatus, Operation, OperationItem
 from clusters.validation.rules import validate_refusal
 from portal.catalog.models import FabricType
 from portal.foundation import errors
-from portal.models import AuditEvent
+from portal.iam.permissions import Perm
+from portal.models import AuditEvent, Role, RoleBinding
 from vms.models import BillingType, VmStatus
 
 Item = OperationItem.Status
@@ -60,12 +62,72 @@ def test_the_stop_dialog_names_the_cluster_and_the_members_it_would_stop(world, 
     named_members(world, cluster, names, status=VmStatus.RUNNING)
     page = body(login("admin").get(url("cluster_detail", cluster.pk)))
     assert 'hx-confirm="ib-demo를 중지합니다"' in page
-    assert "실행 중인 멤버 4대(gpu-node-01, gpu-node-02, gpu-node-03, …)도 함께 중지됩니다" in page
+    # Before anything is ticked, the dialog says which members run (in the indicative); the
+    # consequence of the option is said once it is ticked.
+    assert re.search(
+        r'<p id="stop-dialog-members"[^>]*>실행 중인 멤버 4대: '
+        r"gpu-node-01, gpu-node-02, gpu-node-03, gpu-node-04</p>",
+        page,
+    )
+    assert re.search(
+        r'<p id="stop-members-line"[^>]* hidden>'
+        r"멤버 4대를 먼저 중지한 뒤 클러스터를 중지합니다.</p>",
+        page,
+    )
+    # The seed's rule, worded for the dialog whose option lifts it.
+    assert (
+        "먼저 모든 가상머신을 종료해야 합니다. 아래 항목을 선택하면 이 창에서 함께 종료합니다."
+        in page
+    )
     # The option lifts the seed's rule, so the button is usable and the rule is said in
     # the dialog (beside the option), not as the header's reason for a disabled button.
     assert 'id="stop-reason"' not in page and 'id="stop-dialog-reason"' in page
     assert 'id="cluster-stop" class="btn btn-danger">' in page
     assert "을(를)" not in page and "를(을)" not in page
+
+
+def test_the_stop_dialog_shortens_a_long_list_of_names(world, login):
+    cluster = world.cluster("big", status=ClusterStatus.RUNNING)
+    named_members(world, cluster, [f"n-{i:02}" for i in range(1, 9)], status=VmStatus.RUNNING)
+    page = body(login("admin").get(url("cluster_header", cluster.pk)))
+    assert "실행 중인 멤버 8대: n-01, n-02, n-03, n-04, n-05 외 3대</p>" in page
+
+
+def delete_detail(page):
+    found = re.search(
+        r'data-confirm-ok="삭제" data-confirm-danger\s+data-confirm-detail="([^"]*)"', page
+    )
+    assert found is not None, "no delete confirmation"
+    return found.group(1)
+
+
+def test_the_delete_dialog_names_and_counts_the_members_it_detaches(world, login):
+    cluster = world.cluster("idle")
+    client = login("admin")
+    assert delete_detail(body(client.get(url("cluster_header", cluster.pk)))) == (
+        "분리할 멤버 가상머신이 없습니다."
+    )
+    named_members(world, cluster, ["gpu-node-02", "gpu-node-01", "gpu-node-03"])
+    assert delete_detail(body(client.get(url("cluster_header", cluster.pk)))) == (
+        "멤버 3대(gpu-node-01, gpu-node-02, gpu-node-03)는 분리되어 일반 가상머신으로 남습니다."
+    )
+    # A role that deletes clusters but may not read VMs is told how many, not which.
+    user = get_user_model().objects.create_user("cluster-deleter")
+    role = Role.objects.create(name="deleter", permissions=[Perm.CLUSTER_READ, Perm.CLUSTER_DELETE])
+    RoleBinding.objects.create(user=user, project=world.demo, role=role)
+    world.users["cluster-deleter"] = user
+    page = body(login("cluster-deleter").get(url("cluster_header", cluster.pk)))
+    assert delete_detail(page) == "멤버 3대는 분리되어 일반 가상머신으로 남습니다."
+    assert "gpu-node-01" not in page
+
+
+def test_the_vm_delete_dialog_says_what_is_lost(world, login):
+    vm = world.vm("lonely")
+    page = body(login("admin").get(reverse("vms:vm_edit", args=[vm.pk])))
+    assert (
+        'data-confirm-detail="디스크와 사설 IP가 반납되고, 이 가상머신의 메트릭 기록과 페이지는'
+        in page
+    )
 
 
 def test_the_seed_sentence_is_said_in_the_header_only_where_it_applies(world, login):
@@ -106,7 +168,7 @@ def test_a_disabled_detach_says_why_in_visible_text(world, login):
     named_members(world, cluster, ["a", "b"])
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     reason = errors.NotEnoughMembers().message
-    assert f'id="detach-reason-1" role="note">분리: {reason}</p>' in page
+    assert f'id="detach-reason-1" role="note">멤버를 분리할 수 없습니다. {reason}</p>' in page
     assert 'aria-describedby="detach-reason-1"' in page
 
 

@@ -53,16 +53,33 @@ PREREQUISITES = (
     "attaching a virtual machine also needs Resource.VirtualMachine.UPDATE",
 )
 IB_TITLE = ("InfiniBand 설정 및 벤치마크", "InfiniBand setup and benchmarks")
+USE_CASES = [
+    ("사용 사례", "Use cases"),
+    ("대규모 LLM 사전학습", "Large-scale LLM pre-training"),
+    ("수십~수백 GPU 분산 학습", "distributed training over tens to hundreds of GPUs"),
+    ("멀티노드 파인튜닝", "Multi-node fine-tuning"),
+    ("gradient 동기화 속도 향상", "faster gradient synchronisation"),
+    ("HPC 과학 계산", "HPC scientific computing"),
+    ("MPI 기반 병렬 시뮬레이션", "MPI-based parallel simulation"),
+]
+# 1단계's table: what each field of cluster create is.
+CREATE_FIELDS = [
+    ("식별 이름", "An identifying name"),
+    ("클러스터가 배치될 영역", "The zone the cluster is placed in"),
+    ("클러스터 멤버에 사용할 인스턴스 유형", "The instance type the cluster's members use"),
+    ("InfiniBand 또는 Ethernet(RoCEv2)", "InfiniBand or Ethernet (RoCEv2)"),
+]
 
 STATEMENTS = [
-    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE]),
-    ("clusters:cluster_list", STATUS_MEANINGS + [FIRST_CLUSTER]),
+    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, *CREATE_FIELDS]),
+    ("clusters:cluster_list", STATUS_MEANINGS + [FIRST_CLUSTER] + USE_CASES),
     ("vms:vm_create", [SAME_ZONE_TYPE]),
     ("vms:vm_list", [FIRST_CLUSTER]),
     (
         "clusters:help",
         [PREREQUISITES, FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, FIRST_CLUSTER, IB_TITLE]
-        + STATUS_MEANINGS,
+        + STATUS_MEANINGS
+        + USE_CASES,
     ),
     ("clusters:infiniband_help", [IB_TITLE]),
 ]
@@ -107,16 +124,37 @@ def test_empty_cluster_list_offers_create_and_a_filtered_one_offers_clearing(wor
     client = login("admin")
     page = body(client.get(reverse("clusters:cluster_list")))
     assert 'id="empty-create"' in page and "가상 클러스터 생성" in page
+    # What a cluster is for, where a user deciding to make the first one reads.
+    assert 'id="empty-use-cases"' in page and "대규모 LLM 사전학습" in page
     world.cluster("train")
+    page = body(client.get(reverse("clusters:cluster_list")))
+    assert "대규모 LLM 사전학습" not in page
     page = body(client.get(reverse("clusters:cluster_list") + "?q=nomatch"))
     assert "조건에 맞는 가상 클러스터가 없습니다." in page
     assert f'id="clear-filters" href="{reverse("clusters:cluster_list")}"' in page
-    assert 'id="empty-create"' not in page
+    assert 'id="empty-create"' not in page and "대규모 LLM 사전학습" not in page
     page = body(client.get(reverse("vms:vm_list") + "?q=nomatch"))
     assert "조건에 맞는 가상머신이 없습니다." in page and "필터 지우기" in page
     # A viewer is not offered what it may not do.
     page = body(login("viewer").get(reverse("clusters:cluster_list") + "?q=zzz&status="))
     assert 'id="empty-create"' not in page
+    assert "대규모 LLM 사전학습" not in body(login("admin").get(reverse("vms:vm_list")))
+
+
+def test_each_create_field_is_described_and_its_control_points_at_it(login):
+    """1단계's descriptions are each field's help text, which its control names (a screen
+    reader reads it with the field)."""
+    page = body(login("admin").get(reverse("clusters:cluster_create")))
+    for name, text in [
+        ("name", "식별 이름"),
+        ("zone", "클러스터가 배치될 영역"),
+        ("instance_type", "클러스터 멤버에 사용할 인스턴스 유형"),
+        ("fabric_type", "InfiniBand 또는 Ethernet(RoCEv2)"),
+    ]:
+        helped = re.search(rf'<small[^>]* id="(id_{name}[-_]help(?:text)?)"[^>]*>([^<]*)<', page)
+        assert helped is not None and text in helped.group(2), name
+        control = re.search(rf'<(?:input|select)[^>]* id="id_{name}"[^>]*>', page, re.S)
+        assert control is not None and f'aria-describedby="{helped.group(1)}"' in control.group(0)
 
 
 def test_the_benchmark_page_of_a_cluster_uses_its_nccl_settings_members_and_thresholds(
@@ -222,3 +260,49 @@ def test_api_docs_are_linked_from_the_console_and_back(login):
     assert f'href="{docs}"' in body(client.get(reverse("clusters:cluster_list")))
     page = body(client.get(docs))
     assert f'href="{reverse("clusters:cluster_list")}"' in page and "콘솔로 돌아가기" in page
+
+
+def running_with_members(world, name, fabric, instance_type):
+    cluster = world.cluster(
+        name, status=ClusterStatus.RUNNING, instance_type=instance_type, fabric_type=fabric
+    )
+    for i, vm in enumerate(world.members(cluster, 2, status=VmStatus.RUNNING, prefix=name)):
+        vm.private_ip = f"10.0.1.{i + 11}"
+        vm.save()
+    return cluster
+
+
+def test_a_roce_cluster_is_told_the_roce_commands_not_ibstat(world, login):
+    """The 정보 tab and the benchmark page speak the cluster's fabric: RoCEv2 checks its
+    device with ibv_devinfo and show_gids, and its guide is the RoCE one."""
+    roce = running_with_members(world, "roce", FabricType.ROCE_V2, world.l40s)
+    ib = running_with_members(world, "ib", FabricType.INFINIBAND, world.h100)
+    client = login("viewer")
+    info = html.unescape(body(client.get(reverse("clusters:cluster_detail", args=[roce.pk]))))
+    assert "RoCE 장치 확인" in info and "ibv_devinfo -d mlx5_0\nshow_gids mlx5_0" in info
+    assert "ibstat" not in info and "InfiniBand 장치 확인" not in info
+    assert "RoCE 설정 및 벤치마크</a>를 참고하세요." in info and "InfiniBand 설정" not in info
+    assert "export NCCL_IB_GID_INDEX=3" in info
+    guide = html.unescape(body(client.get(reverse("clusters:cluster_infiniband", args=[roce.pk]))))
+    assert "<h1>RoCE 설정 및 벤치마크</h1>" in guide
+    assert "ibstat" not in guide.replace("ibstat 대신", "") and "show_gids mlx5_0" in guide
+    # InfiniBand keeps the product page's words.
+    info = html.unescape(body(client.get(reverse("clusters:cluster_detail", args=[ib.pk]))))
+    assert "InfiniBand 장치 확인" in info and '<code id="cmd-device-check">ibstat</code>' in info
+    assert "InfiniBand 설정 및 벤치마크</a>를 참고하세요." in info and "show_gids" not in info
+    guide = body(client.get(reverse("clusters:cluster_infiniband", args=[ib.pk])))
+    assert "<h1>InfiniBand 설정 및 벤치마크</h1>" in guide and "show_gids" not in guide
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_the_help_pages_give_roce_its_own_section(login, language):
+    client = login("admin")
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = language
+    help_page = body(client.get(reverse("clusters:help")))
+    assert f'href="{reverse("clusters:infiniband_help")}#roce"' in help_page
+    page = html.unescape(body(client.get(reverse("clusters:infiniband_help"))))
+    section = page.split('id="roce"')[1].split("</section>")[0]
+    assert ("RoCE 설정 및 벤치마크" if language == "ko" else "RoCE setup and benchmarks") in section
+    for command in ("ibv_devinfo -d mlx5_0", "show_gids mlx5_0", "export NCCL_IB_GID_INDEX=3"):
+        assert command in section
+    assert "ib_write_bw -d mlx5_0 -s 1048576 -D 5 -F --report_gbits -x 3 <server-ip>" in section

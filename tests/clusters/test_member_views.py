@@ -42,17 +42,29 @@ def candidate_row(page, name):
 # -- 가상머신 연결 ------------------------------------------------------------------------
 
 
-def test_empty_members_tab_offers_attach_only_to_who_may_update_vms(world, login):
+def test_empty_members_tab_says_so_and_offers_attach_or_says_why_not(world, login):
     cluster = world.cluster("empty")
     attach = f'href="{url("cluster_attach", cluster.pk)}"'
-    for tab in ("cluster_members", "cluster_detail"):
-        page = body(login("operator").get(url(tab, cluster.pk)))
-        # Said once, offered once (the header's callout), whichever tab is open.
-        assert page.count("연결된 가상머신이 없습니다") == 1
-        assert page.count(attach) == 1 and 'id="callout-attach"' in page
+    page = body(login("operator").get(url("cluster_detail", cluster.pk)))
+    assert page.count(attach) == 1 and 'id="callout-attach"' in page  # the header's callout
+    # The tab itself says it is empty and offers 가상머신 연결 there.
+    page = body(login("operator").get(url("cluster_members", cluster.pk)))
+    empty = re.search(
+        r'<div class="empty-state members-empty" id="members-empty">.*?</div>', page, re.S
+    )
+    assert empty is not None and "연결된 가상머신이 없습니다." in empty.group(0)
+    assert 'id="open-attach"' in empty.group(0) and attach in empty.group(0)
+    # A viewer sees the action, disabled, and why.
     page = body(login("viewer").get(url("cluster_members", cluster.pk)))
     assert "연결된 가상머신이 없습니다." in page
     assert url("cluster_attach", cluster.pk) not in page
+    assert re.search(
+        r'<button type="button" class="btn btn-primary" id="open-attach" disabled', page
+    )
+    assert (
+        '<p class="reason member-note" id="members-update-reason" role="note">'
+        "권한 없음: Resource.VirtualMachine.UPDATE</p>" in page
+    )
 
 
 def test_attach_panel_lists_eligible_vms_to_check_and_the_others_with_their_reason(world, login):
@@ -220,7 +232,14 @@ def test_bulk_start_is_offered_only_while_the_cluster_runs(world, login):
     cluster.save(update_fields=["status"])
     page = body(login("admin").get(url("cluster_members", cluster.pk)))
     assert "멤버 모두 시작" in page and "선택한 멤버 시작" in page
-    assert "멤버 모두 시작" not in body(login("viewer").get(url("cluster_members", cluster.pk)))
+    # A viewer sees the action disabled, with why (no form to send).
+    page = body(login("viewer").get(url("cluster_members", cluster.pk)))
+    assert url("cluster_start_members", cluster.pk) not in page
+    assert (
+        '<button type="button" class="btn" disabled aria-describedby="members-update-reason">'
+        "멤버 모두 시작</button>" in page
+    )
+    assert "권한 없음: Resource.VirtualMachine.UPDATE" in page
 
 
 def test_start_all_members_then_stop_the_selected_one(

@@ -16,6 +16,9 @@ from clusters.models import ClusterStatus, LiveClusterTally, VirtualCluster
 from portal.models import Project
 from tests.child import run_python
 
+# A cluster row's 멤버 cell (one a row).
+MEMBERS_CELL = '<td class="num" data-label="멤버">'
+
 
 def tallied() -> dict[int, int]:
     sums = LiveClusterTally.objects.values("project_id").annotate(n=Sum("delta"))
@@ -157,7 +160,7 @@ def test_the_list_reads_its_total_from_the_tally_unless_filtered(fleet, login):
     LiveClusterTally.objects.create(project=fleet.demo, delta=100)  # a tally gone wrong: 104
     page = client.get("/clusters/").content.decode()
     running = client.get("/clusters/", {"status": ClusterStatus.RUNNING}).content.decode()
-    assert page.count('<td class="num">') == 4 and running.count('<td class="num">') == 1
+    assert page.count(MEMBERS_CELL) == 4 and running.count(MEMBERS_CELL) == 1
     assert "1 / 3 페이지" in page  # 104 clusters, 50 a page: the total is the tally's
     assert "페이지</span>" not in running  # counted: one cluster, one page
 

@@ -27,7 +27,11 @@ def test_cluster_list_shows_columns_and_create_button(world, login):
         "가상 클러스터 생성",
     ):
         assert text in page
-    assert "가상 클러스터 생성" not in body(login("viewer").get("/clusters/"))
+    # A viewer sees the button disabled, with the permission it lacks.
+    page = body(login("viewer").get("/clusters/"))
+    assert 'href="/clusters/new/"' not in page
+    assert 'disabled aria-describedby="create-reason">가상 클러스터 생성</button>' in page
+    assert 'id="create-reason" role="note">권한 없음: Resource.VirtualCluster.CREATE</p>' in page
 
 
 def test_cluster_list_filters(world, login):
@@ -46,7 +50,7 @@ def test_create_form_narrows_types_and_fabrics(world, login):
     fields = body(
         client.get(f"/clusters/new/options/?zone={world.zone_a.pk}&instance_type={world.l40s.pk}")
     )
-    assert "Ethernet (RoCEv2)" in fields and "InfiniBand" not in fields
+    assert 'value="ROCE_V2"' in fields and 'value="INFINIBAND"' not in fields
 
 
 def test_create_via_htmx_redirects_to_the_new_cluster(world, login):
@@ -111,10 +115,17 @@ def test_duplicate_name_is_a_field_error(world, login):
 def test_start_empty_cluster_shows_reason_and_refuses(world, login):
     cluster = world.cluster()
     client = login("admin")
-    # Said once: the empty cluster's callout (a start needs 2), which the button points at.
+    # The rule's own sentence, as with one member, which the button points at; the callout
+    # says what to do about it, without a second wording of the rule.
     page = body(client.get(f"/clusters/{cluster.pk}/"))
-    assert "클러스터를 시작하려면 2대 이상이 필요합니다" in page
-    assert 'aria-describedby="callout-empty"' in page and 'id="start-reason"' not in page
+    reason = re.search(r'<p id="start-reason"[^>]*>([^<]*)</p>', page)
+    assert reason is not None and reason.group(1) == "가상머신 2대 이상이 필요합니다"
+    assert 'disabled aria-describedby="start-reason"' in page and 'id="callout-empty"' in page
+    assert "시작하려면" not in page
+    world.members(cluster, 1)
+    page = body(client.get(f"/clusters/{cluster.pk}/"))
+    assert re.search(r'<p id="start-reason"[^>]*>가상머신 2대 이상이 필요합니다</p>', page)
+    assert 'id="callout-empty"' not in page
     response = client.post(f"/clusters/{cluster.pk}/start/", **HX)
     assert response.status_code == 409
     assert response["HX-Retarget"] == "#flash"

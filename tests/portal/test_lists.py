@@ -156,7 +156,7 @@ def test_cluster_list_query_count_is_flat_for_every_sort(world, login, sort):
     with CaptureQueriesContext(connection) as large:
         page = body(client.get(f"/clusters/?sort={sort}&page=2"))
     assert len(large) == len(small)
-    assert page.count('<td class="num">') == 50
+    assert page.count('<td class="num" data-label="멤버">') == 50
     counting = [q["sql"] for q in large if '"vms_virtualmachine"' in q["sql"]]
     counting = [sql for sql in counting if "COUNT(" in sql and "clusters_virtualcluster" in sql]
     # the member count runs for the ids of the page (= ANY(ARRAY(… LIMIT 50))), not over
@@ -219,7 +219,7 @@ def test_a_cluster_row_shows_when_it_was_made_in_the_portals_time_zone(world, lo
     page = body(login("viewer").get("/clusters/"))
 
     row = re.search(r"<tr><td><a[^>]*>late</a>.*?</tr>", page).group()
-    assert "<td>2026-03-02 08:30</td>" in row
+    assert '<td data-label="생성일">2026-03-02 08:30</td>' in row
     with timezone.override("UTC"):
         assert short_time(made) == "2026-03-01 23:30"
         assert short_time(made, ZoneInfo("Asia/Seoul")) == "2026-03-02 08:30"

@@ -38,7 +38,12 @@ def test_the_button_runs_a_validation_and_the_section_shows_it(
 def test_a_viewer_sees_no_button_and_cannot_start(login, world, running):
     client = login("viewer")
     section = client.get(reverse("clusters:validation_section", args=[running.pk])).text
-    assert 'name="level"' not in section
+    # The button is there, disabled, and says why.
+    assert 'disabled aria-describedby="validate-reason">클러스터 검증</button>' in section
+    assert (
+        'id="validate-reason" class="reason" role="note">권한 없음: Resource.VirtualCluster.UPDATE'
+        in section
+    )
     response = client.post(reverse("clusters:validation_start", args=[running.pk]))
     assert response.status_code == 403
     assert not Operation.objects.filter(kind=Operation.Kind.VALIDATE).exists()

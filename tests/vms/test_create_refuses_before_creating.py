@@ -75,7 +75,9 @@ def test_the_form_says_the_rules_message_and_nothing_is_created(world, login):
     )
     assert response.status_code == 422
     page = response.content.decode()
-    assert errors.SpotOrDrVm().message in page and 'id="create-refused"' in page
+    # Beside the cluster field, whose choice it refuses.
+    notes = page.split('<div id="cluster-notes">')[1].split("</div>")[0]
+    assert errors.SpotOrDrVm().message in notes and 'id="create-refused"' not in page
     assert not VirtualMachine.objects.exists() and not Operation.objects.exists()
     # A cluster of another zone (a stale form) is refused by the rule, not "not a choice".
     response = client.post(reverse("vms:vm_create"), form(world, cluster, zone=world.zone_b.pk))
@@ -103,18 +105,17 @@ def test_the_cluster_list_narrows_with_the_zone_and_type(world, login):
     assert all(name in page for name in ("a-h100", "b-h100", "a-l40s"))
     assert "개수" in page and "개수:" not in page and "이름:" not in page  # no colons
     assert 'type="number"' in page
+    # A redraw is the choices only, for the live selects: never the name or the count.
     narrowed = client.get(
         reverse("vms:vm_create"),
-        {"zone": world.zone_a.pk, "instance_type": world.h100.pk},
+        {"redraw": "1", "zone": world.zone_a.pk, "instance_type": world.h100.pk, "name": "x"},
         HTTP_HX_REQUEST="true",
-        HTTP_HX_TARGET="create-fields",
     ).content.decode()
-    assert 'id="create-fields"' in narrowed and "<html" not in narrowed
+    assert 'id="create-fields"' not in narrowed and "<html" not in narrowed
+    assert 'name="name"' not in narrowed and 'name="count"' not in narrowed
+    assert '<select id="id_cluster" hx-swap-oob="innerHTML">' in narrowed
     assert "a-h100" in narrowed and "b-h100" not in narrowed and "a-l40s" not in narrowed
     narrowed = client.get(
-        reverse("vms:vm_create"),
-        {"zone": world.zone_b.pk},
-        HTTP_HX_REQUEST="true",
-        HTTP_HX_TARGET="create-fields",
+        reverse("vms:vm_create"), {"redraw": "1", "zone": world.zone_b.pk}, HTTP_HX_REQUEST="true"
     ).content.decode()
     assert "b-h100" in narrowed and "a-h100" not in narrowed

@@ -6,6 +6,7 @@ import re
 
 from clusters.models import ClusterStatus
 from portal.catalog.models import FabricType
+from portal.foundation import errors
 from tests.pages import HX, UNATTACHABLE, body
 from vms.models import BillingType, VmStatus
 
@@ -104,7 +105,10 @@ def test_a_save_brings_the_header_and_delete_panel_it_changed(world, login):
     assert 'id="cluster-section"' in attached
     header = attached.split('<section id="vm-status"')[1].split("</section>")[0]
     assert header.startswith(' class="detail-header" hx-swap-oob="true"') and "target" in header
-    assert '<div id="vm-delete" hidden hx-swap-oob="true"></div>' in attached
+    # A member's delete is shown disabled, with the rule that refuses it.
+    delete_panel = attached.split('<section id="vm-delete"')[1].split("</section>")[0]
+    assert delete_panel.startswith(' class="panel danger-zone" hx-swap-oob="true"')
+    assert "disabled" in delete_panel and errors.VmIsMember().message in delete_panel
     detached = body(client.post(f"/vms/{vm.pk}/cluster/", {"action": "detach"}, **HX))
     assert 'id="vm-delete" class="panel danger-zone" hx-swap-oob="true"' in detached
     renamed = body(client.post(f"/vms/{vm.pk}/", {"name": "n1-renamed"}, **HX))

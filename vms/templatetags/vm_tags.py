@@ -118,6 +118,18 @@ def vm_rows(vms, can_update):
     edit, detail = url_pattern("vms:vm_edit"), url_pattern("clusters:cluster_detail")
     buttons = VmButtons(compact=True, form=ROW_FORM)
     yes, hidden = escape(gettext("예")), escape(gettext("권한 없음"))
+    # Each value's column name, which a phone shows beside it (the rows are cards there).
+    label = {
+        key: escape(gettext(text))
+        for key, text in (
+            ("zone", "가용 영역"),
+            ("type", "인스턴스 유형"),
+            ("billing", "과금 유형"),
+            ("dr", "재해 복구"),
+            ("cluster", "클러스터"),
+            ("ip", "사설 IP"),
+        )
+    }
     rows = []
     for vm in vms:
         if not vm.cluster_id:
@@ -130,10 +142,13 @@ def vm_rows(vms, can_update):
         name, billing = escape(vm.name), BILLING_LABELS.get(vm.billing_type, vm.billing_type)
         rows.append(
             f'<tr data-vm="{name}"><td><a href="{edit.format(pk=int(vm.pk))}">{name}</a></td>'
-            f"<td>{status_badge(vm)}</td><td>{escape(vm.zone.code)}</td>"
-            f"<td>{escape(vm.instance_type.code)}</td><td>{escape(str(billing))}</td>"
-            f"<td>{yes if vm.disaster_recovery else '-'}</td><td>{cluster}</td>"
-            f'<td class="mono">{escape(vm.private_ip or "-")}</td>'
+            f"<td>{status_badge(vm)}</td>"
+            f'<td data-label="{label["zone"]}">{escape(vm.zone.code)}</td>'
+            f'<td data-label="{label["type"]}">{escape(vm.instance_type.code)}</td>'
+            f'<td data-label="{label["billing"]}">{escape(str(billing))}</td>'
+            f'<td data-label="{label["dr"]}">{yes if vm.disaster_recovery else "-"}</td>'
+            f'<td data-label="{label["cluster"]}">{cluster}</td>'
+            f'<td class="mono" data-label="{label["ip"]}">{escape(vm.private_ip or "-")}</td>'
             f'<td class="row-actions">{buttons(vm, vm.cluster) if can_update else ""}</td></tr>'
         )
     return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped

@@ -1,0 +1,1 @@
+"""The console's date formats in this language (see ``portal.web.formats``)."""
