@@ -42,7 +42,8 @@ def test_a_key_chosen_at_create_is_the_clusters_and_the_info_tab_changes_it(
     expect(keys).to_contain_text("각 멤버가 다음에 시작할 때 적용됩니다.")
     form.get_by_label("클러스터 이름").fill(NAME)
     form.get_by_label("가용 영역").select_option(label="kr-central-1a")
-    form.get_by_label("인스턴스 유형").select_option(label="gpu.h100x8")
+    kind = form.get_by_label("인스턴스 유형")  # "gpu.h100x8 · 8× NVIDIA H100 SXM · …"
+    kind.select_option(kind.locator("option", has_text="gpu.h100x8 ").get_attribute("value"))
     form.get_by_label("패브릭 타입").select_option(label="InfiniBand")
     box = keys.get_by_label(f"laptop ({ED25519_FINGERPRINT})")
     box.check()
