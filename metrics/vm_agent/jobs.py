@@ -197,6 +197,22 @@ def roce_v2_gid_index(root, device, address) -> Optional[int]:
     return None
 
 
+def resolve_neighbour(address, seconds) -> None:
+    """One ping to ``address``: its MAC in the ARP cache, and ours in its, before a soft RDMA
+    queue pair needs them (Soft-RoCE fails the handshake when the neighbour is unresolved)."""
+    ping = shutil.which("ping")
+    argv = [ping] if ping else ["busybox", "ping"]
+    try:
+        subprocess.run(  # noqa: S603 - a fixed argument list, never a shell
+            [*argv, "-c", "1", "-W", str(max(1, int(seconds))), address],
+            capture_output=True,
+            timeout=max(seconds, 1) + 1,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
 def as_login_user(argv) -> list:
     """``mpirun`` as the login user when the agent runs as root: its SSH key reaches the
     other members, and Open MPI refuses root."""
@@ -368,8 +384,18 @@ class JobRunner:
         """One server per port at once (the client side tests them one by one)."""
         results = [None] * len(devices)
 
+        soft = params.get("device") == "auto"
+        began = time.monotonic()
+
         def serve(i, device):
-            results[i] = run_tool("ib_write_bw", _ib_argv(params, device, i), left(), device=device)
+            # On a soft fabric a client whose handshake failed (its peer not yet in the ARP
+            # cache when it set up its queue pair) connects again: listen again for it.
+            while True:
+                out = run_tool("ib_write_bw", _ib_argv(params, device, i), left(), device=device)
+                results[i] = out
+                again = soft and out["exit_code"] not in (0, TIMED_OUT)
+                if not again or time.monotonic() - began > CONNECT_RETRY_SECONDS or left() < 5:
+                    return
 
         threads = [threading.Thread(target=serve, args=(i, d)) for i, d in enumerate(devices)]
         for thread in threads:
@@ -381,6 +407,8 @@ class JobRunner:
     def _ib_client(self, params, device, index, left):
         give_up = time.monotonic() + CONNECT_RETRY_SECONDS
         while True:
+            if params.get("device") == "auto":
+                resolve_neighbour(params["server"], min(5, left()))
             out = run_tool(
                 "ib_write_bw",
                 _ib_argv(params, device, index, params["server"]),

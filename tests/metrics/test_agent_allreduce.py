@@ -157,6 +157,8 @@ def test_a_soft_ib_job_runs_over_that_device(tmp_path, monkeypatch):
             ran.append(argv) or {"tool": tool, "stdout": "", "exit_code": 0, **extra}
         ),
     )
+    pinged = []
+    monkeypatch.setattr(agent_jobs, "resolve_neighbour", lambda a, s: pinged.append(a))
     runner = agent_jobs.JobRunner(
         "http://portal/api/metrics/ingest", "t", infiniband_root=root, interfaces=lambda: INTERFACES
     )
@@ -168,6 +170,7 @@ def test_a_soft_ib_job_runs_over_that_device(tmp_path, monkeypatch):
     assert ran[0][:3] == ["ib_write_bw", "-d", "rxe0"] and ran[0][-3:] == ["-x", "3", "10.0.0.21"]
     # A soft fabric's few MB/s would read 0.00 or 0.01 in Gb/s (two decimals): MB/s here.
     assert "--report_gbits" not in ran[0]
+    assert pinged == ["10.0.0.21"]  # the server's neighbour entry before the queue pair
     missing = runner.execute({**job, "params": {**soft, "address": "10.9.9.9"}})
     assert missing[0]["exit_code"] == 1 and "no RDMA device" in missing[0]["stdout"]
 
@@ -206,3 +209,24 @@ def test_a_soft_fabrics_few_mb_per_second_keep_their_precision():
     figures = toolparse.parse_ib_write_bw(out)
     assert figures["average_gbps"] == pytest.approx(0.04096) and figures["device"] == "rxe0"
     assert figures["peak_gbps"] == pytest.approx(0.04168)
+
+
+def test_a_soft_fabrics_server_listens_again_after_a_failed_handshake(tmp_path, monkeypatch):
+    """Seen between TCG guests: the client's first handshake fails (its peer not yet in the
+    ARP cache), the server exits, and the client's retries found nobody listening."""
+    root = soft_sysfs(tmp_path / "ib")
+    answers = [
+        {"stdout": " Failed to exchange data between server and clients\n", "exit_code": 1},
+        {"stdout": " #bytes #iterations BW peak[MB/sec] BW average[MB/sec]\n", "exit_code": 0},
+    ]
+    monkeypatch.setattr(agent_jobs.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(
+        agent_jobs, "run_tool", lambda tool, argv, timeout, **extra: {**answers.pop(0), **extra}
+    )
+    runner = agent_jobs.JobRunner(
+        "http://portal/api/metrics/ingest", "t", infiniband_root=root, interfaces=lambda: INTERFACES
+    )
+    params = {"ports": 1, "base_port": 18515, "bytes": 1 << 16, "seconds": 8, "gid_index": None}
+    soft = {**params, "device": "auto", "address": "10.0.0.20"}
+    (out,) = runner.execute({"id": 1, "kind": "ib_server", "timeout": 180, "params": soft})
+    assert out["exit_code"] == 0 and answers == []  # listened twice, the second run counts
