@@ -11,6 +11,15 @@ from tests.browser.pages import demo_cluster, shoot
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def name_selected(page, name):
+    """The field's whole value is selected (by the page's script, once it has the focus)."""
+    page.wait_for_function(
+        "n => { const e = document.activeElement;"
+        " return !!e && e.selectionStart === 0 && e.selectionEnd === n; }",
+        arg=len(name),
+    )
+
+
 def test_rename_takes_the_focus_and_escape_cancels_it(browser_login, page, live_server):
     cluster = demo_cluster("old-name")
     browser_login("admin")
@@ -23,9 +32,7 @@ def test_rename_takes_the_focus_and_escape_cancels_it(browser_login, page, live_
         page.keyboard.press("Enter")
         field = rename.get_by_label("새 이름")
         expect(field).to_be_focused()
-        assert page.evaluate(
-            "document.activeElement.selectionEnd - document.activeElement.selectionStart"
-        ) == len("old-name")
+        name_selected(page, "old-name")
         page.keyboard.type("half-typed")
         shoot(page, "rename-open")
         page.keyboard.press("Escape")
@@ -39,6 +46,8 @@ def test_rename_takes_the_focus_and_escape_cancels_it(browser_login, page, live_
 
     opener.focus()
     page.keyboard.press("Enter")
+    expect(field).to_be_focused()
+    name_selected(page, "old-name")  # typing replaces it
     page.keyboard.type("new-name")
     page.keyboard.press("Enter")
     expect(page.locator("#cluster-header h1")).to_have_text("new-name")
