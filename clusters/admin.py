@@ -100,6 +100,7 @@ class VirtualClusterAdmin(StatusByServicesAdmin):
         "zone",
         "instance_type",
         "fabric_type",
+        "ssh_keys",
         "status",
         "last_error_message",
         "created_by",

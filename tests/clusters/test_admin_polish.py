@@ -88,3 +88,25 @@ def test_the_selection_count_reads_as_korean(world, root):
     assert "%(cnt)s\\uac1c \\uc911 %(sel)s\\uac1c \\uc120\\ud0dd\\ub428" in script or (
         "%(cnt)s개 중 %(sel)s개 선택됨" in script
     )
+
+
+def test_a_clusters_keys_are_shown_among_the_users_choices_and_never_offered(world, root):
+    """The keys are the console's to choose (in the project's own list): the admin shows
+    them read-only after the fabric, and offers no key — another project's least of all."""
+    from portal.iam import ssh_keys
+    from tests.ssh_keys_data import ED25519, ED25519_OTHER
+
+    mine = ssh_keys.create_ssh_key(
+        actor=world.admin, project=world.demo, name="laptop", public_key=ED25519
+    )
+    ssh_keys.create_ssh_key(
+        actor=world.users["other"], project=world.other, name="theirs", public_key=ED25519_OTHER
+    )
+    cluster = world.cluster("train")
+    cluster.ssh_keys.add(mine)
+    page = root.get(reverse("admin:clusters_virtualcluster_change", args=[cluster.pk]))
+    html = page.content.decode()
+    labels = [label for label, _value in readonly_rows(html)]
+    assert labels.index("패브릭 타입") < labels.index("SSH 키") < labels.index("상태")
+    assert "laptop" in dict(readonly_rows(html))["SSH 키"]
+    assert 'name="ssh_keys"' not in html and "theirs" not in html
