@@ -103,7 +103,7 @@ def _bw_summary(figures):
     ]
     if not values:
         return ""
-    return _("포트 %(n)d개, %(low).1f–%(high).1f Gb/s") % {
+    return _("포트 %(n)d개, %(low).3g–%(high).3g Gb/s") % {
         "n": len(values),
         "low": min(values),
         "high": max(values),
@@ -140,7 +140,7 @@ def _summary(job: ValidationJob) -> str:
     ):
         nccl = figures.get("nccl") or {}
         if "busbw_gbs" in nccl:
-            return _("busbw %(busbw).1f GB/s (%(size)d MiB)") % {
+            return _("busbw %(busbw).3g GB/s (%(size)d MiB)") % {
                 "busbw": nccl["busbw_gbs"],
                 "size": nccl["bytes"] // (1 << 20),
             }

@@ -120,6 +120,10 @@ def test_later_runs_are_held_to_the_baseline_naming_the_pair_and_direction(
     # Figures in 3 significant digits: a soft fabric's few MB/s are not 0.00 or 0.01 Gb/s.
     pair = ValidationBaseline.objects.get(cluster=soft_cluster).pairs[0]
     assert f"{pair['gbps']:.3g} Gb/s" in text
+    # ... in each check's 수치 too: its measured range, not "0.0–0.0 Gb/s".
+    client = run.jobs.filter(kind=ValidationJob.Kind.IB_CLIENT, vm_name="soft-a").get()
+    (measured,) = [bw["average_gbps"] for bw in client.figures["bw"].values()]
+    assert f"포트 1개, {measured:.3g}–{measured:.3g} Gb/s" in text
     assert "이 검증의 수치를 이번 시작의 기준선으로 기록했습니다." in text  # the first run
     assert "GPU 없음" in text
 
