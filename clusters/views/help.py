@@ -15,13 +15,25 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 
-from clusters.launch import FABRIC_GUIDES, NCCL_ENV, RANK_ORDER, launch_plan, member_address
+from clusters.launch import (
+    FABRIC_GUIDES,
+    MASTER_PORT,
+    NCCL_ENV,
+    RANK_ORDER,
+    launch_plan,
+    member_address,
+)
 from clusters.models.validation import ValidationThreshold
 from clusters.validation.plan import IB_MESSAGE_BYTES, IB_SECONDS, NCCL_ARGS
 from clusters.validation.thresholds import default_for
 from clusters.views.members import readable_cluster
 from portal.catalog.models import FabricOffering, FabricType, InstanceType
-from portal.foundation.errors import SpotOrDrVm, VmNotEligible
+from portal.foundation.errors import (
+    MembersStillRunning,
+    NotEnoughMembers,
+    SpotOrDrVm,
+    VmNotEligible,
+)
 from portal.iam.permissions import Perm
 from vms.models import VirtualMachine
 
@@ -46,7 +58,9 @@ ROCE_GID_INDEX = dict(NCCL_ENV[FabricType.ROCE_V2])["NCCL_IB_GID_INDEX"]
 @login_required
 @require_GET
 def help_page(request):
-    """사전 요건, 패브릭 타입, 클러스터 상태: the product page's statements in the console."""
+    """The product page's statements in the console: 개요, 사용 사례, 사전 요건 (with what the
+    user's role may do), 패브릭 타입, the three steps, 연결 가능 상태, 클러스터 상태 and the
+    detail page's tabs."""
     project = request.project
     rows = [
         {
@@ -66,6 +80,9 @@ def help_page(request):
         "project": project,
         # The attach rules in their own words (each message lives in its error class).
         "attach_rules": [VmNotEligible().message, SpotOrDrVm().message],
+        # 3단계 quotes the start and stop refusals as the header shows them.
+        "start_rule": NotEnoughMembers().message,
+        "stop_rule": MembersStillRunning().message,
     }
     return render(request, "clusters/help.html", context)
 
@@ -80,6 +97,7 @@ def infiniband_page(request, pk=None):
         "nccl_args": " ".join(NCCL_ARGS),
         "guide": FABRIC_GUIDES[cluster.fabric_type] if cluster is not None else None,
         "guides": FABRIC_GUIDES,
+        "master_port": MASTER_PORT,
         "roce_flags": _ib_flags(FabricType.ROCE_V2),
         "roce_env": "\n".join(f"export {k}={v}" for k, v in NCCL_ENV[FabricType.ROCE_V2]),
     }

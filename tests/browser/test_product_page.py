@@ -1,7 +1,8 @@
 """The product page's statements where a person deciding and creating reads them, in Chromium
 at 1280 and 390 px: 사용 사례 under the empty cluster list and on the help page, 1단계's
 description under each field of cluster create, and the start refusal of a cluster with no
-member in the rule's own sentence. In English too, once.
+member in the rule's own sentence; the help page's sections of the three steps and the detail
+page's tabs, and the guide's InfiniBand 사용 example. In English too, once.
 
 ``SCREENSHOTS=/some/dir`` saves each page at both widths.
 """
@@ -36,6 +37,24 @@ FIELD_HELP = {
     },
 }
 NOT_ENOUGH = {"ko": "가상머신 2대 이상이 필요합니다", "en": "At least 2 virtual machines"}
+# The help page's sections of the product page's steps and tabs: (id, heading, a statement).
+GUIDE = {
+    "ko": [
+        ("#step-create", "1단계: 클러스터 생성", "우측 상단 가상 클러스터 생성 버튼을 클릭합니다."),
+        ("#step-attach", "2단계: 가상머신 연결", "분리할 때는 같은 화면에서 클러스터에서 분리를"),
+        ("#attachable", "연결 가능 상태", "가상머신은 중지됨 상태일 때만 클러스터에 연결할"),
+        ("#step-start", "3단계: 클러스터 시작", '포털에 "가상머신 2대 이상이 필요합니다" 안내가'),
+        ("#detail-tabs", "클러스터 상세 페이지", "클러스터 단위 GPU·CPU·네트워크·메모리 사용량"),
+    ],
+    "en": [
+        ("#step-create", "Step 1: Create a cluster", "Create virtual cluster button at the top"),
+        ("#step-attach", "Step 2: Attach virtual machines", "choose Detach from cluster"),
+        ("#attachable", "When a VM can be attached", "only while it is Stopped"),
+        ("#step-start", "Step 3: Start the cluster", "At least 2 virtual machines are required"),
+        ("#detail-tabs", "Cluster detail page", "GPU, CPU, network and memory usage"),
+    ],
+}
+USAGE = {"ko": ("InfiniBand 사용", "<마스터-VM-IP>"), "en": ("Using InfiniBand", "<master-VM-IP>")}
 
 
 def choose(page, label, text):
@@ -108,3 +127,32 @@ def test_use_cases_field_help_and_the_empty_start_refusal(browser_login, page, l
             expect(start).to_have_attribute("aria-describedby", "start-reason")
             expect(header.locator("#callout-empty")).to_be_visible()
             shoot(page, "cluster-empty-start")
+
+
+def test_the_steps_and_the_usage_example_read_on_a_desktop_and_a_phone(
+    browser_login, page, live_server
+):
+    browser_login("admin")
+    for language in ("ko", "en"):
+        if language == "en":
+            switch_language(page, "en")
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(f"{live_server.url}/clusters/help/")
+            for section_id, heading, statement in GUIDE[language]:
+                section = page.locator(section_id)
+                expect(section.get_by_role("heading", level=2)).to_have_text(heading)
+                expect(section).to_contain_text(statement)
+                expect(section).to_be_visible()
+            assert page.evaluate(FITS), f"the help page scrolls sideways at {width} px"
+            shoot(page, "help-steps")
+            page.goto(f"{live_server.url}/clusters/help/infiniband/")
+            usage = page.locator("#usage")
+            title, placeholder = USAGE[language]
+            expect(usage.get_by_role("heading", level=2)).to_have_text(title)
+            example = usage.locator("#ib-usage-example")
+            expect(example).to_be_visible()
+            expect(example).to_contain_text("torchrun --nproc_per_node=8 --nnodes=4")
+            expect(example).to_contain_text(f"--master_addr={placeholder}")
+            assert page.evaluate(FITS), f"the guide scrolls sideways at {width} px"
+            shoot(page, "ib-usage")

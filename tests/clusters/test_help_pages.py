@@ -1,6 +1,8 @@
 """The product page's statements are all in the console, in Korean and in English: the fabric
-descriptions, the status meanings, the VM create rule, the empty states, 사전 요건 on the help
-page, and "InfiniBand 설정 및 벤치마크" filled in from the cluster it is opened from. Also the
+descriptions, the status meanings, the VM create rule, the spot notice, the empty states;
+사전 요건, the three steps, 연결 가능 상태 and the detail page's tabs on the help page; the
+InfiniBand 사용 example on the generic guide, and "InfiniBand 설정 및 벤치마크" filled in from
+the cluster it is opened from. Also the
 console's own 404/403 pages (with DEBUG on too), the login refusal's wording, and the links
 between the console and the API docs."""
 
@@ -69,19 +71,124 @@ CREATE_FIELDS = [
     ("클러스터 멤버에 사용할 인스턴스 유형", "The instance type the cluster's members use"),
     ("InfiniBand 또는 Ethernet(RoCEv2)", "InfiniBand or Ethernet (RoCEv2)"),
 ]
+# The product page's three steps, the attach rule, the start rule as it quotes the portal, the
+# detail page's tabs, on the help page; its InfiniBand 사용 example on the generic guide.
+STEPS = [
+    ("1단계: 클러스터 생성", "Step 1: Create a cluster"),
+    ("컴퓨트 > 가상 클러스터로 이동합니다.", "Go to Compute > Virtual clusters."),
+    (
+        "우측 상단 가상 클러스터 생성 버튼을 클릭합니다.",
+        "Click the Create virtual cluster button at the top right.",
+    ),
+    ("아래 항목을 설정합니다.", "Set the fields below."),
+    ("생성을 클릭합니다.", "Click Create."),
+    (
+        "생성된 클러스터 자체는 빈 상태로 시작합니다. 멤버 가상머신은 별도로 생성한 후 "
+        "클러스터에 연결합니다.",
+        "A new cluster starts empty.",
+    ),
+    ("2단계: 가상머신 연결", "Step 2: Attach virtual machines"),
+    (
+        "컴퓨트 > 가상머신에서 멤버로 사용할 가상머신을 만들거나 기존 가상머신을 엽니다.",
+        "In Compute > Virtual machines, create the virtual machine to use as a member",
+    ),
+    (
+        "가상머신 편집 화면의 클러스터 섹션에서 수행할 작업 옵션을 클러스터에 연결로 변경합니다.",
+        "set Action to perform to Attach to cluster.",
+    ),
+    ("연결할 클러스터를 선택하고 저장합니다.", "Choose the cluster to attach to and click Save."),
+    (
+        "분리할 때는 같은 화면에서 클러스터에서 분리를 선택합니다.",
+        "To detach, choose Detach from cluster on the same page.",
+    ),
+    ("3단계: 클러스터 시작", "Step 3: Start the cluster"),
+    (
+        "멤버 가상머신이 모두 연결되면 클러스터를 시작합니다.",
+        "Once all member virtual machines are attached, start the cluster.",
+    ),
+    ("시작에는 최소 2대의 가상머신이 필요합니다", "Starting needs at least 2 virtual machines"),
+    (
+        "연결된 멤버 가상머신이 2대 미만이면 클러스터를 시작할 수 없으며, 포털에 "
+        '"가상머신 2대 이상이 필요합니다" 안내가 표시됩니다.',
+        'the portal shows "At least 2 virtual machines are required".',
+    ),
+    (
+        "컴퓨트 > 가상 클러스터 목록에서 대상 클러스터를 선택합니다.",
+        "In the Compute > Virtual clusters list, choose the cluster.",
+    ),
+    ("상세 페이지에서 클러스터 시작을 클릭합니다.", "On its detail page, click Start cluster."),
+    (
+        "상태가 실행중으로 바뀌면 멤버 가상머신들도 개별 시작합니다.",
+        "When its status turns Running, start the member virtual machines as well",
+    ),
+    (
+        "중지는 클러스터 중지를 클릭합니다. 이때 실행 중인 가상머신이 있으면 먼저 모든 "
+        "가상머신을 종료해야 합니다.",
+        "To stop it, click Stop cluster. Stop all running virtual machines first.",
+    ),
+]
+ATTACHABLE = [
+    (
+        "가상머신은 중지됨 상태일 때만 클러스터에 연결할 수 있습니다.",
+        "A virtual machine can be attached to a cluster only while it is Stopped.",
+    ),
+    (
+        "동일한 인스턴스 타입이며 중지된 상태의 가상머신만 연결할 수 있습니다",
+        "Only stopped virtual machines of the same instance type can be attached",
+    ),
+    (
+        "스팟·재해 복구(DR) 가상머신은 클러스터에 연결할 수 없습니다",
+        "Spot and disaster-recovery (DR) virtual machines cannot be attached",
+    ),
+]
+DETAIL_TABS = [
+    ("클러스터 상세 페이지", "Cluster detail page"),
+    (
+        "일반 정보, 패브릭 타입, 인스턴스 유형, 영역, 생성일",
+        "General information, fabric type, instance type, zone, creation date",
+    ),
+    ("멤버 가상머신 목록과 각 가상머신 상태", "The member virtual machines and the status of each"),
+    (
+        "클러스터 단위 GPU·CPU·네트워크·메모리 사용량",
+        "GPU, CPU, network and memory usage across the cluster",
+    ),
+]
+IB_USAGE = [
+    ("InfiniBand 사용", "Using InfiniBand"),
+    ("# InfiniBand 장치 확인\nibstat", "# Check the InfiniBand devices\nibstat"),
+    (
+        "# 멀티노드 PyTorch 분산 학습 예시 (torchrun)\n"
+        "torchrun --nproc_per_node=8 --nnodes=4 \\\n  --node_rank=0 \\\n"
+        "  --master_addr=<마스터-VM-IP> \\\n  --master_port=29500 \\\n  train.py",
+        "# Multi-node PyTorch distributed training (torchrun)\n"
+        "torchrun --nproc_per_node=8 --nnodes=4 \\\n  --node_rank=0 \\\n"
+        "  --master_addr=<master-VM-IP> \\\n  --master_port=29500 \\\n  train.py",
+    ),
+]
+SPOT = [
+    ("가상 클러스터는 스팟 자원을 사용할 수 없습니다", "cannot use spot resources"),
+    (
+        "멤버 가상머신은 온디맨드 또는 약정형으로 생성하세요.",
+        "Create member virtual machines as on-demand or reserved.",
+    ),
+]
 
 STATEMENTS = [
-    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, *CREATE_FIELDS]),
+    ("clusters:cluster_create", [FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, *CREATE_FIELDS, *SPOT]),
     ("clusters:cluster_list", STATUS_MEANINGS + [FIRST_CLUSTER] + USE_CASES),
-    ("vms:vm_create", [SAME_ZONE_TYPE]),
+    ("vms:vm_create", [SAME_ZONE_TYPE, *SPOT]),
     ("vms:vm_list", [FIRST_CLUSTER]),
     (
         "clusters:help",
         [PREREQUISITES, FABRIC_IB, FABRIC_ROCE, FABRIC_CHOICE, FIRST_CLUSTER, IB_TITLE]
         + STATUS_MEANINGS
-        + USE_CASES,
+        + USE_CASES
+        + CREATE_FIELDS
+        + STEPS
+        + ATTACHABLE
+        + DETAIL_TABS,
     ),
-    ("clusters:infiniband_help", [IB_TITLE]),
+    ("clusters:infiniband_help", [IB_TITLE, *IB_USAGE]),
 ]
 
 
