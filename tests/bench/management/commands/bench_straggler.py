@@ -1,8 +1,9 @@
 """``manage.py bench_straggler``: does the 메트릭 tab name the straggler only when there is
-one? ``--runs`` seeded simulator runs (default 100) with a 20 % slowdown injected on one
+one? ``--runs`` seeded simulator runs (default 100) with a 20 % slowdown (``--slowdown``) on one
 random GPU of one random member, and as many with none. Each run is a RUNNING cluster of 2–8
 members (8 GPUs and 8 ports each) sending the simulator's samples every 10 s for 12 minutes,
-ending at a random instant of the last hour (so checkpoints fall anywhere); the straggler is
+ending at a random instant of the week before ``BASE`` (so checkpoints fall anywhere; the
+simulator is deterministic in VM and time, so a seed gives the same figures); the straggler is
 then read as the page reads it (``straggler.device_view`` with the cluster's criteria, the
 defaults of 검증 기준). Printed: the detection rate (the member and the GPU both right) and
 the false-naming rate (any member, GPU or port, named with no slowdown), against the goals
@@ -12,15 +13,14 @@ PostgreSQL only, on a scratch database of its own (``tests.bench.command``).
 """
 
 import random
-from datetime import timedelta
-
-from django.utils import timezone
+from datetime import UTC, datetime, timedelta
 
 from tests.bench.command import BenchCommand
 
 SLOWDOWN = 0.2
 SECONDS = 12 * 60  # two judged windows and a little more
 DETECTED_GOAL, FALSE_GOAL = 0.95, 0.05
+BASE = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 class Command(BenchCommand):
@@ -30,9 +30,14 @@ class Command(BenchCommand):
         super().add_arguments(parser)
         parser.add_argument("--runs", type=int, default=100, help="runs of each kind (≥ 100)")
         parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
+        parser.add_argument(
+            "--slowdown", type=float, default=SLOWDOWN, help="the injected share (0.2: 20 %%)"
+        )
 
     def refusal(self, opts) -> str:
-        return "" if opts["runs"] >= 1 else "--runs must be at least 1"
+        if opts["runs"] < 1:
+            return "--runs must be at least 1"
+        return "" if 0 < opts["slowdown"] < 1 else "--slowdown must be between 0 and 1"
 
     def run_bench(self):
         from clusters.models import ClusterStatus
@@ -44,7 +49,6 @@ class Command(BenchCommand):
         zone, itype, _capacity = bench_catalog()
         project = Project.objects.create(slug="bench", name="bench")
         runs, first = self.opts["runs"], self.opts["seed"]
-        now = timezone.now().replace(microsecond=0)
         results = {"slow": [], "healthy": []}
         for kind in results:
             for seed in range(first, first + runs):
@@ -56,9 +60,10 @@ class Command(BenchCommand):
                     member=lambda _i, j: {"status": VmStatus.RUNNING},
                 )  # fmt: skip
                 members = list(cluster.members.order_by("name").values_list("pk", "name"))
-                end = now - timedelta(seconds=rng.randrange(0, 3000))
+                end = BASE - timedelta(seconds=rng.randrange(0, 7 * 86400))
                 slow_vm, slow_gpu = rng.choice(members)[0], rng.randrange(itype.gpu_count)
-                slow = {slow_vm: {slow_gpu: 1 - SLOWDOWN}} if kind == "slow" else {}
+                share = 1 - self.opts["slowdown"]
+                slow = {slow_vm: {slow_gpu: share}} if kind == "slow" else {}
                 started = end - timedelta(seconds=SECONDS + rng.randrange(60, 3600))
                 self._write(cluster, members, end, started, itype.gpu_count, slow, rng)
                 view = straggler.device_view(
@@ -79,8 +84,8 @@ class Command(BenchCommand):
         false = sum(results["healthy"]) / runs
         criteria = straggler.Criteria()
         self.say(
-            f"criteria: GPU {criteria.gpu_points} %p, port {criteria.port_percent} %, "
-            f"{criteria.minutes} min"
+            f"slowdown {self.opts['slowdown']:.0%}; criteria: GPU {criteria.gpu_points} %p, "
+            f"port {criteria.port_percent} %, {criteria.minutes} min"
         )
         self.say(
             f"detected (member and GPU) {sum(results['slow'])}/{runs} = {detected:.1%} "
