@@ -149,6 +149,9 @@ class ValidationThresholdAdmin(ConsoleAdmin):
         "multi_busbw_gbs",
         "ib_write_bw_gbps",
         "margin_percent",
+        "straggler_gpu_points",
+        "straggler_port_percent",
+        "straggler_minutes",
     ]
     list_filter = ["instance_type", "fabric"]
 

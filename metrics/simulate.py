@@ -45,16 +45,7 @@ def emit_samples(now=None):
     vms = VirtualMachine.objects.filter(status=VmStatus.RUNNING).values_list(
         "pk", "status_changed_at", "cluster__status", "instance_type__gpu_count", "name"
     )
-    rows: list = []
-    devices: dict[str, list] = {"gpu": [], "port": []}
-    for vm_id, started, cluster_status, gpus, name in vms:
-        metrics = simulated_metrics(vm_id, now, started, cluster_status, gpus, name)
-        rows.append((vm_id, now, *(metrics[field] for field in METRIC_NAMES)))
-        for key, table, names in (("gpus", "gpu", GPU_NAMES), ("ports", "port", PORT_NAMES)):
-            for entry in metrics[key] or ():
-                devices[table].append(
-                    (vm_id, now, entry[table], *(entry.get(field) for field in names))
-                )
+    rows, devices = sample_rows(vms, now)
     if not rows:
         return 0
     try:
@@ -64,9 +55,30 @@ def emit_samples(now=None):
     return len(rows)
 
 
-def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name=""):
+def sample_rows(vms, now, slow=None) -> tuple[list, dict]:
+    """(rows, devices) as ``storage.write_samples`` takes them: one sample at ``now`` of each
+    of ``vms`` ((pk, started, cluster status, GPU count, name)); ``slow`` ({vm_id: {GPU:
+    share}}) slows GPUs down."""
+    rows: list = []
+    devices: dict[str, list] = {"gpu": [], "port": []}
+    for vm_id, started, cluster_status, gpus, name in vms:
+        metrics = simulated_metrics(
+            vm_id, now, started, cluster_status, gpus, name, (slow or {}).get(vm_id)
+        )
+        rows.append((vm_id, now, *(metrics[field] for field in METRIC_NAMES)))
+        for key, table, names in (("gpus", "gpu", GPU_NAMES), ("ports", "port", PORT_NAMES)):
+            for entry in metrics[key] or ():
+                devices[table].append(
+                    (vm_id, now, entry[table], *(entry.get(field) for field in names))
+                )
+    return rows, devices
+
+
+def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name="", slow=None):
     """The sample of one VM at ``now``: the host fields, and ``gpus`` / ``ports`` arrays as
-    the ingest API takes them (None without GPUs, or off the fabric)."""
+    the ingest API takes them (None without GPUs, or off the fabric). ``slow`` ({GPU index:
+    share of its step}) injects a slowdown, as ``bench_straggler`` does; the demo's
+    ``STRAGGLER`` has its own."""
     t = now.timestamp()
     rng = random.Random(f"{vm_id}:{int(t // 10)}")  # noqa: S311 - the simulator's figures, never a secret
     warm = min(max((t - started.timestamp()) / WARMUP, 0.0), 1.0)
@@ -76,9 +88,10 @@ def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name=""):
     wave = 1.5 * math.sin(t / 47.0 + vm_id)
     step = 12.0 + rng.uniform(0, 10) if checkpoint else 95.0 + wave
     straggler = name == STRAGGLER
+    shares = {STRAGGLER_GPU: STRAGGLER_GPU_SHARE} if straggler else {}
+    shares.update(slow or {})
     gpus = [
-        _gpu(index, step, warm, rng, straggler and index == STRAGGLER_GPU)
-        for index in range(gpu_count or 0)
+        _gpu(index, step, warm, rng, shares.get(index, 1.0)) for index in range(gpu_count or 0)
     ] or None
     gpu = (
         sum(g["util"] for g in gpus) / len(gpus)
@@ -111,9 +124,9 @@ def simulated_metrics(vm_id, now, started, cluster_status, gpu_count, name=""):
     return metrics
 
 
-def _gpu(index, step, warm, rng, slow):
+def _gpu(index, step, warm, rng, share):
     """One GPU: its node's step with a little noise of its own (a slow one at a share)."""
-    util = step * (STRAGGLER_GPU_SHARE if slow else 1.0) + rng.gauss(0, 1.2)
+    util = step * share + rng.gauss(0, 1.2)
     util = _clamp(util * warm, 0, 100)
     return {
         "gpu": index,

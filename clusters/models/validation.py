@@ -5,6 +5,7 @@ Imported by ``clusters.models`` (the app's models module); it names ``Operation`
 so that the two modules import one way only.
 """
 
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -17,6 +18,12 @@ class Verdict(models.TextChoices):
     WARN = "WARN", _("점검 필요")
     BAD = "BAD", _("불량")
     NO_ANSWER = "NO_ANSWER", _("응답 없음")
+
+
+# The straggler defaults, from the simulator's noise (docs/performance.md, bench_straggler).
+STRAGGLER_GPU_POINTS = 10.0
+STRAGGLER_PORT_PERCENT = 20.0
+STRAGGLER_MINUTES = 5
 
 
 def member_vm(related_name):
@@ -63,6 +70,33 @@ class ValidationThreshold(models.Model):
         _("점검 필요 범위(%)"),
         default=10,
         help_text=_("기준보다 이 비율 이내로 낮으면 점검 필요, 더 낮으면 불량입니다."),
+    )
+    # The 메트릭 tab's straggler (``metrics.storage.straggler.find_straggler``): a member is
+    # named only when its gap to the cluster median stays past these for the sustained window.
+    straggler_gpu_points = models.FloatField(
+        _("느린 멤버: GPU 사용률 차이(%p)"),
+        default=STRAGGLER_GPU_POINTS,
+        help_text=_(
+            "GPU 하나의 사용률이 클러스터 중앙값보다 이만큼 넘게 낮은 상태가 지속 시간 동안 "
+            "이어지면 느린 멤버로 표시합니다."
+        ),
+    )
+    straggler_port_percent = models.FloatField(
+        _("느린 멤버: 패브릭 포트 처리량 차이(%)"),
+        default=STRAGGLER_PORT_PERCENT,
+        help_text=_(
+            "패브릭 포트 하나의 처리량이 클러스터 중앙값보다 이 비율 넘게 낮은 상태가 지속 "
+            "시간 동안 이어지면 느린 포트로 표시합니다."
+        ),
+    )
+    straggler_minutes = models.PositiveSmallIntegerField(
+        _("느린 멤버: 지속 시간(분)"),
+        default=STRAGGLER_MINUTES,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "멤버가 보고한 마지막 이 시간(분) 동안 대부분 기준을 넘게 뒤처져야 느린 멤버입니다. "
+            "방금 합류한 멤버는 이만큼 보고하기 전에는 판단하지 않습니다."
+        ),
     )
     source = models.TextField(_("출처"), blank=True, help_text=_("이 행의 수치가 나온 곳."))
     # Not a column: an unsaved row made from the defaults says so (the help pages show it).

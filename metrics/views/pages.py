@@ -81,16 +81,16 @@ def cluster_charts(request, pk):
 @login_required
 @require_GET
 def cluster_devices(request, pk):
-    """The 메트릭 tab's per-device panel of cluster ``pk`` over the range: the slowest GPU and
-    port against the median, 방금 합류 and 교체됨 members, the node × GPU heatmap and the
+    """The 메트릭 tab's per-device panel of cluster ``pk`` over the range: the straggler GPU
+    and port if there is one (``straggler.find_straggler``, by the cluster's 검증 기준), else
+    that there is none, 방금 합류 and 교체됨 members, the node × GPU heatmap and the
     하위 5, from each member's own series (``straggler``). Device names are VM data: without
     VM READ the panel is empty."""
     cluster = get_object_or_404(readable(request.user, Perm.CLUSTER_READ, VirtualCluster), pk=pk)
     seconds = charts.RANGES[_range_of(request)].seconds
     devices = straggler.DeviceView()
     if request.user.has_perm(Perm.VM_READ, cluster):
-        members, replaced = charts.members_over(cluster, seconds)
-        devices = straggler.device_view(members, seconds, replaced=replaced)
+        devices = straggler.cluster_view(cluster, seconds)
     heatmap = straggler.heatmap_figure(devices, heatmap_labels())
     context = {
         "devices": devices,

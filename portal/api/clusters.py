@@ -11,7 +11,7 @@ from clusters import services
 from clusters.launch import RANK_ORDER, hostfile_text, launch_plan
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import federate
-from metrics.storage import exposition
+from metrics.storage import exposition, straggler
 from portal.api import pagination
 from portal.api.common import (
     ListFilters,
@@ -30,6 +30,7 @@ from portal.api.schemas import (
     LaunchOut,
     OperationOut,
     Problem,
+    StragglerOut,
     VmPage,
     read,
 )
@@ -156,6 +157,24 @@ def get_metrics(request, cluster_id: int):
     check_perm(actor(request), Perm.VM_READ, cluster)
     members = federate.members_of(cluster.project, cluster.pk)
     return HttpResponse(exposition.render(members), content_type=exposition.CONTENT_TYPE)
+
+
+@router.get(
+    "/virtual-clusters/{int:cluster_id}/straggler",
+    response={200: StragglerOut, 403: Problem},
+    summary="느린 멤버",
+)
+def get_straggler(request, cluster_id: int):
+    """The 메트릭 tab's straggler over the last hour: the member and GPU, and the port, whose
+    gap to the cluster median stayed past the 검증 기준's straggler criteria; null when the
+    cluster has none, ``lines`` saying so. Member names are VM data: Resource.VirtualMachine.Read
+    too, as on the tab."""
+    cluster = readable_cluster(request, cluster_id)
+    check_perm(actor(request), Perm.VM_READ, cluster)
+    return read(StragglerOut, straggler.cluster_view(cluster, STRAGGLER_SECONDS))
+
+
+STRAGGLER_SECONDS = 3600  # the 메트릭 tab's default range
 
 
 @router.get(

@@ -285,6 +285,30 @@ class LaunchOut(Out):
     ranks: list[LaunchRank]
 
 
+class StragglerNamedOut(Out):
+    # A ``metrics.storage.straggler.Named``.
+    vm_name: str = Field(validation_alias="node")
+    device: int | None = Field(description="GPU or port index; null: the member's own series")
+    gap: float = Field(description="median gap to the cluster median: %p (GPU), % (port)")
+
+
+class StragglerCriteriaOut(Out):
+    gpu_points: float
+    port_percent: float
+    minutes: int
+
+
+class StragglerOut(Out):
+    """The 메트릭 tab's straggler lines (``metrics.storage.straggler.DeviceView``): null when
+    the cluster has none; ``lines`` what the console says, in the caller's language."""
+
+    straggler: StragglerNamedOut | None
+    slow_port: StragglerNamedOut | None = Field(validation_alias="straggler_port")
+    judged: bool
+    criteria: StragglerCriteriaOut
+    lines: list[str] = Field(description="headline — detail: the members', then the ports'")
+
+
 class ReasonOut(Out):
     """Why a member got its verdict: a code and its figures, and the words for them."""
 

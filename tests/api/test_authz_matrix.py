@@ -91,6 +91,7 @@ MATRIX = {
     ],
     ("get", "/virtual-clusters/{cluster_id}/hostfile"): [("cluster", None, seen())],
     ("get", "/virtual-clusters/{cluster_id}/metrics"): [("cluster", None, seen())],
+    ("get", "/virtual-clusters/{cluster_id}/straggler"): [("cluster", None, seen())],
     ("get", "/virtual-clusters/{cluster_id}/launch"): [("cluster", None, seen())],
     ("patch", "/virtual-clusters/{cluster_id}"): [
         ("cluster", {"name": "renamed"}, change(Perm.CLUSTER_UPDATE, True, code=200)),

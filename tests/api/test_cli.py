@@ -196,3 +196,35 @@ def test_global_options_go_before_or_after_the_subcommand(vc, world):
     assert code == http.EXIT_AUTH
     code, _out, _err = vc("--token", "vcp_nope", "cluster", "list", "--name", "anywhere")
     assert code == http.EXIT_AUTH  # given before, not reset by the subcommand's parser
+
+
+def test_cluster_straggler_names_it_only_when_there_is_one(vc, world):
+    """``vc cluster straggler``: the 메트릭 tab's lines; ``-o json`` the API's answer."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.metrics.test_straggler import write
+
+    now = timezone.now()
+    clusters = {}
+    lagging = {"even": None, "lag": (0, 0)}  # (member, GPU) at 60 %; every other GPU at 94 %
+    for name, slow_gpu in lagging.items():
+        cluster = world.cluster(name, status=ClusterStatus.RUNNING)
+        members = world.members(cluster, 3, status=VmStatus.RUNNING, prefix=f"{name}-m")
+        clusters[name] = sorted(members, key=lambda vm: vm.name)
+        write(
+            clusters[name],
+            now - timedelta(minutes=12),
+            now - timedelta(seconds=5),
+            lambda i, g, r, slow_gpu=slow_gpu: 60.0 if (i, g) == slow_gpu else 94.0,
+        )
+    assert ok(vc("cluster", "straggler", "even")).splitlines() == [
+        "느린 멤버 없음 — 모든 멤버가 최근 5분 중앙값과 10%p 이내"
+    ]
+    slow = clusters["lag"][0].name
+    assert ok(vc("cluster", "straggler", "lag")).splitlines() == [
+        f"가장 느린 멤버: {slow} (GPU 0) — 최근 5분 중앙값과 -34.0%p (기준 10%p)"
+    ]
+    found = json.loads(ok(vc("-o", "json", "cluster", "straggler", "lag")))
+    assert found["straggler"] == {"vm_name": slow, "device": 0, "gap": -34.0}

@@ -143,6 +143,7 @@ def test_fabric_in_gbps_with_the_share_of_the_link_and_the_slowest_port(login, c
     tasks.rollup()
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 포트: {members[2].name} (포트 1)" in html
+    assert "최근 5분 중앙값과 -50% (기준 20%)" in html
     assert "100.0 Gb/s, 링크의 25%" in html and "중앙값 200.0 Gb/s" in html
     fabric = figures["fabric"]
     assert fabric["layout"]["yaxis"]["title"]["text"] == "패브릭 처리량 (Gb/s)"
@@ -235,5 +236,46 @@ def test_without_per_gpu_rows_the_slowest_member_is_named_from_the_vm_series(log
     storage.write_samples(rows)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert f"가장 느린 멤버: {members[1].name}</strong>" in html
-    assert "평균 사용률 61.5% · 중앙값 93.0% (-31.5%p)" in html
+    assert "최근 5분 중앙값과 -31.5%p (기준 10%p)" in html
     assert "heatmap" not in figures
+
+
+def test_a_cluster_without_a_straggler_says_so(login, cluster):
+    """Every GPU and port within noise of the median: no member is named, and the line says
+    the cluster has none, with the criteria it was judged by."""
+    members = list(cluster.members.order_by("name"))
+    now = timezone.now()
+    write(
+        members,
+        now - timedelta(minutes=20),
+        now - timedelta(seconds=5),
+        lambda i, g, rng: rng.uniform(88, 96) - (3.5 if i == 2 else 0),
+        ports=lambda i, p: 25e9,
+    )
+    html, _figures = page(login("viewer"), cluster, range="1h")
+    assert "가장 느린 멤버:" not in html and "가장 느린 포트:" not in html
+    assert "느린 멤버 없음" in html and "모든 멤버가 최근 5분 중앙값과 10%p 이내" in html
+    assert "느린 포트 없음" in html and "모든 포트가 최근 5분 중앙값과 20% 이내" in html
+
+
+def test_the_criteria_are_the_clusters_validation_thresholds(login, cluster):
+    """The 검증 기준 row of the cluster's instance type and fabric sets the threshold."""
+    from clusters.validation.thresholds import threshold_for
+
+    members = list(cluster.members.order_by("name"))
+    now = timezone.now()
+    write(
+        members,
+        now - timedelta(minutes=20),
+        now - timedelta(seconds=5),
+        lambda i, g, rng: 60.0 if (i, g) == (1, 2) else 92.0,
+    )
+    client = login("viewer")
+    html, _figures = page(client, cluster, range="1h")
+    assert f"가장 느린 멤버: {members[1].name} (GPU 2)" in html
+    row = threshold_for(cluster.instance_type, cluster.fabric_type)
+    row.straggler_gpu_points, row.straggler_minutes = 35.0, 8
+    row.save()
+    html, _figures = page(client, cluster, range="1h")
+    assert "가장 느린 멤버:" not in html
+    assert "모든 멤버가 최근 8분 중앙값과 35%p 이내" in html

@@ -39,18 +39,24 @@ def write_ago(members, since, until, figure):
     write(members, now - since, now - until, figure)
 
 
+def _busy_but_one(index, gpu, rng):
+    """Member 0's GPU 3 runs at 70%: the cluster's one real straggler."""
+    return 70.0 + rng.uniform(0, 5) if (index, gpu) == (0, 3) else _busy(index, gpu, rng)
+
+
 def test_a_spare_that_joined_two_minutes_ago_is_just_joined_never_the_slowest(
     login, cluster, world
 ):
-    """Its first minute is the warm-up (low); the others ran the whole hour at ~92%."""
+    """Its first minute is the warm-up (low); the others ran the whole hour at ~92%, but for
+    one GPU at ~72%: that one is named, the spare is not."""
     old = list(cluster.members.order_by("name"))
-    write_ago(old, timedelta(minutes=50), JUST_NOW, _busy)
+    write_ago(old, timedelta(minutes=50), JUST_NOW, _busy_but_one)
     spare = world.vm("late-spare", cluster=cluster, status=VmStatus.RUNNING)
     write_ago([spare], timedelta(minutes=2), timedelta(seconds=60), _warming_up)
     write_ago([spare], timedelta(seconds=60), JUST_NOW, _busy)
     html, figures = page(login("viewer"), cluster, range="1h")
     assert "가장 느린 멤버: late-spare" not in html
-    assert "가장 느린 멤버: late-m" in html
+    assert f"가장 느린 멤버: {old[0].name} (GPU 3)" in html
     assert 'id="metrics-joined"' in html and "late-spare" in html.split('id="metrics-joined"')[1]
     heat = figures["heatmap"]["data"][0]
     assert "late-spare (방금 합류)" in heat["y"]
@@ -103,6 +109,9 @@ def test_a_replaced_members_samples_stay_marked_replaced(login, cluster, world):
     assert row == [20.0] * 8
     assert 'id="metrics-replaced"' in html
     assert f"가장 느린 멤버: {bad.name}" not in html
+    # The members left are all at 95%: none of them is named in its place.
+    assert "가장 느린 멤버:" not in html
+    assert "느린 멤버 없음" in html and "모든 멤버가 최근 5분 중앙값과 10%p 이내" in html
     html, figures = page(login("viewer"), cluster, range="1h", per_member="1")
     names = [trace["name"] for trace in figures["gpu"]["data"]]
     assert f"{bad.name} (교체됨)" in names

@@ -137,6 +137,14 @@ def cluster_launch(client: Client, args) -> None:
     emit("\n".join(f"# {r['vm_name']}\n{r['command']}" for r in plan["ranks"]))
 
 
+def cluster_straggler(client: Client, args) -> None:
+    """The 메트릭 tab's straggler lines: who is slow, or that no member is."""
+    found = client.call("GET", f"{cluster_path(client, args)}/straggler")
+    if args.output == "json":
+        return show(args, found, "straggler")
+    emit("\n".join(found["lines"]))
+
+
 def cluster_rename(client: Client, args) -> None:
     show(args, client.call("PATCH", cluster_path(client, args), {"name": args.name}), "cluster")
 

@@ -89,6 +89,7 @@ def parser() -> argparse.ArgumentParser:
     )
     action(cluster, "hostfile", c.cluster_hostfile, "cluster")
     action(cluster, "launch", c.cluster_launch, "cluster")
+    action(cluster, "straggler", c.cluster_straggler, "cluster")
 
     vm = groups.add_parser("vm", parents=[common]).add_subparsers(dest="action", required=True)
     action(vm, "list", c.vm_list, filters=("--status", "--zone", "--name", "--cluster"))
