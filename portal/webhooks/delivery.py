@@ -44,6 +44,9 @@ def blocked(address: str) -> bool:
     service), multicast and unspecified always; private and loopback ones when
     ``WEBHOOK_REFUSE_PRIVATE_ADDRESSES`` is on (production's default)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
+    # An IPv4 address written as IPv6 (::ffff:169.254.169.254) is judged as the IPv4 one.
+    mapped = getattr(ip, "ipv4_mapped", None)
+    ip = mapped if mapped is not None else ip
     if ip.is_link_local or ip.is_multicast or ip.is_unspecified or ip.is_reserved:
         return True
     private = ip.is_private or ip.is_loopback

@@ -143,7 +143,10 @@ def test_a_receiver_that_is_not_there_is_a_connection_error(world, receiver, hoo
     assert answer is not None and answer.error == "connection"
 
 
-@pytest.mark.parametrize("address", ["169.254.169.254", "0.0.0.0"])  # noqa: S104
+@pytest.mark.parametrize(
+    "address",
+    ["169.254.169.254", "::ffff:169.254.169.254", "fe80::1%eth0", "0.0.0.0"],  # noqa: S104
+)
 def test_link_local_and_unspecified_receivers_are_never_sent_to(address, settings):
     settings.WEBHOOK_REFUSE_PRIVATE_ADDRESSES = False
     assert delivery.blocked(address)
@@ -152,6 +155,7 @@ def test_link_local_and_unspecified_receivers_are_never_sent_to(address, setting
 def test_private_receivers_are_refused_when_the_setting_says_so(settings):
     settings.WEBHOOK_REFUSE_PRIVATE_ADDRESSES = True
     assert delivery.blocked("127.0.0.1") and delivery.blocked("10.1.2.3")
+    assert delivery.blocked("::ffff:127.0.0.1") and delivery.blocked("::1")
     assert not delivery.blocked("8.8.8.8")
     settings.WEBHOOK_REFUSE_PRIVATE_ADDRESSES = False
     assert not delivery.blocked("127.0.0.1")
