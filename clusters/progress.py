@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.events import move_cluster
 from clusters.locking import apply_fabric, clear_fabric, lock_members, save_cluster, save_vm
 from clusters.models import (
     HOLDS_RESOURCES,
-    LIFECYCLE,
     TRANSITIONAL,
     ClusterOp,
     ClusterStatus,
@@ -31,7 +31,7 @@ from portal.foundation.errors import (
     RuleViolation,
     TransitionTimedOut,
 )
-from portal.foundation.kernel import check_perm, set_status
+from portal.foundation.kernel import check_perm
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent
 from vms.models import VirtualMachine
@@ -94,7 +94,7 @@ def _finish_step(cluster, expected, new_status, action, addresses) -> bool:
 
 
 def set_status_step(cluster, new_status) -> None:
-    set_status(cluster, new_status, LIFECYCLE)
+    move_cluster(cluster, new_status, error_code=cluster.error_code)
     if new_status not in TRANSITIONAL:
         cluster.operation = ClusterOp.NONE
         cluster.previous_status = ""
@@ -122,8 +122,8 @@ def roll_back_start(cluster_id, generation, error: RuleViolation, *, unless_move
         fallback = cluster.previous_status or ClusterStatus.UNALLOCATED
         if cluster.operation == ClusterOp.CREATE:
             fallback = ClusterStatus.UNALLOCATED
+        cluster.set_error(error)  # first: the status change tells why
         set_status_step(cluster, fallback)
-        cluster.set_error(error)
         save_cluster(cluster)
         _record_system(cluster, "cluster.start", AuditEvent.Outcome.FAILED, error)
         transaction.on_commit(lambda: release_cluster(cluster_id))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import cast
 
 from clusters import cluster_key
+from clusters.events import move_cluster
 from clusters.holds import hold_refusal
 from clusters.locking import (
     VM_STATE_FIELDS,
@@ -29,7 +30,6 @@ from clusters.locking import (
 )
 from clusters.models import (
     DELETABLE,
-    LIFECYCLE,
     MEMBERSHIP_OPEN,
     MIN_MEMBERS,
     STARTABLE,
@@ -77,7 +77,6 @@ from portal.foundation.kernel import (
     recorded_user,
     rename,
     save_unique,
-    set_status,
 )
 from portal.iam import ssh_keys
 from portal.iam.permissions import Perm
@@ -318,7 +317,7 @@ def start_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
     with attempt("cluster.start", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_UPDATE, att, start_refusal)
         cluster.previous_status = cluster.status
-        set_status(cluster, ClusterStatus.PROVISIONING, LIFECYCLE)
+        move_cluster(cluster, ClusterStatus.PROVISIONING)
         cluster.operation = ClusterOp.START
         cluster.generation += 1
         cluster.set_error(None)
@@ -354,7 +353,7 @@ def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
 def _settle_and_release(cluster: VirtualCluster, status: str) -> None:
     """The end of a stop or a delete, once its members are dealt with: the cluster settles
     at ``status`` with no operation running, and its fabric is released after commit."""
-    set_status(cluster, status, LIFECYCLE)
+    move_cluster(cluster, status)
     cluster.operation = ClusterOp.NONE
     save_cluster(cluster)
     queue_release(cluster)

@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "portal",
     "portal.catalog",
     "portal.compute",
+    "portal.webhooks",
     "vms",
     "clusters",
     "metrics",
@@ -292,7 +293,13 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # The reconciler runs on a queue of its own, consumed by a worker of its own (`celery worker
 # -Q reconcile`): a wedged main worker cannot hold back the repair, nor a slow repair the work.
 RECONCILE_QUEUE = "reconcile"
-CELERY_TASK_ROUTES = {"clusters.tasks.reconcile": {"queue": RECONCILE_QUEUE}}
+# Webhook deliveries too (`celery worker -Q webhooks`): a receiver that hangs holds one of
+# those workers for the read time-out, never a worker of the clusters' lifecycle.
+WEBHOOK_QUEUE = "webhooks"
+CELERY_TASK_ROUTES = {
+    "clusters.tasks.reconcile": {"queue": RECONCILE_QUEUE},
+    "portal.webhooks.tasks.*": {"queue": WEBHOOK_QUEUE},
+}
 RECONCILE_EVERY_SECONDS = float(os.environ.get("RECONCILE_EVERY_SECONDS", "30"))
 # Every task a worker runs stamps a heartbeat, and beat queues one this often so an idle
 # worker does too; /healthz answers 503 (and rundemo restarts the worker) past the max age.
@@ -316,6 +323,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": WORKER_HEARTBEAT_SECONDS},
     },
     "metrics-rollup": {"task": "metrics.tasks.rollup", "schedule": 60.0},
+    # Webhook retries (and first attempts whose message was lost) once they are due.
+    "webhook-retries": {
+        "task": "portal.webhooks.tasks.deliver_due",
+        "schedule": 15.0,
+        "options": {"expires": 15},
+    },
     # The cluster list's total sums a project's tally rows: merged each minute, they stay few.
     "cluster-tally": {"task": "clusters.tasks.merge_tally", "schedule": 60.0},
     "gpu-host-sync": {
@@ -341,6 +354,14 @@ SIMULATOR_STEP_GATE = os.environ.get("SIMULATOR_STEP_GATE", "")
 # 클러스터 검증 on a soft fabric (clusters.validation.baseline): a ring pair's ib_write_bw or the
 # all-reduce below this percentage of the cluster's own baseline is 불량.
 VALIDATION_BASELINE_PERCENT = float(os.environ.get("VALIDATION_BASELINE_PERCENT", "70"))
+# Webhooks (docs/webhooks.md): a delivery's connect and read time-outs, how many attempts it
+# gets, the wait after the first failed one (doubled after each), and whether private and
+# loopback receivers are refused (production's default; link-local ones always are).
+WEBHOOK_CONNECT_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_CONNECT_TIMEOUT_SECONDS", "3"))
+WEBHOOK_READ_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_READ_TIMEOUT_SECONDS", "5"))
+WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "6"))
+WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("WEBHOOK_RETRY_BASE_SECONDS", "30"))
+WEBHOOK_REFUSE_PRIVATE_ADDRESSES = env_bool("WEBHOOK_REFUSE_PRIVATE_ADDRESSES", PRODUCTION)
 # A transitional status older than this is repaired by the reconciler.
 TRANSITION_TIMEOUT_SECONDS = float(os.environ.get("TRANSITION_TIMEOUT_SECONDS", "120"))
 

@@ -5,6 +5,7 @@ from django.views.i18n import set_language
 from portal.api import pages as api_pages
 from portal.api.main import api, api_not_found, swagger_asset
 from portal.web import views
+from portal.webhooks import views as webhook_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -21,6 +22,10 @@ urlpatterns = [
     path("account/api-tokens/<int:pk>/revoke/", api_pages.token_revoke, name="api_token_revoke"),
     path("ssh-keys/", api_pages.ssh_key_list, name="ssh_keys"),
     path("ssh-keys/<int:pk>/delete/", api_pages.ssh_key_delete, name="ssh_key_delete"),
+    path("webhooks/", webhook_views.webhook_list, name="webhooks"),
+    path("webhooks/<int:pk>/", webhook_views.webhook_log, name="webhook_log"),
+    path("webhooks/<int:pk>/test/", webhook_views.webhook_test, name="webhook_test"),
+    path("webhooks/<int:pk>/delete/", webhook_views.webhook_delete, name="webhook_delete"),
     path("api/v1/docs/assets/<str:name>", swagger_asset, name="api_docs_asset"),
     path("api/v1/", api.urls),
     # Anything else under the API is a problem+json 404, not the console's HTML page.

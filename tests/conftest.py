@@ -168,6 +168,15 @@ def _default_language():
     translation.deactivate()
 
 
+@pytest.fixture
+def receiver():
+    """A real HTTP receiver of webhooks on 127.0.0.1 (``tests.webhook_receiver``)."""
+    from tests.webhook_receiver import running_receiver
+
+    with running_receiver() as state:
+        yield state
+
+
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
     """A redis-server of this test module's own (tests.faults.harness): no other run of the

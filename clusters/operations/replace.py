@@ -17,7 +17,7 @@ permission withdrawn, the cluster changed), the member this replace stopped is s
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import services
+from clusters import events, services
 from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members, lock_vm, lock_vms
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
@@ -136,6 +136,7 @@ def replace_member(
             member_item.started_at = timezone.now()
             _watch_after_commit(operation)
         OperationItem.objects.bulk_create([member_item, spare_item])
+        events.replacement_started(operation, cluster, member, spare)
         att.message = f"{member.name} → {spare.name}"
         if member_item.started_at is None:
             _step(operation, actor)
@@ -154,7 +155,13 @@ def _fail(operation: Operation, items: list[OperationItem], error: RuleViolation
             item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
             item.set_error(error)
             item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
+    _end(operation, error)
+
+
+def _end(operation: Operation, error: RuleViolation | None = None) -> None:
+    """The replace is over, with its items settled: its webhooks hear how it went."""
     finish_operation(operation, error)
+    events.replacement_ended(operation)
 
 
 def _swap(
@@ -200,7 +207,7 @@ def _swap(
         _watch_after_commit(operation)
     else:
         succeed_item(spare_item).save(update_fields=["status", "finished_at"])
-        finish_operation(operation)
+        _end(operation)
 
 
 def _put_back(
@@ -244,7 +251,7 @@ def _step(operation: Operation, actor: Actor) -> bool:
         return False
     if spare is not None and spare.status == VmStatus.RUNNING:
         succeed_item(spare_item).save(update_fields=["status", "finished_at"])
-        finish_operation(operation)
+        _end(operation)
     else:  # joined but not 실행중 (its start failed, or it was stopped): not NotMember
         why = NotMember() if spare is None else spare.last_error or InvalidTransition()
         _fail(operation, [spare_item], why)

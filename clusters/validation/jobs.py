@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from clusters import events
 from clusters.models import OperationItem
 from clusters.models.validation import ValidationJob, ValidationRun, ValidationVerdict, Verdict
 from clusters.validation import baseline, verdict
@@ -252,6 +253,7 @@ def _finish(run, now) -> None:
     judged_bad = counts[Verdict.BAD] or counts[Verdict.NO_ANSWER]
     outcome = AuditEvent.Outcome.FAILED if judged_bad else AuditEvent.Outcome.SUCCEEDED
     record_many([build_event(att, outcome)])
+    events.validation_finished(operation, run.level, judged, {m["id"]: m["name"] for m in members})
 
 
 def open_run_of(cluster) -> ValidationRun | None:

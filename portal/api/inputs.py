@@ -85,6 +85,14 @@ class SshKeyCreateIn(StrictIn):
     public_key: str
 
 
+class WebhookCreateIn(StrictIn):
+    name: str = Field(max_length=200)
+    # http:// or https://; the service refuses the rest with words that say why.
+    url: str = Field(max_length=4000)
+    # Event types (docs/webhooks.md#events); left out: every type.
+    events: list[str] | None = None
+
+
 class ValidateIn(StrictIn):
     level: int = 1  # dcgmi diag -r 1 (quick) or 2 (about 2 minutes); the service decides
 

@@ -25,7 +25,16 @@ from ninja.openapi.docs import DocsBase
 from ninja.renderers import BaseRenderer
 from ninja.security import HttpBearer
 
-from portal.api import catalog, clusters, guard, operations, ssh_keys, validation, vms
+from portal.api import (
+    catalog,
+    clusters,
+    guard,
+    operations,
+    ssh_keys,
+    validation,
+    vms,
+    webhooks,
+)
 from portal.api.common import api_headers, json_bytes
 from portal.api.problems import problem_response, validation_problem
 from portal.api.schemas import Problem
@@ -188,7 +197,7 @@ def _unexpected(request, exc):
     return guard.unexpected(request, exc)
 
 
-for _module in (catalog, clusters, validation, vms, operations, ssh_keys):
+for _module in (catalog, clusters, validation, vms, operations, ssh_keys, webhooks):
     api.add_router("/", _module.router)
 
 

@@ -227,6 +227,57 @@ class SshKeyPage(Out):
     next_page_token: str | None
 
 
+class WebhookOut(Out):
+    # A project's webhook (``portal.webhooks.models.Webhook``): never its secret.
+    id: int
+    project_id: int
+    name: str
+    url: str
+    events: list[str]
+    created_at: datetime
+
+
+class WebhookCreatedOut(WebhookOut):
+    # The secret that signs its deliveries: in this answer only, never again.
+    secret: str
+
+
+class WebhookPage(Out):
+    items: list[WebhookOut]
+    next_page_token: str | None
+
+
+class WebhookAttemptOut(Out):
+    number: int
+    at: datetime
+    status_code: int | None
+    error: str
+    duration_ms: int
+
+
+class WebhookDeliveryOut(Out):
+    # One event sent to one webhook, with every attempt (newest first).
+    id: int
+    webhook_id: int
+    event_id: str
+    event_type: str
+    status: str
+    attempts: int
+    next_attempt_at: datetime | None
+    created_at: datetime
+    attempt_log: Annotated[list[WebhookAttemptOut], LISTED]
+
+    @field_validator("event_id", mode="before")
+    @classmethod
+    def _event_id(cls, value: Any) -> str:
+        return str(value)
+
+
+class WebhookDeliveryPage(Out):
+    items: list[WebhookDeliveryOut]
+    next_page_token: str | None
+
+
 class OperationItemOut(Out):
     vm_id: int | None
     target_name: str

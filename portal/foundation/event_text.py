@@ -76,6 +76,9 @@ ACTION_LABELS = {
     "token.revoke": _("API 토큰 폐기"),
     "ssh_key.create": _("SSH 키 등록"),
     "ssh_key.delete": _("SSH 키 삭제"),
+    "webhook.create": _("웹훅 등록"),
+    "webhook.delete": _("웹훅 삭제"),
+    "webhook.test": _("웹훅 테스트 전송"),
     "host.create": _("GPU 호스트 등록"),
     "host.update": _("GPU 호스트 변경"),
     "host.delete": _("GPU 호스트 삭제"),
@@ -88,6 +91,7 @@ TARGET_LABELS = {
     "vm": pgettext_lazy("target", "가상머신"),
     "api_token": pgettext_lazy("target", "API 토큰"),
     "ssh_key": pgettext_lazy("target", "SSH 키"),
+    "webhook": pgettext_lazy("target", "웹훅"),
     "gpu_host": pgettext_lazy("target", "GPU 호스트"),
 }
 

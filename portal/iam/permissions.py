@@ -17,13 +17,21 @@ class Perm(StrEnum):
     SSH_KEY_READ = "Resource.SshKey.READ"
     SSH_KEY_CREATE = "Resource.SshKey.CREATE"
     SSH_KEY_DELETE = "Resource.SshKey.DELETE"
+    # A project's webhooks (where its events are sent): read with their delivery log,
+    # created (the secret shown once), sent a test event, deleted; never edited.
+    WEBHOOK_READ = "Resource.Webhook.READ"
+    WEBHOOK_CREATE = "Resource.Webhook.CREATE"
+    WEBHOOK_UPDATE = "Resource.Webhook.UPDATE"
+    WEBHOOK_DELETE = "Resource.Webhook.DELETE"
 
 
 ALL_PERMISSIONS = frozenset(Perm)
-READ_PERMISSIONS = frozenset({Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ})
+READ_PERMISSIONS = frozenset(
+    {Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ, Perm.WEBHOOK_READ}
+)
 
 BUILTIN_ROLES = {
     "viewer": READ_PERMISSIONS,
-    "operator": READ_PERMISSIONS | {Perm.CLUSTER_UPDATE, Perm.VM_UPDATE},
+    "operator": READ_PERMISSIONS | {Perm.CLUSTER_UPDATE, Perm.VM_UPDATE, Perm.WEBHOOK_UPDATE},
     "admin": ALL_PERMISSIONS,
 }

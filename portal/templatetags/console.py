@@ -197,9 +197,10 @@ def topbar(context):
         "go": gettext("이동"),
         "tokens": gettext("API 토큰"),
         "keys": gettext("SSH 키"),
+        "webhooks": gettext("웹훅"),
         "logout": gettext("로그아웃"),
     }
-    brand, project, go, tokens, keys, logout = (escape(words[k]) for k in words)
+    brand, project, go, tokens, keys, webhooks, logout = (escape(words[k]) for k in words)
     switch = ""
     if signed_in and (projects := context.get("projects")):
         current = getattr(context.get("current_project"), "pk", None)
@@ -222,6 +223,7 @@ def topbar(context):
             f'<span class="whoami">{escape(user.get_username())}</span>'
             f'<a href="{_url("api_tokens")}">{tokens}</a>'
             f'<a href="{_url("ssh_keys")}">{keys}</a>'
+            f'<a href="{_url("webhooks")}">{webhooks}</a>'
             f'<form method="post" action="{_url("logout")}">{csrf}'
             f'<button type="submit" class="link-button">{logout}'
             f"</button></form>"

@@ -14,6 +14,8 @@ from clusters.operations import attach_many
 from portal.iam import ssh_keys, tokens
 from portal.iam.permissions import Perm
 from portal.models import ApiToken, SshKey
+from portal.webhooks import services as webhook_services
+from portal.webhooks.models import Webhook, WebhookDelivery
 from tests.api.conftest import openapi_document
 from tests.ssh_keys_data import ED25519, ED25519_OTHER
 from vms.models import VirtualMachine, VmStatus
@@ -32,6 +34,7 @@ class Scene:
     operation: object
     busy: object  # 실행중, two running members: may be validated
     key: object  # an SSH key of demo
+    hook: object  # a webhook of demo
 
 
 @pytest.fixture
@@ -51,7 +54,10 @@ def scene(world):
     key = ssh_keys.create_ssh_key(
         actor=world.admin, project=world.demo, name="matrix", public_key=ED25519
     )
-    return Scene(cluster, running, member, loose, running_vm, operation, busy, key)
+    hook = webhook_services.create_webhook(
+        actor=world.admin, project=world.demo, name="matrix", url="https://hooks.example.com/m"
+    )
+    return Scene(cluster, running, member, loose, running_vm, operation, busy, key, hook)
 
 
 def seen():
@@ -126,6 +132,12 @@ MATRIX = {
     ("post", "/ssh-keys"): [("", "ssh_key_body", change(Perm.SSH_KEY_CREATE, False, 201, 201))],
     ("get", "/ssh-keys/{key_id}"): [("key", None, seen())],
     ("delete", "/ssh-keys/{key_id}"): [("key", None, change(Perm.SSH_KEY_DELETE, False, 204))],
+    ("get", "/webhooks"): [("", None, listing())],
+    ("post", "/webhooks"): [("", "webhook_body", change(Perm.WEBHOOK_CREATE, False, 201, 201))],
+    ("get", "/webhooks/{webhook_id}"): [("hook", None, seen())],
+    ("delete", "/webhooks/{webhook_id}"): [("hook", None, change(Perm.WEBHOOK_DELETE, False, 204))],
+    ("post", "/webhooks/{webhook_id}:test"): [("hook", {}, change(Perm.WEBHOOK_UPDATE, True))],
+    ("get", "/webhooks/{webhook_id}/deliveries"): [("hook", None, seen())],
     ("get", "/operations"): [("", None, listing())],
     ("get", "/operations/{operation_id}"): [("operation", None, seen())],
 }
@@ -162,6 +174,7 @@ def body_of(name, scene, world):
         "attach_body": {"vm_ids": [scene.loose.pk]},
         "replace_body": {"spare_vm_id": scene.loose.pk},
         "ssh_key_body": {"name": "by-api", "public_key": ED25519_OTHER},
+        "webhook_body": {"name": "by-api", "url": "https://hooks.example.com/api"},
     }  # fmt: skip
     return bodies[name] if isinstance(name, str) else name
 
@@ -172,7 +185,9 @@ def url_of(path, target, scene):
     obj = getattr(scene, target)
     if target == "member":
         return path.format(cluster_id=obj.cluster_id, vm_id=obj.pk)
-    return path.format(cluster_id=obj.pk, vm_id=obj.pk, operation_id=obj.pk, key_id=obj.pk)
+    return path.format(
+        cluster_id=obj.pk, vm_id=obj.pk, operation_id=obj.pk, key_id=obj.pk, webhook_id=obj.pk
+    )
 
 
 def snapshot():
@@ -182,6 +197,8 @@ def snapshot():
         sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
         sorted(VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id")),
         sorted(SshKey.objects.values_list("pk", "name", "project_id")),
+        sorted(Webhook.objects.values_list("pk", "name", "url", "project_id")),
+        WebhookDelivery.objects.count(),
         sorted(
             VirtualCluster.ssh_keys.through.objects.values_list("virtualcluster_id", "sshkey_id")
         ),

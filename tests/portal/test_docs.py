@@ -40,6 +40,7 @@ ERROR_MODULES = (
     "portal.foundation.errors.api",
     "portal.foundation.errors.hosts",
     "portal.foundation.errors.ssh_keys",
+    "portal.foundation.errors.webhooks",
     "metrics.errors",
     "clusters.validation.errors",
 )

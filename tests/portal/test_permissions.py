@@ -33,12 +33,12 @@ def test_each_permission_granted_exactly_by_a_role_holding_it(world, perm):
 @pytest.mark.parametrize(
     ("user", "expected"),
     [
-        ("viewer", {Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ}),
+        ("viewer", {Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ, Perm.WEBHOOK_READ}),
         (
             "operator",
             {
-                *(Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ),
-                *(Perm.CLUSTER_UPDATE, Perm.VM_UPDATE),
+                *(Perm.CLUSTER_READ, Perm.VM_READ, Perm.SSH_KEY_READ, Perm.WEBHOOK_READ),
+                *(Perm.CLUSTER_UPDATE, Perm.VM_UPDATE, Perm.WEBHOOK_UPDATE),
             },
         ),
         ("admin", set(Perm)),

@@ -150,6 +150,8 @@ LAYERS = (
     # Below clusters and vms: the catalog's rules and version, the infrastructure (backends,
     # hosts) that runs VMs.
     ("compute", ("portal.catalog", "portal.compute")),
+    # A project's webhooks: what the apps' changes are sent through (``events.emit``).
+    ("webhooks", ("portal.webhooks",)),
     # The apps' services, operations, progress and tasks.
     ("apps", ("clusters", "vms", "metrics")),
     # The web layer the apps' pages share: middleware, lists, rendering, the shell's pages.
@@ -187,7 +189,7 @@ def unit(module: str) -> str:
     parts = module.split(".")
     return (
         ".".join(parts[:2])
-        if parts[:2] in (["portal", "catalog"], ["portal", "compute"])
+        if parts[:2] in (["portal", "catalog"], ["portal", "compute"], ["portal", "webhooks"])
         else parts[0]
     )
 

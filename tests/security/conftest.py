@@ -8,6 +8,7 @@ from django.core.cache import cache
 
 from clusters.models import ClusterStatus
 from portal.models import SshKey
+from portal.webhooks.models import Webhook
 from tests.ssh_keys_data import ED25519, ED25519_FINGERPRINT
 from vms.models import VmStatus
 
@@ -23,6 +24,8 @@ class Scene:
     other_vm: object
     key: object  # an SSH key of demo
     other_key: object
+    hook: object  # a webhook of demo
+    other_hook: object
 
 
 @pytest.fixture
@@ -47,6 +50,14 @@ def scene(world):
         other_key=SshKey.objects.create(
             project=world.other, name="omega-other-key", public_key=ED25519,
             key_type="ssh-ed25519", bits=256, fingerprint=ED25519_FINGERPRINT,
+        ),
+        hook=Webhook.objects.create(
+            project=world.demo, name="lambda-demo-hook", url="https://hooks.example.com/d",
+            events=["cluster.status_changed"], secret="whsec_demo",
+        ),
+        other_hook=Webhook.objects.create(
+            project=world.other, name="omega-other-hook", url="https://hooks.example.com/o",
+            events=["cluster.status_changed"], secret="whsec_other",
         ),
     )  # fmt: skip
 

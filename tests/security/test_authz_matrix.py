@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from clusters.models import ClusterStatus, VirtualCluster
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent, SshKey
+from portal.webhooks.models import Webhook, WebhookDelivery
 from tests.conftest import PASSWORD
 from tests.ssh_keys_data import ED25519_OTHER
 from vms.models import VirtualMachine, VmStatus
@@ -210,6 +211,14 @@ def key_deleted(scene, user):
     assert not SshKey.objects.filter(pk=scene.key.pk).exists()
 
 
+def hook_deleted(scene, user):
+    assert not Webhook.objects.filter(pk=scene.hook.pk).exists()
+
+
+def hook_tested(scene, user):
+    assert WebhookDelivery.objects.get(webhook=scene.hook).event_type == "webhook.test"
+
+
 def token_issued(scene, user):
     from metrics.models import MetricsToken
 
@@ -326,6 +335,42 @@ MATRIX = {
             target="key",
             audit="ssh_key.delete",
             effect=key_deleted,
+        )
+    ],
+    # The current project's webhooks, as its SSH keys: creating needs Webhook CREATE, a test
+    # send UPDATE (the operator's too), deleting DELETE; another project's is a 404
+    # (tests/webhooks/test_pages.py).
+    "webhooks": [
+        Case("get", project_list("hook", "other_hook")),
+        Case(
+            "post",
+            create_post(Perm.WEBHOOK_CREATE),
+            data={
+                "name": "hook-by-matrix",
+                "url": "https://hooks.example.com/m",
+                "events": ["cluster.status_changed"],
+            },
+            audit="webhook.create",
+            effect=created_in_own_project(Webhook, "hook-by-matrix"),
+        ),
+    ],
+    "webhook_log": [Case("get", object_read(), target="hook")],
+    "webhook_test": [
+        Case(
+            "post",
+            object_action(Perm.WEBHOOK_UPDATE),
+            target="hook",
+            audit="webhook.test",
+            effect=hook_tested,
+        )
+    ],
+    "webhook_delete": [
+        Case(
+            "post",
+            object_action(Perm.WEBHOOK_DELETE, operator_may=False),
+            target="hook",
+            audit="webhook.delete",
+            effect=hook_deleted,
         )
     ],
     "clusters:cluster_list": [
@@ -588,6 +633,8 @@ def snapshot():
             VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id", "project_id")
         ),
         sorted(SshKey.objects.values_list("pk", "name", "project_id")),
+        sorted(Webhook.objects.values_list("pk", "name", "url", "project_id")),
+        WebhookDelivery.objects.count(),
         sorted(
             VirtualCluster.ssh_keys.through.objects.values_list("virtualcluster_id", "sshkey_id")
         ),

@@ -1,12 +1,12 @@
 """One command for a fresh machine: migrate, seed the demo, then run web + worker +
-reconciler + beat.
+reconciler + the webhooks' worker + beat.
 
 Everything runs on the embedded default (SQLite file, filesystem Celery broker), so no
-external service is needed. The worker, the reconciler's worker (its own queue) and beat are
-supervised (``portal.processes.supervisor``): one that exits, or a worker that stops consuming, is
-restarted with a log line. Ctrl-C stops them all; if rundemo ends any other way (SIGKILL
-included) they end with it (``portal.processes.supervisor``). A port already in use is
-refused before anything starts.
+external service is needed. The worker, the reconciler's and the webhooks' workers (each on
+its own queue) and beat are supervised (``portal.processes.supervisor``): one that exits, or a
+worker that stops consuming, is restarted with a log line. Ctrl-C stops them all; if rundemo
+ends any other way (SIGKILL included) they end with it (``portal.processes.supervisor``). A
+port already in use is refused before anything starts.
 """
 
 import errno
@@ -25,7 +25,8 @@ from portal.processes.supervisor import Child, Supervisor
 
 
 def stack(env: dict[str, str], extra: tuple[Child, ...] = ()) -> Supervisor:
-    """The supervised worker, the reconciler's worker and beat of the demo (and ``extra``)."""
+    """The supervised worker, the reconciler's and the webhooks' workers and beat of the demo
+    (and ``extra``)."""
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     return Supervisor(
         [
@@ -36,6 +37,7 @@ def stack(env: dict[str, str], extra: tuple[Child, ...] = ()) -> Supervisor:
                 watch_heartbeat=True,
             ),
             Child("reconciler", reconciler_command(celery)),
+            Child("webhooks", webhook_worker_command(celery)),
             Child(
                 "beat",
                 [
@@ -67,6 +69,25 @@ def reconciler_command(celery: list[str]) -> list[str]:
         settings.RECONCILE_QUEUE,
         "--hostname",
         "reconciler@%h",
+    ]
+
+
+def webhook_worker_command(celery: list[str]) -> list[str]:
+    """The webhooks' worker: their own queue, on threads (a delivery waits on the network,
+    not the CPU), so a receiver that hangs never holds a worker of the clusters' lifecycle."""
+    return [
+        *celery,
+        "worker",
+        "--loglevel",
+        "WARNING",
+        "--pool",
+        "threads",
+        "--concurrency",
+        "4",
+        "-Q",
+        settings.WEBHOOK_QUEUE,
+        "--hostname",
+        "webhooks@%h",
     ]
 
 

@@ -22,7 +22,12 @@ FAILED_VERDICTS = ("BAD", "NO_ANSWER")
 # Names and waiting
 
 
-LISTS = {"cluster": "/virtual-clusters", "vm": "/virtual-machines", "ssh-key": "/ssh-keys"}
+LISTS = {
+    "cluster": "/virtual-clusters",
+    "vm": "/virtual-machines",
+    "ssh-key": "/ssh-keys",
+    "webhook": "/webhooks",
+}
 # A public key file is a line; what is read of a larger file is enough for the portal to
 # refuse it by its size (16 KB), with its own words.
 KEY_FILE_READ = 64 * 1024
@@ -32,7 +37,8 @@ def resolve(client: Client, kind: str, ref: str) -> int:
     """An id as given, or the id of the one live cluster/VM/SSH key named ``ref``."""
     if ref.isascii() and ref.isdigit():
         return int(ref)
-    query = {} if kind == "ssh-key" else {"name": ref}  # the keys' list has no filter
+    # The keys' and webhooks' lists have no filter.
+    query = {} if kind in ("ssh-key", "webhook") else {"name": ref}
     for item in client.pages(LISTS[kind], query):
         if item["name"] == ref:
             return item["id"]
@@ -281,6 +287,48 @@ def ssh_key_create(client: Client, args) -> None:
 
 def ssh_key_delete(client: Client, args) -> None:
     client.call("DELETE", f"/ssh-keys/{resolve(client, 'ssh-key', args.key)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# vc webhook …
+
+
+def webhook_list(client: Client, args) -> None:
+    show(args, list(client.pages("/webhooks", {})), "webhook")
+
+
+def webhook_create(client: Client, args) -> None:
+    """Register the URL as ``name`` for the ``--event`` types (none given: every type);
+    the answer's secret is printed this once, and said so on stderr."""
+    body = {"name": args.name, "url": args.endpoint, "events": args.events or None}
+    show(args, client.call("POST", "/webhooks", body), "webhook_created")
+    emit(say("webhook_secret"), err=True)
+
+
+def webhook_delete(client: Client, args) -> None:
+    client.call("DELETE", f"/webhooks/{resolve(client, 'webhook', args.webhook)}")
+
+
+def webhook_test(client: Client, args) -> None:
+    """Queue a ``webhook.test`` event; ``vc webhook deliveries`` shows how it went."""
+    sent = client.call("POST", f"/webhooks/{resolve(client, 'webhook', args.webhook)}:test", {})
+    show(args, sent if args.output == "json" else [_delivery_row(sent)], "delivery")
+
+
+def webhook_deliveries(client: Client, args) -> None:
+    """The webhook's deliveries, newest first; the table names each one's last attempt."""
+    path = f"/webhooks/{resolve(client, 'webhook', args.webhook)}/deliveries"
+    rows = list(client.pages(path, {}))
+    show(args, rows if args.output == "json" else [_delivery_row(r) for r in rows], "delivery")
+
+
+def _delivery_row(delivery: dict) -> dict:
+    log = delivery.get("attempt_log") or []
+    last = log[0] if log else None
+    shown = None
+    if last is not None:
+        shown = f"{last['status_code'] or last['error']} ({last['duration_ms']} ms)"
+    return delivery | {"last_attempt": shown}
 
 
 def op_get(client: Client, args) -> None:

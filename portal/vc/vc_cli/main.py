@@ -105,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     action(vm, "delete", c.vm_delete, "vm", waits=True)
 
     ssh_key_commands(groups.add_parser("ssh-key", parents=[common]), action)
+    webhook_commands(groups.add_parser("webhook", parents=[common]), action)
     op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
     action(op, "get", c.op_get, "id")
     action(op, "wait", c.op_wait, "id", waits=True)
@@ -132,6 +133,24 @@ def ssh_key_commands(group: argparse.ArgumentParser, action) -> None:
     p.add_argument("--name", required=True)
     p.add_argument("--file", required=True, help="a public key file, e.g. ~/.ssh/id_ed25519.pub")
     action(key, "delete", commands.ssh_key_delete, "key")
+
+
+def webhook_commands(group: argparse.ArgumentParser, action) -> None:
+    """``vc webhook list|create|delete|test|deliveries`` under ``group``."""
+    hook = group.add_subparsers(dest="action", required=True)
+    action(hook, "list", commands.webhook_list)
+    p = action(hook, "create", commands.webhook_create, "name")
+    p.add_argument("endpoint", metavar="URL", help="http:// or https:// URL the events go to")
+    p.add_argument(
+        "--event",
+        action="append",
+        default=[],
+        dest="events",
+        help="an event type, e.g. cluster.status_changed; repeat for more (default: every type)",
+    )
+    action(hook, "delete", commands.webhook_delete, "webhook")
+    action(hook, "test", commands.webhook_test, "webhook")
+    action(hook, "deliveries", commands.webhook_deliveries, "webhook")
 
 
 def read_config(path: Path) -> dict:

@@ -20,6 +20,10 @@ MESSAGES = {
         "{path}: 설정 파일을 읽을 수 없습니다 ({reason})",
         "{path}: cannot read the config file ({reason})",
     ),
+    "webhook_secret": (
+        "서명 비밀은 지금 한 번만 보여 드립니다. 받는 쪽 설정에 지금 복사하세요.",
+        "The signing secret is shown this once: copy it into the receiver's settings now.",
+    ),
     "file_unreadable": (
         "{path}: 파일을 읽을 수 없습니다 ({reason})",
         "{path}: cannot read the file ({reason})",
