@@ -109,10 +109,6 @@
           var figure = withChosenMetric(JSON.parse(source.textContent));
           el.dataset.rendered = "1";
           drawn = Plotly.newPlot(el, figure.data, figure.layout, CONFIG).then(function () {
-            if (!window.performance.getEntriesByName("metrics:first-chart").length) {
-              // What bench_first_chart reads: from opening the tab to a chart on screen.
-              window.performance.mark("metrics:first-chart");
-            }
             if (!figure.layout.updatemenus) return null;
             rememberMetric(el);
             return apartFromToolbar(Plotly, el);
