@@ -78,6 +78,8 @@
     return Plotly.relayout(el, {"margin.t": layout.margin.t + row, height: layout.height + row});
   }
 
+  // data-drawn on the body once all of it is drawn, the device panel included: the state
+  // a reader (and a browser test) can wait for instead of a delay.
   function settled(body) {
     if (!body || body.querySelector("[data-metrics-figure]:not([data-rendered])")) return;
     if (body.querySelector("#metrics-devices[aria-busy]")) return;
