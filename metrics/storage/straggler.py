@@ -240,6 +240,25 @@ class DeviceView:
         return marks
 
     @property
+    def bottom_empty_reason(self) -> str:
+        """Why 하위 5 lists nobody though the heatmap has GPUs ('' when it lists some): the
+        members are all 방금 합류 (or 교체됨), or none sent a GPU utilisation."""
+        if self.bottom or not self.gpus:
+            return ""
+        ranked_out = set(self.joined) | set(self.replaced)
+        if ranked_out and {g.node for g in self.gpus} <= ranked_out:
+            if not self.replaced:
+                return _(
+                    "멤버가 모두 방금 합류해 아직 순위를 매기지 않습니다. 멤버마다 데이터가 "
+                    "%(minutes)d분 넘게 쌓이면 표시됩니다."
+                ) % {"minutes": JOINED_SECONDS // 60}
+            return _(
+                "순위에 넣을 멤버가 없습니다. 방금 합류한 멤버와 교체된 멤버는 순위에 넣지 "
+                "않습니다."
+            )
+        return _("이 기간에 GPU 사용률을 보낸 멤버가 없습니다.")
+
+    @property
     def has_gpus(self) -> bool:
         return self.slowest is not None
 

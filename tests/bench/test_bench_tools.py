@@ -14,7 +14,13 @@ from django.db import connection
 
 from tests.bench import scratch
 
-BENCH_COMMANDS = ("bench_pages", "loadtest", "bench_metrics", "bench_operations")
+BENCH_COMMANDS = (
+    "bench_pages",
+    "loadtest",
+    "bench_metrics",
+    "bench_operations",
+    "bench_first_chart",
+)
 
 
 def manage_commands(tmp_path, **env):

@@ -187,7 +187,10 @@ def test_per_member_series_are_each_members_own(login, cluster, samples):
         expected = {b: s[vm.pk]["cpu_util"] for b, s in by_bucket.items() if vm.pk in s}
         assert assert_matches(trace, expected, 1, 1, step) > 10
     assert len(figures["net"]["data"]) == 2 * len(members)
-    assert 'hx-trigger="every 30s"' in html and "per_member=1" in html
+    # The refresh asks for what the form shows: per member stays on.
+    assert 'hx-trigger="every 30s, cluster-changed from:body"' in html
+    assert 'hx-include="#metrics-controls"' in html
+    assert 'name="per_member" value="1" checked' in html
 
 
 def test_figures_are_valid_plotly_with_korean_axes_and_bounded_points(login, cluster, samples):
@@ -250,10 +253,10 @@ def test_refresh_returns_only_the_body_and_polls_only_for_1h(login, cluster, sam
     url = reverse("metrics:cluster_charts", args=[cluster.pk])
     headers = {"HX-Request": "true", "HX-Target": "metrics-body"}
     body = client.get(url, {"range": "1h"}, headers=headers).content.decode()
-    assert body.lstrip().startswith('<div id="metrics-body"') and "metrics-controls" not in body
-    assert 'hx-trigger="every 30s"' in body
+    assert body.lstrip().startswith('<div id="metrics-body"') and "<form" not in body
+    assert 'hx-trigger="every 30s, cluster-changed from:body"' in body
     day = client.get(url, {"range": "24h"}, headers=headers).content.decode()
-    assert "every 30s" not in day
+    assert "every 30s" not in day and 'hx-trigger="cluster-changed from:body"' in day
     full = client.get(url, {"range": "bogus"}).content.decode()
     assert 'value="1h" checked' in full and "metrics/charts.js" in full
     assert "metrics/vendor/plotly-cartesian.min.js" in full

@@ -6,7 +6,7 @@ the heatmap, marked 교체됨."""
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from clusters.models import ClusterStatus, Operation, OperationItem
 from metrics import storage
@@ -134,3 +134,41 @@ def test_three_minutes_in_a_rolled_up_hour_are_still_just_joined(cluster, world)
     view = straggler.device_view(members, 7 * 86400, now=hour + timedelta(hours=1))
     assert view.joined == ["late-spare"]
     assert view.slowest.node != "late-spare"
+
+
+def test_bottom_five_says_why_it_is_empty_when_every_member_just_joined(login, cluster):
+    """Every member started two minutes ago: the heatmap has their GPUs, 하위 5 ranks
+    nobody and says why, instead of an empty table."""
+    members = list(cluster.members.order_by("name"))
+    write_ago(members, timedelta(minutes=2), JUST_NOW, _busy)
+    html, figures = page(login("viewer"), cluster, range="1h")
+    assert "late-m" in figures["heatmap"]["data"][0]["y"][0]
+    assert 'class="table metrics-bottom-table"' not in html
+    reason = html.split('id="metrics-bottom-empty">')[1].split("</p>")[0]
+    assert reason == (
+        "멤버가 모두 방금 합류해 아직 순위를 매기지 않습니다. "
+        "멤버마다 데이터가 5분 넘게 쌓이면 표시됩니다."
+    )
+
+
+def test_bottom_five_reason_names_replaced_members_too():
+    """Joined and replaced members only: the reason names both kinds; a ranked GPU: none."""
+    gpu = straggler.GpuFigure(1, "a", 0, 90.0, 40.0, 300.0)
+    view = straggler.DeviceView(gpus=[gpu], joined=["a"])
+    assert "방금 합류해" in view.bottom_empty_reason
+    with translation.override("en"):
+        assert view.bottom_empty_reason == (
+            "Every member has just joined, so none is ranked yet. The list appears once "
+            "each member has sent more than 5 minutes of data."
+        )
+    view = straggler.DeviceView(
+        gpus=[gpu, straggler.GpuFigure(2, "b", 0, 80.0, 40.0, 300.0)],
+        joined=["a"],
+        replaced=["b"],
+    )
+    assert view.bottom_empty_reason.startswith("순위에 넣을 멤버가 없습니다.")
+    view.bottom = [(gpu, 0.0)]
+    assert view.bottom_empty_reason == ""
+    assert straggler.DeviceView(gpus=[gpu]).bottom_empty_reason == (
+        "이 기간에 GPU 사용률을 보낸 멤버가 없습니다."
+    )

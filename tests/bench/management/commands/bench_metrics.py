@@ -36,13 +36,11 @@ from pathlib import Path
 import orjson
 import psycopg
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.utils import timezone
 
-from metrics import storage
 from metrics.storage import COPY_SQL, PG_TYPES
 from metrics.vm_agent.main import FIELDS
-from tests.bench import devices, metrics_tab
+from tests.bench import devices, metrics_tab, samples
 from tests.bench.command import BenchCommand
 from tests.bench.ingest_clients import hammer, in_threads
 from tests.bench.processes import (
@@ -57,7 +55,6 @@ from tests.bench.worlds import metrics_world
 
 VMS = 64
 DAYS = 7
-INTERVAL = 10
 BACKLOG = 1000
 ROUNDS = 6  # interleaved rounds per comparison
 TARGETS = {
@@ -142,68 +139,7 @@ class Command(BenchCommand):
         )
 
     def generate(self, cluster, vms, now):
-        days = self.opts["days"]
-        end = now.replace(microsecond=0)
-        start = end - timedelta(days=days)
-        storage.ensure_partitions(
-            {(start + timedelta(days=d)).astimezone(UTC).date() for d in range(days + 2)}
-        )
-        self.say(f"generating {len(vms)} VMs x {days} days of {INTERVAL}-second samples …")
-        t0 = time.perf_counter()
-        grid, grid_params = devices.time_major(vms, start, end, INTERVAL)
-        with connection.cursor() as cursor:
-            # A training-like profile in SQL: busy GPUs, a checkpoint dip every 10 minutes.
-            cursor.execute(
-                """
-                INSERT INTO metrics_sample (vm_id, ts, cpu_util, mem_util, gpu_util,
-                                            gpu_mem_util, net_rx, net_tx, fabric_rx,
-                                            fabric_tx, cluster_id)
-                SELECT v, t,
-                       25 + 10 * random(), 40 + 5 * random(),
-                       CASE WHEN extract(epoch FROM t)::bigint %% 600 < 30 THEN 15 + 10 * random()
-                            ELSE 88 + 10 * random() END,
-                       75 + 5 * random(),
-                       6e7 * random(), 6e6 * random(), 2e10 * random(), 2e10 * random(), %s
-                FROM """
-                + grid,
-                [cluster.pk, *grid_params],
-            )
-            rows = cursor.rowcount
-        generated = time.perf_counter() - t0
-        self.say(f"  {rows:,} rows in {generated:.1f} s ({rows / generated:,.0f} rows/s)")
-        devices.generate(vms, start, end, INTERVAL, self.say)
-        t0 = time.perf_counter()
-        minutes = storage.rollup(now)
-        self.say(f"  rollups of {minutes:,} minutes in {time.perf_counter() - t0:.1f} s")
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE metrics_sample")
-            cursor.execute("VACUUM ANALYZE metrics_minuterollup")
-            cursor.execute("VACUUM ANALYZE metrics_hourrollup")
-            cursor.execute("VACUUM ANALYZE metrics_clusterminuterollup")
-            cursor.execute("VACUUM ANALYZE metrics_clusterhourrollup")
-            cursor.execute(
-                "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_inherits i "
-                "JOIN pg_class c ON c.oid = i.inhrelid "
-                "WHERE i.inhparent = 'metrics_sample'::regclass"
-            )
-            raw_size = cursor.fetchone()[0]
-            cursor.execute(
-                "SELECT count(*), pg_size_pretty(pg_total_relation_size("
-                "'metrics_minuterollup')) FROM metrics_minuterollup"
-            )
-            minute_rows, minute_size = cursor.fetchone()
-            cursor.execute("SELECT count(*) FROM metrics_hourrollup")
-            hour_rows = cursor.fetchone()[0]
-            cursor.execute(
-                "SELECT (SELECT count(*) FROM metrics_clusterminuterollup), "
-                "(SELECT count(*) FROM metrics_clusterhourrollup)"
-            )
-            cluster_minutes, cluster_hours = cursor.fetchone()
-        self.say(
-            f"  raw {raw_size}; minute rollups {minute_rows:,} rows ({minute_size}); "
-            f"hour rollups {hour_rows:,} rows; cluster rollups {cluster_minutes:,} minute "
-            f"and {cluster_hours:,} hour rows"
-        )
+        samples.generate(cluster, vms, now, timedelta(days=self.opts["days"]), self.say)
 
     # -----------------------------------------------------------------------------------------
     # HTTP
