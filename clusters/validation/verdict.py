@@ -21,7 +21,8 @@ baseline (``clusters.validation.baseline``), a ring pair's ``ib_write_bw`` below
 percentage of the pair's baseline is 불량, naming the client and the server: held against
 the member whose every pair is low when there is one, else against both of the pair; the
 all-reduce below its baseline is held as the whole cluster's figure is. Without a baseline
-yet (the start's first run) those figures are recorded, and only a failure counts.
+yet (the start's first run) those figures are recorded, and only a failure counts — a pair
+that moved nothing (0 Gb/s) is one, whatever the baseline.
 """
 
 import re
@@ -71,6 +72,9 @@ REASONS = {
         "%(percent).0f%% (기준선의 %(fraction).0f%% 미만)"
     ),
     "ib_pair_failed": _("ib_write_bw %(client)s → %(server)s 측정 실패: %(detail)s"),
+    "ib_pair_idle": _(
+        "ib_write_bw %(client)s → %(server)s: 측정하는 동안 옮긴 데이터가 없습니다 (0 Gb/s)"
+    ),
     "allreduce_below_baseline": _(
         "전체 %(nodes)d노드 MPI all-reduce busbw %(value).3g GB/s, 기준선 %(baseline).3g GB/s의 "
         "%(percent).0f%% (기준선의 %(fraction).0f%% 미만)"
@@ -323,7 +327,10 @@ def _soft_pair(run: _Run, job: dict) -> None:
     devices = figures.get("devices") or [""]
     bw = (figures.get("bw") or {}).get(devices[0]) or {}
     names = {"client": run.names.get(client, "?"), "server": run.names.get(server, "?")}
-    if "average_gbps" in bw:
+    if "average_gbps" in bw and bw["average_gbps"] <= 0:
+        # Nothing crossed the link: 불량 with or without a baseline (and never one of 0).
+        low = reason("ib_pair_idle", Verdict.BAD, **names)
+    elif "average_gbps" in bw:
         base = pair_figure(run.baseline, client, server)
         low = below_baseline("ib_below_baseline", bw["average_gbps"], base, run.fraction, **names)
     else:

@@ -365,3 +365,17 @@ def test_a_soft_fabric_is_never_held_to_the_catalog_and_real_hcas_always_are():
     assert [level for level, _r in out.values()] == [OK, OK]  # 9.4 Gb/s against 375: fine here
     catalog = verdict.judge(members(2), [ib(0, 1, {5: 9.4}), ib(1, 0, {5: 9.4})], T, 1)
     assert [level for level, _r in catalog.values()] == [BAD, BAD]
+
+
+@pytest.mark.parametrize("baseline", [None, "recorded"])
+def test_a_pair_that_moved_nothing_is_bad_with_or_without_a_baseline(baseline):
+    """A link that carried nothing while measured (0 Gb/s) is broken — on the start's first
+    run too, where it would otherwise become a baseline of 0 that nothing can fall below."""
+    thresholds = SOFT if baseline else {**SOFT, "baseline": None}
+    out = soft_judge([soft_ib(0, 1, gbps=0.0), soft_ib(1, 0)], thresholds)
+    assert [level for level, _r in out.values()] == [BAD, BAD]  # a pair of two: both named
+    (reason,) = [r for r in out[0][1] if r["code"] == "ib_pair_idle"]
+    with translation.override("ko"):
+        assert verdict.reason_text(reason) == (
+            "ib_write_bw n0 → n1: 측정하는 동안 옮긴 데이터가 없습니다 (0 Gb/s)"
+        )

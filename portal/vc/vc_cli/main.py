@@ -91,7 +91,19 @@ def parser() -> argparse.ArgumentParser:
     action(cluster, "launch", c.cluster_launch, "cluster")
     action(cluster, "straggler", c.cluster_straggler, "cluster")
 
-    vm = groups.add_parser("vm", parents=[common]).add_subparsers(dest="action", required=True)
+    vm_commands(groups.add_parser("vm", parents=[common]), action)
+    ssh_key_commands(groups.add_parser("ssh-key", parents=[common]), action)
+    webhook_commands(groups.add_parser("webhook", parents=[common]), action)
+    op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
+    action(op, "get", c.op_get, "id")
+    action(op, "wait", c.op_wait, "id", waits=True)
+    return root
+
+
+def vm_commands(group: argparse.ArgumentParser, action) -> None:
+    """``vc vm list|get|create|start|stop|delete`` under ``group``."""
+    vm = group.add_subparsers(dest="action", required=True)
+    c = commands
     action(vm, "list", c.vm_list, filters=("--status", "--zone", "--name", "--cluster"))
     action(vm, "get", c.vm_get, "vm")
     p = action(vm, "create", c.vm_create, "name", waits=True, placed=True)
@@ -103,13 +115,6 @@ def parser() -> argparse.ArgumentParser:
     action(vm, "start", c.vm_power("start"), "vm", waits=True)
     action(vm, "stop", c.vm_power("stop"), "vm", waits=True)
     action(vm, "delete", c.vm_delete, "vm", waits=True)
-
-    ssh_key_commands(groups.add_parser("ssh-key", parents=[common]), action)
-    webhook_commands(groups.add_parser("webhook", parents=[common]), action)
-    op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
-    action(op, "get", c.op_get, "id")
-    action(op, "wait", c.op_wait, "id", waits=True)
-    return root
 
 
 def ssh_key_option(p: argparse.ArgumentParser, text: str) -> None:
