@@ -20,6 +20,7 @@ from metrics.models import MetricsToken
 from metrics.storage import exposition
 from portal.foundation import errors
 from portal.models import AuditEvent
+from tests.races import race
 from vms import health, progress
 from vms.models import BillingType, VirtualMachine, VmHealth, VmStatus
 
@@ -380,3 +381,36 @@ def test_the_exposition_carries_each_members_health(live):
     assert len(got) == 2 * len(VmHealth.values)
     assert got[(quiet.name, "ISOLATED")] == 1 and got[(quiet.name, "OK")] == 0
     assert got[(fine.name, "OK")] == 1 and got[(fine.name, "SUSPECT")] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Races: each change decides on the locked row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sweeps_at_once_write_one_change(live):
+    _cluster, (quiet, _fine) = live
+    agent_called(quiet, liveness.silent_seconds() + 1)
+    first, second = race(health.sweep, health.sweep)
+    assert len(first) + len(second) == 1
+    assert health_events(quiet).count() == 1 and fresh(quiet).health == VmHealth.SUSPECT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_silence_racing_a_replace_ends_the_same_whichever_goes_first(world):
+    """A stopped member's replace is done at once: 교체 중 and back. The silence applied
+    before it is remembered and restored, after it applies to the member as it is then;
+    either way the member ends 의심 for its silence, and the spare joins 정상."""
+    cluster = world.cluster()
+    a, b = attached(world, cluster, ["a", "b"])
+    spare = world.vm("spare")
+    silence = {"seconds": liveness.silent_seconds()}
+    race(
+        lambda: health.apply_health(a.pk, health.SILENT, silence),
+        lambda: operations.replace_member(cluster.pk, a.pk, spare.pk, actor=world.admin),
+    )
+    member = fresh(a)
+    assert (member.health, member.health_code) == (VmHealth.SUSPECT, health.SILENT)
+    assert member.cluster_id is None and fresh(spare).cluster_id == cluster.pk
+    assert fresh(spare).health == VmHealth.OK
+    assert health_events(a).filter(action="vm.health_replacing").count() == 1
