@@ -218,13 +218,15 @@ def _reason(reason: dict) -> dict:
     return {"code": reason.get("code", ""), "params": reason.get("params", {})}
 
 
-def replace_started(member: VirtualMachine, spare: VirtualMachine, operation_id: int, actor: Actor):
+def replace_started(
+    member: VirtualMachine, spare: VirtualMachine, operation_id: int, actor: Actor
+) -> Change | None:
     """A 교체 of ``member`` (locked) for ``spare`` began."""
     params = {"operation": operation_id, "spare": spare.name}
     return apply_locked(member, REPLACING_CODE, params, actor=actor)
 
 
-def replace_ended(member_id: int | None, spare_id: int | None, joined: bool, actor: Actor):
+def replace_ended(member_id: int | None, spare_id: int | None, joined: bool, actor: Actor) -> None:
     """A 교체 ended: the member goes back to what it was (격리 stays 격리); the spare, if it
     joined and runs, is 정상."""
     locked = {vm.pk: vm for vm in lock_vms(*[pk for pk in (member_id, spare_id) if pk])}
@@ -248,8 +250,3 @@ def _validation_reasons(params: dict[str, Any]) -> str:
 
 
 DETAILS[VALIDATED_BAD] = _validation_reasons
-
-
-def evidence_text(vm: VirtualMachine) -> str:
-    """What set ``vm``'s health, in the active language; "" for a VM that never changed."""
-    return vm.health_evidence

@@ -16,7 +16,6 @@ from clusters.validation.display import latest_verdicts, verdict_cell
 from portal.speed.kept import Kept
 from portal.templatetags.console import badge_of, row_form, url_pattern
 from portal.web.particles import with_particles
-from vms.health import evidence_text
 from vms.host_keys import shown_host_keys
 from vms.models import VirtualMachine, VmHealth, VmStatus
 from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons, health_badge, ssh_block
@@ -235,7 +234,7 @@ def member_table_rows(members, cluster, controls):
             verdict_cell(verdict, vm, cluster, can_update) if verdict is not None else unjudged,
             pk in waiting,
             vm.health,
-            evidence_text(vm) if vm.health != VmHealth.OK else "",
+            vm.health_evidence if vm.health != VmHealth.OK else "",
         )
         row = _ROWS.get((frame, shown))
         rows.append(row if row is not None else _ROWS.keep((frame, shown), frame.row(shown)))

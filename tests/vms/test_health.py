@@ -414,3 +414,15 @@ def test_silence_racing_a_replace_ends_the_same_whichever_goes_first(world):
     assert member.cluster_id is None and fresh(spare).cluster_id == cluster.pk
     assert fresh(spare).health == VmHealth.OK
     assert health_events(a).filter(action="vm.health_replacing").count() == 1
+
+
+def test_the_admin_shows_a_vms_health_in_words(world, client):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_superuser("root", password="x"))
+    vm = world.vm("admin-view")
+    health.gpu_error(vm.pk, "gpu_xid", {"gpu": 0, "xid": 13, "at": 0})
+    listed = client.get(reverse("admin:vms_virtualmachine_changelist")).content.decode()
+    assert "의심" in listed
+    form = client.get(reverse("admin:vms_virtualmachine_change", args=[vm.pk])).content.decode()
+    assert "GPU 0에서 XID 13 오류가 발생했습니다." in form and "health_params" not in form

@@ -9,7 +9,6 @@ from django.utils.translation import gettext, gettext_noop
 
 from portal.templatetags.console import csrf_input, row_form, status_badge, url_pattern
 from portal.web.particles import with_particles
-from vms.health import evidence_text
 from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType, VmHealth
 from vms.services import start_refusal
 
@@ -176,7 +175,7 @@ def health_badge(state: str, evidence: str) -> str:
 @register.simple_tag
 def vm_health_badge(vm):
     """``health_badge`` of one VM (the VM page's header: nothing while it is 정상)."""
-    return mark_safe(health_badge(vm.health, evidence_text(vm)))  # noqa: S308 - escaped
+    return mark_safe(health_badge(vm.health, vm.health_evidence))  # noqa: S308 - escaped
 
 
 @register.simple_tag
@@ -185,7 +184,7 @@ def vm_health(vm):
     label = escape(str(HEALTH_LABELS.get(vm.health, vm.health)))
     state, code = escape(vm.health.lower()), escape(vm.health)
     badge = f'<span class="badge badge-health-{state}" data-health="{code}">{label}</span>'
-    why = evidence_text(vm)
+    why = vm.health_evidence
     text = f' <span class="health-evidence">{escape(why)}</span>' if why else ""
     return mark_safe(f'<span id="vm-health">{badge}{text}</span>')  # noqa: S308 - escaped
 
