@@ -26,8 +26,8 @@ DEFAULTS: dict[str, Any] = {
     # Requests per token per minute to the job endpoints (클러스터 검증), counted apart from
     # ingest: an agent polls 6 times and posts a few results.
     "METRICS_JOBS_RATE_PER_MINUTE": 60,
-    # A running VM's agent that has not called for this long is 응답 없음 (metrics.liveness):
-    # it calls every 10 s at least, and each process notes a call at most every 15 s.
+    # A running member whose agent has not called for this long is 의심 (metrics.liveness,
+    # vms.health): it calls every 10 s at least; each process notes a call at most every 15 s.
     "METRICS_AGENT_SILENT_SECONDS": 45,
     # Retention. Raw samples must outlive METRICS_MAX_AGE_SECONDS: a late batch needs its
     # day's partition, and the rollups of its buckets are recomputed from raw rows.

@@ -55,7 +55,7 @@ def scrape_project(request) -> Project:
 
 
 def members_of(project, cluster_id=None) -> list:
-    """[(vm_id, vm name, cluster name)] of the project's clusters' live members."""
+    """[(vm_id, vm name, cluster name, health)] of the project's clusters' live members."""
     clusters = VirtualCluster.objects.filter(project=project).exclude(status=ClusterStatus.DELETED)
     if cluster_id is not None:
         clusters = clusters.filter(pk=cluster_id)
@@ -63,7 +63,7 @@ def members_of(project, cluster_id=None) -> list:
         VirtualMachine.objects.filter(cluster__in=clusters)
         .exclude(status=VmStatus.DELETED)
         .order_by("cluster__name", "name", "pk")
-        .values_list("pk", "name", "cluster__name")
+        .values_list("pk", "name", "cluster__name", "health")
     )
 
 

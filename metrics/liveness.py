@@ -7,14 +7,15 @@ it, so the instants of its own samples would make it look silent long after it r
 An agent calls every few seconds; each process writes the instant at most every
 ``WRITE_EVERY`` seconds per token, so the ingest path pays one UPDATE per token per
 ``WRITE_EVERY`` rather than one per request. A running VM whose agent has called since the
-VM started and not within ``METRICS_AGENT_SILENT_SECONDS`` is 응답 없음 (its agent stopped,
-its guest hung or paused). One that has not called yet is starting: not judged.
+VM started and not within ``METRICS_AGENT_SILENT_SECONDS`` is silent (its agent stopped, its
+guest hung or paused): ``vms.health.sweep`` makes such a member 의심. One that has not called
+yet is starting: not judged.
 """
 
 import time
 from datetime import datetime, timedelta
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from metrics import conf
@@ -48,15 +49,30 @@ def silent_seconds() -> int:
     return int(conf.get("METRICS_AGENT_SILENT_SECONDS"))
 
 
+def judged(now: datetime | None = None) -> tuple[QuerySet[MetricsToken], datetime]:
+    """The tokens of running VMs whose agent called since they started (the others are not
+    judged), and the instant a call must be newer than for its agent not to be silent."""
+    since = (now or timezone.now()) - timedelta(seconds=silent_seconds())
+    tokens = MetricsToken.objects.filter(
+        vm__status=VmStatus.RUNNING, last_seen_at__gte=F("vm__status_changed_at")
+    )
+    return tokens, since
+
+
+def silent(now: datetime | None = None) -> QuerySet[MetricsToken]:
+    """The tokens of the judged VMs whose agent has not called within
+    ``METRICS_AGENT_SILENT_SECONDS``."""
+    tokens, since = judged(now)
+    return tokens.filter(last_seen_at__lt=since)
+
+
+def calling(now: datetime | None = None) -> QuerySet[MetricsToken]:
+    """The tokens of the judged VMs whose agent has called within it."""
+    tokens, since = judged(now)
+    return tokens.filter(last_seen_at__gte=since)
+
+
 def silent_vm_ids(vm_ids, now: datetime | None = None) -> set[int]:
     """Those of ``vm_ids`` that run, whose agent called since they started, and not within
     ``METRICS_AGENT_SILENT_SECONDS``: one query."""
-    since = (now or timezone.now()) - timedelta(seconds=silent_seconds())
-    return set(
-        MetricsToken.objects.filter(
-            vm_id__in=list(vm_ids),
-            vm__status=VmStatus.RUNNING,
-            last_seen_at__lt=since,
-            last_seen_at__gte=F("vm__status_changed_at"),
-        ).values_list("vm_id", flat=True)
-    )
+    return set(silent(now).filter(vm_id__in=list(vm_ids)).values_list("vm_id", flat=True))

@@ -329,6 +329,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 15.0,
         "options": {"expires": 15},
     },
+    # A member whose agent went silent is 의심 within this much of the silence's limit.
+    "vm-health": {
+        "task": "vms.tasks.sweep_health",
+        "schedule": 15.0,
+        "options": {"expires": 15},
+    },
     # The cluster list's total sums a project's tally rows: merged each minute, they stay few.
     "cluster-tally": {"task": "clusters.tasks.merge_tally", "schedule": 60.0},
     "gpu-host-sync": {

@@ -16,6 +16,7 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
         "name",
         "project",
         "status",
+        "health",
         "zone",
         "instance_type",
         "billing_type",
@@ -25,6 +26,7 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
     ]
     list_filter = [
         "status",
+        "health",
         "billing_type",
         "disaster_recovery",
         "zone",
@@ -42,6 +44,9 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
         "billing_type",
         "disaster_recovery",
         "status",
+        "health",
+        "health_evidence_text",
+        "health_changed_at",
         "cluster",
         "node_rank",
         "ssh_keys",
@@ -55,8 +60,13 @@ class VirtualMachineAdmin(StatusByServicesAdmin):
         "fabric_gid_index",
         "status_changed_at",
     ]
-    exclude = ["error_code", "error_params"]  # said in words, as 마지막 오류
+    # Said in words, as 마지막 오류 and 건강 상태 근거.
+    exclude = ["error_code", "error_params", "health_code", "health_params"]
     actions = ["start", "stop", "force_reconcile"]
+
+    @admin.display(description=_("건강 상태 근거"))
+    def health_evidence_text(self, obj) -> str:
+        return obj.health_evidence or "-"
 
     def scope(self, queryset, user):
         return queryset.restrict(user, Perm.VM_READ)

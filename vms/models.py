@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.catalog.models import instance_type_reference, zone_reference
 from portal.foundation.errors import VmNotFound
+from portal.foundation.event_text import render_message
 from portal.foundation.kernel import Lifecycle, step
 from portal.models import (
     LastErrorMixin,
@@ -99,6 +100,17 @@ VM_STOPPABLE = VM_LIFECYCLE.sources("stop")
 VM_ACTIVE = VM_STOPPABLE | VM_TRANSITIONAL
 
 
+class VmHealth(models.TextChoices):
+    """How a VM is doing, apart from whether it runs (its power state, ``VmStatus``): moved
+    only by ``vms.health.apply_health``, with the evidence that moved it."""
+
+    OK = "OK", _("정상")
+    SUSPECT = "SUSPECT", _("의심")
+    CHECKING = "CHECKING", _("점검 중")
+    ISOLATED = "ISOLATED", _("격리")
+    REPLACING = "REPLACING", _("교체 중")
+
+
 class BillingType(models.TextChoices):
     ON_DEMAND = "ON_DEMAND", _("온디맨드")
     RESERVED = "RESERVED", _("약정형")
@@ -137,6 +149,14 @@ class VirtualMachine(CatalogResource):
     fabric_lid = models.PositiveIntegerField(_("LID"), null=True, blank=True)
     fabric_ip = models.GenericIPAddressField(_("패브릭 IP"), null=True, blank=True)
     fabric_gid_index = models.PositiveSmallIntegerField(_("GID 인덱스"), null=True, blank=True)
+    # Its health (``vms.health``): the state, when it last changed (None: never) and the
+    # evidence that set it, a notice code of ``portal.foundation.event_text`` and its params.
+    health = models.CharField(
+        _("건강 상태"), max_length=10, choices=VmHealth.choices, default=VmHealth.OK
+    )
+    health_changed_at = models.DateTimeField(_("건강 상태 변경 시각"), null=True, blank=True)
+    health_code = models.CharField(_("건강 상태 근거 코드"), max_length=40, blank=True)
+    health_params = models.JSONField(_("건강 상태 근거 인자"), default=dict, blank=True)
     # The project's public keys its seed installs for the guest's login user, chosen at create.
     ssh_keys = models.ManyToManyField(
         "portal.SshKey", blank=True, related_name="vms", verbose_name=_("SSH 키")
@@ -150,6 +170,11 @@ class VirtualMachine(CatalogResource):
         verbose_name = verbose_name_plural = _("가상머신")
         constraints = [name_unique_per_project("vm_name_unique_per_project")]
         indexes = [models.Index(fields=["status", "status_changed_at"])]
+
+    @property
+    def health_evidence(self) -> str:
+        """What set its health, in the reader's language; "" while nothing has."""
+        return render_message(self.health_code, self.health_params) if self.health_code else ""
 
     @property
     def fabric_address(self):

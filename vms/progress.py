@@ -13,6 +13,7 @@ from portal.foundation.errors import BackendError, CapacityUnavailable, RuleViol
 from portal.foundation.kernel import check_perm, set_status
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent
+from vms import health
 from vms.models import VM_LIFECYCLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ def _mark_stopped(vm_id, reason, observed_since) -> bool:
         # Not a transition of the lifecycle: the record catches up with what happened.
         vm.status, vm.status_changed_at = VmStatus.STOPPED, timezone.now()
         save_vm(vm)
+        health.guest_died(vm, reason)
         att = Attempt(action="vm.stopped", actor=None, target_type="vm")
         att.about(vm)
         att.notice(reason or "domain_stopped")

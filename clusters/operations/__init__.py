@@ -29,6 +29,7 @@ from clusters.operations.replace import (
     replace_member,
     replace_refusal,
     replaces_of,
+    spare_refusal,
 )
 from clusters.operations.single import (
     attach_vm_op,
@@ -69,6 +70,7 @@ __all__ = [
     "replace_member",
     "replace_refusal",
     "replaces_of",
+    "spare_refusal",
     "run_items",
     "start_cluster_op",
     "start_members",

@@ -37,13 +37,15 @@ from portal.foundation.errors import (
     InvalidTransition,
     NotMember,
     RuleViolation,
+    SpareIsolated,
     VmNotFound,
 )
 from portal.foundation.kernel import Actor, id_for_lookup, raise_if
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent
+from vms import health
 from vms import services as vm_services
-from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
+from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmHealth, VmStatus
 
 
 def replace_refusal(
@@ -51,8 +53,17 @@ def replace_refusal(
 ) -> RuleViolation | None:
     """What refuses swapping ``member`` of ``cluster`` for ``spare`` now: the member not in
     the cluster or on its way somewhere, membership closed, the spare not attachable
-    (``attach_refusal``: the member itself is refused as ``AlreadyMember``)."""
-    return member_refusal(cluster, member) or services.attach_refusal(spare, cluster)
+    (``attach_refusal``: the member itself is refused as ``AlreadyMember``) or 격리."""
+    return (
+        member_refusal(cluster, member)
+        or services.attach_refusal(spare, cluster)
+        or spare_refusal(spare)
+    )
+
+
+def spare_refusal(spare: VirtualMachine) -> RuleViolation | None:
+    """A VM isolated by its health (``vms.health``: a 검증 judged it 불량) is no spare."""
+    return SpareIsolated() if spare.health == VmHealth.ISOLATED else None
 
 
 def member_refusal(cluster: VirtualCluster, member: VirtualMachine) -> RuleViolation | None:
@@ -131,6 +142,7 @@ def replace_member(
             Operation.Kind.REPLACE, cluster, actor=actor, idempotency=idempotency
         )
         member_item, spare_item = add_item(operation, 0, member), add_item(operation, 1, spare)
+        health.replace_started(member, spare, operation.pk, actor)
         if member.status in VM_STOPPABLE:
             vm_services.stop_vm(member.pk, actor=actor)
             member_item.started_at = timezone.now()
@@ -155,11 +167,14 @@ def _fail(operation: Operation, items: list[OperationItem], error: RuleViolation
             item.status, item.finished_at = ItemStatus.FAILED, timezone.now()
             item.set_error(error)
             item.save(update_fields=["status", "finished_at", "error_code", "error_params"])
-    _end(operation, error)
+    _finish(operation, error, joined=False)
 
 
-def _end(operation: Operation, error: RuleViolation | None = None) -> None:
-    """The replace is over, with its items settled: its webhooks hear how it went."""
+def _finish(operation: Operation, error: RuleViolation | None = None, *, joined: bool) -> None:
+    """End the replace, with its items settled: the health its two VMs have after it
+    (``vms.health``), and its webhooks hear how it went."""
+    member_id, spare_id = operation.items.order_by("position").values_list("vm_id", flat=True)
+    health.replace_ended(member_id, spare_id, joined, actor_of(operation))
     finish_operation(operation, error)
     events.replacement_ended(operation)
 
@@ -207,7 +222,7 @@ def _swap(
         _watch_after_commit(operation)
     else:
         succeed_item(spare_item).save(update_fields=["status", "finished_at"])
-        _end(operation)
+        _finish(operation, joined=True)
 
 
 def _put_back(
@@ -251,7 +266,7 @@ def _step(operation: Operation, actor: Actor) -> bool:
         return False
     if spare is not None and spare.status == VmStatus.RUNNING:
         succeed_item(spare_item).save(update_fields=["status", "finished_at"])
-        _end(operation)
+        _finish(operation, joined=True)
     else:  # joined but not 실행중 (its start failed, or it was stopped): not NotMember
         why = NotMember() if spare is None else spare.last_error or InvalidTransition()
         _fail(operation, [spare_item], why)

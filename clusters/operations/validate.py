@@ -23,6 +23,7 @@ from portal.compute.backends import get_backend
 from portal.foundation.broker import publish
 from portal.foundation.kernel import Actor, raise_if
 from portal.iam.permissions import Perm
+from vms import health
 from vms.models import VirtualMachine, VmStatus
 
 LEVELS = (1, 2)
@@ -59,6 +60,7 @@ def start_validation(
             add_item(operation, position, vm) for position, vm in enumerate(running)
         )
         ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running, hardware))
+        health.validation_started(running, run.pk, actor)
         jobs.settle(run.pk)  # opens the first phase
         att.notice("operation_queued", total=len(running))
         transaction.on_commit(lambda: publish("clusters.tasks.watch_validation", operation.pk))

@@ -13,13 +13,12 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import get_language, gettext
 
 from clusters.validation.display import latest_verdicts, verdict_cell
-from metrics import liveness
 from portal.speed.kept import Kept
 from portal.templatetags.console import badge_of, row_form, url_pattern
 from portal.web.particles import with_particles
 from vms.host_keys import shown_host_keys
-from vms.models import VirtualMachine, VmStatus
-from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons, ssh_block
+from vms.models import VirtualMachine, VmHealth, VmStatus
+from vms.templatetags.vm_tags import BILLING_LABELS, VmButtons, health_badge, ssh_block
 
 register = template.Library()
 # The tab's one form for the rows' own buttons (start, stop, 분리): it carries the CSRF token
@@ -107,7 +106,8 @@ class Shown(NamedTuple):
     detach: str | None  # None: no 분리; "": 분리 offered; else why it is disabled
     verdict: str  # the 검증 cell (HTML)
     queued: bool  # a running bulk start or stop has not reached it yet
-    silent: bool = False  # running, and its agent stopped calling (``metrics.liveness``)
+    health: str = "OK"  # its health (``vms.health``): a badge beside its status unless 정상
+    health_evidence: str = ""  # what set it, in the reader's language
 
 
 class RowFrame:
@@ -134,12 +134,6 @@ class RowFrame:
         queued = escape(gettext("대기 중"))  # outside the f-string, where makemessages finds it
         self.queued = f' <span class="row-queued">{queued}</span>'
         self.badges = {status: badge_of(VirtualMachine, status) for status in VmStatus.values}
-        silent = escape(gettext("응답 없음"))
-        why = escape(
-            gettext("에이전트가 %(seconds)d초 넘게 응답하지 않았습니다.")
-            % {"seconds": liveness.silent_seconds()}
-        )
-        self.silent = f' <span class="badge badge-error row-silent" title="{why}">{silent}</span>'
 
     def row(self, m: Shown) -> str:
         """One row, every value escaped here (``m.verdict`` is HTML already)."""
@@ -160,12 +154,13 @@ class RowFrame:
                 actions += self.detach(m, name, m.detach)
         edit_head, edit_tail = self.edit
         badge = self.badges.get(m.status) or badge_of(VirtualMachine, m.status)
+        health = health_badge(m.health, m.health_evidence)
         return (
             f'<tr role="row" data-vm="{name}">{checkbox}'
             f'<td role="cell" class="member-name"><a href="{edit_head}{pk}{edit_tail}">'
             f"{name}</a></td>"
             f'<td role="cell" class="member-status">{badge}'
-            f"{self.queued if m.queued else ''}{self.silent if m.silent else ''}</td>"
+            f"{self.queued if m.queued else ''}{' ' + health if health else ''}</td>"
             f"{self.rank_cell}{int(m.rank)}</td>"
             f"{self.ip_cell}{escape(m.private_ip or '-')}</td>"
             f"{self.fabric_cell}{escape(m.fabric_address or '-')}</span></td>"
@@ -221,7 +216,6 @@ def member_table_rows(members, cluster, controls):
     not_judged = escape(gettext("검증 안 됨"))
     unjudged = f'<span class="muted">{not_judged}</span>' if verdicts else "-"
     waiting = controls.get("queued", set())
-    silent = liveness.silent_vm_ids(vm.pk for vm in members if vm.status == VmStatus.RUNNING)
     rows = []
     for rank, vm in enumerate(members):  # in rank order (``clusters.launch.RANK_ORDER``)
         pk = vm.pk
@@ -239,7 +233,8 @@ def member_table_rows(members, cluster, controls):
             detachable.get(pk),
             verdict_cell(verdict, vm, cluster, can_update) if verdict is not None else unjudged,
             pk in waiting,
-            pk in silent,
+            vm.health,
+            vm.health_evidence if vm.health != VmHealth.OK else "",
         )
         row = _ROWS.get((frame, shown))
         rows.append(row if row is not None else _ROWS.keep((frame, shown), frame.row(shown)))

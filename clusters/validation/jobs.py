@@ -22,6 +22,7 @@ from metrics.vm_agent import toolparse
 from metrics.vm_agent.jobs import NOT_FOUND
 from portal.foundation.audit import Attempt, build_event, record_many
 from portal.models import AuditEvent
+from vms import health
 
 log = logging.getLogger(__name__)
 FETCH_WAIT_SECONDS = 60  # an agent polls every few seconds: a minute of silence is an answer
@@ -253,6 +254,7 @@ def _finish(run, now) -> None:
     judged_bad = counts[Verdict.BAD] or counts[Verdict.NO_ANSWER]
     outcome = AuditEvent.Outcome.FAILED if judged_bad else AuditEvent.Outcome.SUCCEEDED
     record_many([build_event(att, outcome)])
+    health.validation_judged(judged, run.pk, operation.actor)
     events.validation_finished(operation, run.level, judged, {m["id"]: m["name"] for m in members})
 
 

@@ -327,6 +327,7 @@ def _soft_pair(run: _Run, job: dict) -> None:
     devices = figures.get("devices") or [""]
     bw = (figures.get("bw") or {}).get(devices[0]) or {}
     names = {"client": run.names.get(client, "?"), "server": run.names.get(server, "?")}
+    low: dict | None
     if "average_gbps" in bw and bw["average_gbps"] <= 0:
         # Nothing crossed the link: 불량 with or without a baseline (and never one of 0).
         low = reason("ib_pair_idle", Verdict.BAD, **names)

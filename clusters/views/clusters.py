@@ -66,6 +66,10 @@ MEMBER_FIELDS = (
     "fabric_lid",
     "fabric_ip",
     "fabric_gid_index",
+    # Its health and the evidence that set it (the members tab's badge).
+    "health",
+    "health_code",
+    "health_params",
 )
 
 

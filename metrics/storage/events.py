@@ -19,6 +19,7 @@ from metrics.models import GPU, PORT
 from portal.foundation.audit import Attempt, build_event, record_many
 from portal.foundation.event_text import render_message
 from portal.models import AuditEvent
+from vms import health
 from vms.models import VirtualMachine
 
 HISTORY = timedelta(hours=1)
@@ -87,6 +88,9 @@ def detect(start: datetime | None, stop: datetime | None) -> int:
         attempt.notice(code, **params)
         events.append(build_event(attempt, AuditEvent.Outcome.FAILED))
     record_many(events)
+    for event in events:  # a GPU error is evidence of the VM's health
+        if event.action == "vm.gpu_error" and event.target_id is not None:
+            health.gpu_error(event.target_id, event.code, event.params)
     return len(events)
 
 

@@ -5,7 +5,9 @@ the VM, for a Prometheus that scrapes (federates) the portal.
 Written with ``prometheus_client`` (its registry and ``generate_latest``), so names, label
 escaping and the format's details are the library's. Only samples of the last
 ``FRESH_SECONDS`` are exposed: a VM that stopped reporting disappears from the scrape, which
-is how Prometheus marks a series stale.
+is how Prometheus marks a series stale. Each member's health (``vms.health``) is exposed
+whatever its samples, as an enum: ``vc_vm_health{state=…}`` 1 for its state, 0 for the others
+(a silent member is exactly the one whose samples stopped).
 """
 
 from datetime import timedelta
@@ -16,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from metrics.models import GPU, HOST, PORT
+from vms.models import VmHealth
 
 FRESH_SECONDS = 300
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -85,13 +88,27 @@ class _Snapshot:
         return self.families
 
 
+def health_family(members: list) -> GaugeMetricFamily:
+    """``vc_vm_health``: 1 for each member's health state, 0 for the others."""
+    family = GaugeMetricFamily(
+        "vc_vm_health",
+        "The VM's health (1: its state): OK, SUSPECT, CHECKING, ISOLATED, REPLACING",
+        labels=["cluster", "vm", "vm_id", "state"],
+    )
+    for vm_id, name, cluster, *health in members:
+        current = health[0] if health else VmHealth.OK
+        for state in VmHealth.values:
+            family.add_metric([cluster, name, str(vm_id), state], 1 if state == current else 0)
+    return family
+
+
 def render(members: list, now=None) -> bytes:
-    """The exposition text for ``members``: [(vm_id, vm name, cluster name)]."""
+    """The exposition text for ``members``: [(vm_id, vm name, cluster name, health)]."""
     now = now or timezone.now()
     since = now - timedelta(seconds=FRESH_SECONDS)
-    labels_of = {vm_id: [cluster, name, str(vm_id)] for vm_id, name, cluster in members}
+    labels_of = {vm_id: [cluster, name, str(vm_id)] for vm_id, name, cluster, *_h in members}
     vm_ids = list(labels_of)
-    families: list = []
+    families: list = [health_family(members)]
     for series, names in NAMES.items():
         device = series.keys[1:]  # () for the host series, ("gpu",) or ("port",)
         label_names = ["cluster", "vm", "vm_id", *device]

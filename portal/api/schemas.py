@@ -32,7 +32,7 @@ from clusters.models import ClusterStatus, Operation
 from clusters.models.validation import ValidationJob, Verdict
 from clusters.validation.display import job_summary
 from clusters.validation.verdict import reason_text
-from vms.models import VirtualMachine, VmStatus
+from vms.models import VirtualMachine, VmHealth, VmStatus
 
 # Validation context keys: the language labels are shown in (read once per response, not
 # per row), and whether the reader may read clusters, and VMs (what a row names of them).
@@ -179,6 +179,7 @@ class VmRow(SimpleNamespace):
     columns (``error_params`` is fetched only with an error code)."""
 
     fabric_address = VirtualMachine.fabric_address
+    health_evidence = VirtualMachine.health_evidence
     last_error = VirtualMachine.last_error
     error_params = property(attrgetter("stored_params"))
 
@@ -193,6 +194,12 @@ class VmOut(Placed):
     cluster_id: Annotated[int | None, visible_to(CLUSTERS_VISIBLE)]
     private_ip: str | None
     fabric_address: str
+    # Its health (``vms.health``), apart from its status: the state, its label, what set it
+    # (in the caller's language; "" while nothing has) and when (null: never changed).
+    health: str
+    health_label: Annotated[str, labels_of(VmHealth), Field(validation_alias="health")]
+    health_evidence: str
+    health_changed_at: datetime | None
 
     @model_validator(mode="before")
     @classmethod

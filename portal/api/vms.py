@@ -33,6 +33,7 @@ COLUMNS = (
     *("id", "project_id", "name", "zone_id", "instance_type_id", "status", "error_code"),
     *("billing_type", "disaster_recovery", "cluster_id", "private_ip", "created_at"),
     *("fabric_guid", "fabric_lid", "fabric_ip", "fabric_gid_index"),
+    *("health", "health_changed_at", "health_code", "health_params"),
 )
 ROW = {
     "zone_code": F("zone__code"),

@@ -4,6 +4,7 @@ Refusals and failures use the error codes of ``portal.foundation.errors``; the f
 event says that are not errors are the notices below. Action names get their labels here too.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
@@ -35,7 +36,24 @@ NOTICES = {
     "stray_domain": _("어떤 가상머신에도 속하지 않는 도메인 %(name)s이 있습니다 (삭제하지 않음)."),
     "port_link_down": _("패브릭 포트 %(port)d의 링크가 끊어졌습니다 (누적 %(count)d회)."),
     "host_synced": _("장치 %(count)d개를 읽었습니다."),
+    # A VM's health evidence (``vms.health``); the GPU errors above are evidence too.
+    "health_agent_silent": _("에이전트가 %(seconds)d초 넘게 응답하지 않았습니다."),
+    "health_agent_back": _("에이전트가 다시 응답합니다."),
+    "health_guest_crashed": _("실행 중이어야 할 게스트가 비정상 종료되었습니다."),
+    "health_domain_destroyed": _("실행 중이어야 할 도메인이 포털 밖에서 강제 종료되었습니다."),
+    "health_straggler": _(
+        "%(metric)s의 클러스터 중앙값과의 차이 %(gap).1f%%p가 %(minutes)d분 동안 이어졌습니다."
+    ),
+    "health_validation_running": _("클러스터 검증으로 점검합니다."),
+    "health_validation_ok": _("클러스터 검증에서 정상으로 판정되었습니다."),
+    "health_validation_bad": _("클러스터 검증에서 불량으로 판정되었습니다."),
+    "health_replacing": _("교체 중입니다 (예비 가상머신: %(spare)s)."),
+    "health_joined": _("교체로 합류했습니다 (%(member)s 대신)."),
 }
+
+# What a notice says after its sentence, from params a %-format cannot put in words (a
+# 검증's reasons), by the app that owns those words (``vms.health`` registers its own).
+DETAILS: dict[str, Callable[[dict[str, Any]], str]] = {}
 
 ACTION_LABELS = {
     "cluster.create": _("클러스터 생성"),
@@ -72,6 +90,11 @@ ACTION_LABELS = {
     "cluster.validated": _("클러스터 검증 완료"),
     "vm.gpu_error": _("GPU 오류"),
     "vm.link_down": _("패브릭 링크 끊김"),
+    "vm.health_ok": _("건강 상태: 정상"),
+    "vm.health_suspect": _("건강 상태: 의심"),
+    "vm.health_checking": _("건강 상태: 점검 중"),
+    "vm.health_isolated": _("건강 상태: 격리"),
+    "vm.health_replacing": _("건강 상태: 교체 중"),
     "token.create": _("API 토큰 발급"),
     "token.revoke": _("API 토큰 폐기"),
     "ssh_key.create": _("SSH 키 등록"),
@@ -107,6 +130,8 @@ def render_message(code: str, params: dict[str, Any] | None, text: str = "") -> 
     params = params or {}
     if code in NOTICES:
         rendered = NOTICES[code] % params if params else str(NOTICES[code])
+        detail = DETAILS[code](params) if code in DETAILS else ""
+        rendered = f"{rendered} {detail}" if detail else rendered
     elif code:
         rendered = RuleViolation.from_stored(code, params).message
     else:

@@ -65,7 +65,8 @@ def test_a_page_past_the_end_is_the_last_page_for_one_count_and_one_read_more(wo
 # keys and, for SSH 키 변경, the keys its project offers.
 TAB_QUERIES = {
     "": ['"portal_sshkey"', '"portal_sshkey"'],
-    "vms/": ['"metrics_metricstoken"', '"vms_hostkey"'],
+    # The rows' health is their own columns (``vms.health``): no query of the agents' tokens.
+    "vms/": ['"vms_hostkey"'],
 }
 
 
@@ -139,9 +140,9 @@ def test_the_members_tab_reads_the_verdicts_of_the_last_run_in_one_query(world, 
         ValidationVerdict.objects.create(run=run, vm=first, vm_name=first.name, verdict=verdict)
 
     after = tables(client, f"/clusters/{cluster.pk}/vms/")
-    # The rows' agents (응답 없음), then the SSH 접속 block, after the rows.
-    assert before[-2:] == ['"metrics_metricstoken"', '"vms_hostkey"']
-    assert after == [*before[:-2], '"clusters_validationverdict"', *before[-2:]]
+    # The SSH 접속 block, after the rows.
+    assert before[-1:] == ['"vms_hostkey"']
+    assert after == [*before[:-1], '"clusters_validationverdict"', *before[-1:]]
     rows = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
     cells = dict(re.findall(r'data-vm="([\w-]+)">.*?class="verdict"[^>]*>(.*?)</td>', rows))
     assert f'data-verdict="{Verdict.BAD}"' in cells[first.name]

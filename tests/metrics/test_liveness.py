@@ -1,4 +1,4 @@
-"""An agent that stops calling is 응답 없음 on the members tab (``metrics.liveness``): its
+"""An agent that stops calling makes its member 의심 on the members tab (``metrics.liveness``): its
 calls are noted by the portal's clock, at most every ``WRITE_EVERY`` seconds per process,
 and only a running VM whose agent has called since it started is judged."""
 
@@ -12,6 +12,7 @@ from clusters.models import ClusterStatus
 from metrics import liveness, services
 from metrics.models import MetricsToken
 from tests.metrics.conftest import sample
+from vms import health
 from vms.models import VirtualMachine, VmStatus
 
 
@@ -94,16 +95,19 @@ def test_rotating_the_token_forgets_the_last_call(world):
 
 
 def test_the_members_tab_says_which_member_does_not_answer(world, login):
+    """Its health (``vms.health``): the beat's sweep makes it 의심, saying why."""
     cluster = world.cluster("live", status=ClusterStatus.RUNNING)
     quiet, fine = world.members(cluster, 2, status=VmStatus.RUNNING)
     for vm in (quiet, fine):
         services.rotate_token(vm.pk, actor=None)
         age(vm, 5)
     client = login("viewer")
+    health.sweep()
     page = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
-    assert "row-silent" not in page
+    assert "row-health" not in page
     age(quiet, liveness.silent_seconds() + 1)
+    health.sweep()
     page = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
-    assert page.count("row-silent") == 1
+    assert page.count("row-health") == 1
     row = page[page.index(f'data-vm="{quiet.name}"') :].split("</tr>")[0]
-    assert "응답 없음" in row and f"{liveness.silent_seconds()}초 넘게" in row
+    assert "의심" in row and f"{liveness.silent_seconds()}초 넘게" in row

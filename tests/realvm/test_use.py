@@ -5,7 +5,7 @@ sshd answers, ``ssh`` from this host to rank 0 at the address the portal shows (
 ``private_ip``, the guest's reservation on the management network) runs ``ibv_devinfo`` (an
 active port) and ``mpirun`` over the agent's hostfile, an all-reduce across the members on
 the fabric. Then 클러스터 검증 passes with real figures and records the start's baseline; a
-paused guest shows 응답 없음 on the members tab until it resumes; a member whose fabric link
+paused guest shows 의심 on the members tab until it resumes; a member whose fabric link
 the host throttles (``tc … tbf`` on its tap) is named 불량 by the next 검증, and 정상 again
 once the throttle is gone; 교체 with a spare keeps the rank, and the next 검증 passes."""
 
@@ -28,6 +28,7 @@ from portal.catalog.models import FabricOffering, FabricType
 from portal.compute.backends.libvirt import fabric, names
 from portal.compute.models.hosts import FabricPartition
 from portal.iam.ssh_keys import create_ssh_key
+from vms import health
 from vms import services as vm_services
 from vms.models import BillingType, VirtualMachine, VmStatus
 
@@ -129,10 +130,13 @@ def fabric_tap(dom, cluster):
 
 
 def silent_rows(client, cluster):
-    """The names of the members the members tab shows as 응답 없음."""
+    """The names of the members the members tab shows as 의심 for a silent agent, after the
+    sweep the beat runs every 15 s (``vms.health.sweep``; no beat runs here)."""
+    health.sweep()
     page = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
     rows = page.split("<tr ")[1:]
-    return {row.split('data-vm="')[1].split('"')[0] for row in rows if "row-silent" in row}
+    silent = 'data-health="SUSPECT"'
+    return {row.split('data-vm="')[1].split('"')[0] for row in rows if silent in row}
 
 
 def has_hostfile(dom, members):
@@ -249,8 +253,8 @@ def use_a_cluster(world, tmp_path, client, settings, full):
         assert baseline.allreduce_busbw_gbs and baseline.allreduce_busbw_gbs > 0
         print(f"started to the first 검증 정상: {time.monotonic() - started:.0f} s")
 
-    # A paused guest: its agent stops calling, and the members tab says 응답 없음 until it
-    # runs again.
+    # A paused guest: its agent stops calling, and the members tab says 의심 until it runs
+    # again.
     client.force_login(world.admin)
     (rank1,) = [vm for vm in vms if vm.node_rank == 1]
     (rank2,) = [vm for vm in vms if vm.node_rank == 2]
@@ -258,13 +262,13 @@ def use_a_cluster(world, tmp_path, client, settings, full):
     doms[rank2.pk].suspend()
     paused = time.monotonic()
     try:
-        wait_for(lambda: silent_rows(client, cluster) == {rank2.name}, 180, "응답 없음")
-        print(f"guest paused to 응답 없음 on the members tab: {time.monotonic() - paused:.0f} s")
+        wait_for(lambda: silent_rows(client, cluster) == {rank2.name}, 180, "의심")
+        print(f"guest paused to 의심 on the members tab: {time.monotonic() - paused:.0f} s")
     finally:
         doms[rank2.pk].resume()
     resumed = time.monotonic()
-    wait_for(lambda: silent_rows(client, cluster) == set(), 180, "응답 없음 gone")
-    print(f"guest resumed to 응답 없음 gone: {time.monotonic() - resumed:.0f} s")
+    wait_for(lambda: silent_rows(client, cluster) == set(), 180, "의심 gone")
+    print(f"guest resumed to 의심 gone: {time.monotonic() - resumed:.0f} s")
 
     members_now = [vm for vm in vms]
     if not full:

@@ -9,7 +9,7 @@ from django.utils.translation import gettext, gettext_noop
 
 from portal.templatetags.console import csrf_input, row_form, status_badge, url_pattern
 from portal.web.particles import with_particles
-from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType
+from vms.models import VM_STARTABLE, VM_STOPPABLE, BillingType, VmHealth
 from vms.services import start_refusal
 
 register = template.Library()
@@ -152,6 +152,41 @@ def vm_rows(vms, can_update):
             f'<td class="row-actions">{buttons(vm, vm.cluster) if can_update else ""}</td></tr>'
         )
     return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
+
+
+HEALTH_LABELS = dict(VmHealth.choices)
+
+
+def health_badge(state: str, evidence: str) -> str:
+    """A VM's health as a badge (``vms.health``), its evidence as the badge's title and, for
+    a screen reader, its text; "" for 정상 (the members tab and the lists mark only what is
+    wrong). Every value is escaped here."""
+    if state == VmHealth.OK:
+        return ""
+    label = escape(str(HEALTH_LABELS.get(state, state)))
+    why = escape(evidence)
+    said = f'<span class="visually-hidden">: {why}</span>' if why else ""
+    return (
+        f'<span class="badge badge-health-{escape(state.lower())} row-health"'
+        f' data-health="{escape(state)}" title="{why}">{label}{said}</span>'
+    )
+
+
+@register.simple_tag
+def vm_health_badge(vm):
+    """``health_badge`` of one VM (the VM page's header: nothing while it is 정상)."""
+    return mark_safe(health_badge(vm.health, vm.health_evidence))  # noqa: S308 - escaped
+
+
+@register.simple_tag
+def vm_health(vm):
+    """The VM page's 건강 상태: its badge (정상 too) and, beside it, the evidence."""
+    label = escape(str(HEALTH_LABELS.get(vm.health, vm.health)))
+    state, code = escape(vm.health.lower()), escape(vm.health)
+    badge = f'<span class="badge badge-health-{state}" data-health="{code}">{label}</span>'
+    why = vm.health_evidence
+    text = f' <span class="health-evidence">{escape(why)}</span>' if why else ""
+    return mark_safe(f'<span id="vm-health">{badge}{text}</span>')  # noqa: S308 - escaped
 
 
 LOGIN_USER = "vc"  # the guest's login user: the seed installs the VM's keys for it

@@ -338,6 +338,11 @@ class VmHeldForReplace(RuleViolation):
     default_message = _("진행 중인 교체의 예비 가상머신입니다. 교체가 끝난 뒤 다시 시도하세요")
 
 
+class SpareIsolated(RuleViolation):
+    code = "spare_isolated"
+    default_message = _("격리된 가상머신은 교체의 예비 가상머신으로 쓸 수 없습니다")
+
+
 class TargetsRequired(InvalidInput):
     code = "vm_ids_required"
     field = "vm_ids"

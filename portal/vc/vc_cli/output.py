@@ -27,6 +27,7 @@ COLUMNS = {
         "id",
         "name",
         "status",
+        "health",
         "zone",
         "instance_type",
         "billing_type",
