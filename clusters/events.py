@@ -1,7 +1,8 @@
 """What a cluster tells its project's webhooks (docs/webhooks.md#events), each said here once:
 its status moving (``move_cluster``, the one way a cluster's status changes), a 검증 run's
-verdicts, a 교체 starting and ending. Each is written in the transaction of the change
-(``portal.webhooks.events.emit``) and sent by the webhooks' worker after it commits."""
+verdicts, a 교체 starting and ending, a member's health changing (``vms.health``). Each is
+written in the transaction of the change (``portal.webhooks.events.emit``) and sent by the
+webhooks' worker after it commits."""
 
 from typing import Any
 
@@ -82,3 +83,16 @@ def validation_finished(operation: Operation, level: int, judged: dict, names: d
         ],
     }
     emit(operation.project_id, EventType.VALIDATION_FINISHED, data)
+
+
+def member_health_changed(vm: VirtualMachine, before: str, code: str, params: dict) -> None:
+    """A VM's health moved (``vms.health``): from what, to what, on which evidence (its code
+    and figures; the state a 점검 or 교체 will go back to is the portal's own bookkeeping)."""
+    data = {
+        "vm": _vm_ref(vm),
+        "cluster_id": vm.cluster_id,
+        "previous_health": before,
+        "health": vm.health,
+        "evidence": {"code": code, "params": {k: v for k, v in params.items() if k != "was"}},
+    }
+    emit(vm.project_id, EventType.MEMBER_HEALTH_CHANGED, data)

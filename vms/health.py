@@ -34,6 +34,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from clusters import events
 from clusters.locking import lock_vms
 from clusters.models.validation import Verdict
 from clusters.validation.verdict import reason_text
@@ -111,6 +112,7 @@ def _write(vm: VirtualMachine, target: str, code: str, params: dict, actor: Acto
     att.about(vm)
     att.notice(code, **params)
     record(att, AuditEvent.Outcome.SUCCEEDED)
+    events.member_health_changed(vm, before, code, params)
     return Change(vm.pk, before, target, code, params)
 
 

@@ -11,8 +11,7 @@ from portal.models import ProjectScopedQuerySet, project_reference, user_referen
 
 
 class EventType(models.TextChoices):
-    """What a webhook may subscribe to. ``member.health_changed`` is named now so a webhook
-    can hold it before members have a health state to send."""
+    """What a webhook may subscribe to (each sent from ``clusters.events``)."""
 
     MEMBER_HEALTH_CHANGED = "member.health_changed", _("멤버 상태 변경")
     VALIDATION_FINISHED = "validation.finished", _("검증 결과")

@@ -148,3 +148,29 @@ def test_a_replacement_refused_whole_sends_nothing(world, receiver):
     with pytest.raises(errors.SpotOrDrVm):
         operations.replace_member(cluster.pk, a.pk, spot.pk, actor=world.admin)
     assert not WebhookDelivery.objects.exists()
+
+
+def test_a_members_health_change_is_sent_with_its_evidence(
+    world, receiver, django_capture_on_commit_callbacks
+):
+    """A silent agent makes its member 의심, and its call 정상 again: one event each."""
+    from vms import health
+
+    webhooks.create_webhook(
+        actor=world.admin, project=world.demo, name="health", url=receiver.url,
+        events=[EventType.MEMBER_HEALTH_CHANGED],
+    )  # fmt: skip
+    cluster = world.cluster("train", status=ClusterStatus.RUNNING)
+    (vm,) = world.members(cluster, 1, status=VmStatus.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        health.apply_health(vm.pk, health.SILENT, {"seconds": 45})
+        health.apply_health(vm.pk, health.SILENT, {"seconds": 45})  # the same: nothing sent
+        health.apply_health(vm.pk, health.BACK)
+    sent = events(receiver)
+    assert [e["type"] for e in sent] == ["member.health_changed"] * 2
+    first, second = (e["data"] for e in sent)
+    assert first["vm"] == {"id": vm.pk, "name": vm.name, "node_rank": 0}
+    assert first["cluster_id"] == cluster.pk
+    assert (first["previous_health"], first["health"]) == ("OK", "SUSPECT")
+    assert first["evidence"] == {"code": "health_agent_silent", "params": {"seconds": 45}}
+    assert (second["previous_health"], second["health"]) == ("SUSPECT", "OK")
