@@ -335,6 +335,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 15.0,
         "options": {"expires": 15},
     },
+    # A straggler (the 메트릭 tab's rule, over its minutes) is 의심; one no longer named, 정상.
+    "vm-stragglers": {
+        "task": "vms.tasks.sweep_stragglers",
+        "schedule": 60.0,
+        "options": {"expires": 60},
+    },
     # The cluster list's total sums a project's tally rows: merged each minute, they stay few.
     "cluster-tally": {"task": "clusters.tasks.merge_tally", "schedule": 60.0},
     "gpu-host-sync": {

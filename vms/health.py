@@ -71,6 +71,7 @@ GUEST_DIED = {
 }
 GPU_ERRORS = ("gpu_xid", "gpu_ecc_uncorrectable", "gpu_remapped_rows")
 STRAGGLER = "health_straggler"
+STRAGGLER_GONE = "health_straggler_gone"
 VALIDATING = "health_validation_running"
 VALIDATED_OK = "health_validation_ok"
 VALIDATED_BAD = "health_validation_bad"
@@ -84,6 +85,7 @@ RULES: dict[str, Rule] = {
     **{code: Rule(SUSPECT, frozenset({OK, SUSPECT, CHECKING})) for code in GUEST_DIED.values()},
     **{code: Rule(SUSPECT, frozenset({OK, SUSPECT, CHECKING})) for code in GPU_ERRORS},
     STRAGGLER: Rule(SUSPECT, frozenset({OK})),
+    STRAGGLER_GONE: Rule(OK, frozenset({SUSPECT}), after=frozenset({STRAGGLER})),
     VALIDATING: Rule(CHECKING, frozenset({SUSPECT, ISOLATED}), remember=True),
     VALIDATED_OK: Rule(OK, frozenset({SUSPECT, CHECKING, ISOLATED})),
     VALIDATED_BAD: Rule(ISOLATED, NOT_REPLACING),
@@ -193,6 +195,39 @@ def straggler(vm_id: int, metric: str, gap: float, minutes: int) -> Change | Non
     return apply_health(
         vm_id, STRAGGLER, {"metric": metric, "gap": round(float(gap), 1), "minutes": int(minutes)}
     )
+
+
+def sweep_stragglers(now: datetime | None = None) -> list[Change]:
+    """Each running cluster judged by its straggler criteria (``metrics.storage.straggler``,
+    what its 메트릭 tab says): the member named is 의심, with its GPU and gap; one 의심 for
+    being the straggler that the rule, able to judge, no longer names is 정상 again."""
+    from clusters.models import ClusterStatus, VirtualCluster
+    from metrics.storage import charts
+    from metrics.storage import straggler as rule
+
+    changes: list[Change] = []
+    running = VirtualCluster.objects.filter(status=ClusterStatus.RUNNING)
+    for cluster in running.only("pk", "instance_type_id", "fabric_type"):
+        criteria = rule.criteria_for(cluster)
+        seconds = (2 * criteria.minutes + 1) * 60  # the window the rule looks back over
+        members, replaced = charts.members_over(cluster, seconds, now)
+        view = rule.device_view(members, seconds, now, replaced=replaced, criteria=criteria)
+        named = view.straggler
+        ids = {name: vm_id for vm_id, name in members}
+        if named is not None and named.node in ids:
+            metric = "GPU 사용률" if named.device is None else f"GPU {named.device} 사용률"
+            change = straggler(ids[named.node], metric, -named.gap, criteria.minutes)
+            changes += [change] if change else []
+        if not view.judged:
+            continue
+        still = ids.get(named.node) if named is not None else None
+        cleared = VirtualMachine.objects.filter(
+            cluster=cluster, health=SUSPECT, health_code=STRAGGLER
+        ).values_list("pk", flat=True)
+        for vm_id in (pk for pk in cleared if pk != still):
+            change = apply_health(vm_id, STRAGGLER_GONE, {"minutes": criteria.minutes})
+            changes += [change] if change else []
+    return changes
 
 
 def validation_started(members: Iterable[VirtualMachine], run_id: int, actor: Actor) -> None:

@@ -44,6 +44,9 @@ NOTICES = {
     "health_straggler": _(
         "%(metric)s의 클러스터 중앙값과의 차이 %(gap).1f%%p가 %(minutes)d분 동안 이어졌습니다."
     ),
+    "health_straggler_gone": _(
+        "최근 %(minutes)d분 동안 클러스터 중앙값과의 차이가 기준 안에 있습니다."
+    ),
     "health_validation_running": _("클러스터 검증으로 점검합니다."),
     "health_validation_ok": _("클러스터 검증에서 정상으로 판정되었습니다."),
     "health_validation_bad": _("클러스터 검증에서 불량으로 판정되었습니다."),

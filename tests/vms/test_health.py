@@ -426,3 +426,41 @@ def test_the_admin_shows_a_vms_health_in_words(world, client):
     assert "의심" in listed
     form = client.get(reverse("admin:vms_virtualmachine_change", args=[vm.pk])).content.decode()
     assert "GPU 0에서 XID 13 오류가 발생했습니다." in form and "health_params" not in form
+
+
+def test_the_straggler_sweep_suspects_the_member_named_and_clears_it_once_it_keeps_up(world):
+    """The 메트릭 tab's rule, run by the beat: a GPU 30 %p under the median for 20 minutes makes
+    its member 의심 with the GPU and the gap; once every GPU keeps up for the criteria's
+    minutes, the rule names nobody and the member is 정상 again. The others are not touched."""
+    from tests.metrics.test_straggler import write
+
+    cluster = world.cluster("heat", status=ClusterStatus.RUNNING)
+    members = world.members(cluster, 3, status=VmStatus.RUNNING)
+    now = timezone.now()
+    write(
+        members,
+        now - timedelta(minutes=20),
+        now - timedelta(seconds=5),
+        lambda i, g, rng: 60.0 if (i, g) == (1, 2) else 92.0,
+    )
+    (change,) = health.sweep_stragglers()
+    slow = VirtualMachine.objects.get(pk=members[1].pk)
+    assert (change.vm_id, slow.health, slow.health_code) == (slow.pk, "SUSPECT", health.STRAGGLER)
+    assert slow.health_params == {"metric": "GPU 2 사용률", "gap": 32.0, "minutes": 5}
+    with translation.override("ko"):
+        assert slow.health_evidence == (
+            "GPU 2 사용률의 클러스터 중앙값과의 차이 32.0%p가 5분 동안 이어졌습니다."
+        )
+    assert health.sweep_stragglers() == []  # named again: nothing new
+    assert {vm.health for vm in VirtualMachine.objects.exclude(pk=slow.pk)} == {"OK"}
+    # It keeps up from now on: twenty minutes later the rule names nobody.
+    later = now + timedelta(minutes=20)
+    write(members, now, later, lambda i, g, rng: 92.0)
+    (change,) = health.sweep_stragglers(now=later)
+    slow.refresh_from_db()
+    assert (change.vm_id, slow.health, slow.health_code) == (
+        slow.pk,
+        "OK",
+        health.STRAGGLER_GONE,
+    )
+    assert health_events(slow).count() == 2
