@@ -4,7 +4,7 @@ from typing import Any
 
 from celery import shared_task
 
-from metrics import simulate, storage
+from metrics import simulate, storage, stragglers
 from metrics.storage import events, series_sql
 from portal.compute.backends import get_backend
 from portal.foundation.broker import IDEMPOTENT
@@ -41,3 +41,10 @@ def emit_simulated_samples():
     if not get_backend().emits_metrics:
         return 0
     return simulate.emit_samples()
+
+
+@shared_task(ignore_result=True)
+def sweep_stragglers():
+    """Running clusters' stragglers, named or gone, as their members' health
+    (``metrics.stragglers``): not retried, the next tick judges again."""
+    return len(stragglers.sweep())

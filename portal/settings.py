@@ -337,7 +337,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     # A straggler (the 메트릭 tab's rule, over its minutes) is 의심; one no longer named, 정상.
     "vm-stragglers": {
-        "task": "vms.tasks.sweep_stragglers",
+        "task": "metrics.tasks.sweep_stragglers",
         "schedule": 60.0,
         "options": {"expires": 60},
     },

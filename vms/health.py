@@ -197,39 +197,6 @@ def straggler(vm_id: int, metric: str, gap: float, minutes: int) -> Change | Non
     )
 
 
-def sweep_stragglers(now: datetime | None = None) -> list[Change]:
-    """Each running cluster judged by its straggler criteria (``metrics.storage.straggler``,
-    what its 메트릭 tab says): the member named is 의심, with its GPU and gap; one 의심 for
-    being the straggler that the rule, able to judge, no longer names is 정상 again."""
-    from clusters.models import ClusterStatus, VirtualCluster
-    from metrics.storage import charts
-    from metrics.storage import straggler as rule
-
-    changes: list[Change] = []
-    running = VirtualCluster.objects.filter(status=ClusterStatus.RUNNING)
-    for cluster in running.only("pk", "instance_type_id", "fabric_type"):
-        criteria = rule.criteria_for(cluster)
-        seconds = (2 * criteria.minutes + 1) * 60  # the window the rule looks back over
-        members, replaced = charts.members_over(cluster, seconds, now)
-        view = rule.device_view(members, seconds, now, replaced=replaced, criteria=criteria)
-        named = view.straggler
-        ids = {name: vm_id for vm_id, name in members}
-        if named is not None and named.node in ids:
-            metric = "GPU 사용률" if named.device is None else f"GPU {named.device} 사용률"
-            change = straggler(ids[named.node], metric, -named.gap, criteria.minutes)
-            changes += [change] if change else []
-        if not view.judged:
-            continue
-        still = ids.get(named.node) if named is not None else None
-        cleared = VirtualMachine.objects.filter(
-            cluster=cluster, health=SUSPECT, health_code=STRAGGLER
-        ).values_list("pk", flat=True)
-        for vm_id in (pk for pk in cleared if pk != still):
-            change = apply_health(vm_id, STRAGGLER_GONE, {"minutes": criteria.minutes})
-            changes += [change] if change else []
-    return changes
-
-
 def validation_started(members: Iterable[VirtualMachine], run_id: int, actor: Actor) -> None:
     """A 검증 run opened on ``members`` (locked by the caller): the suspect and isolated
     ones are 점검 중 until its verdict."""

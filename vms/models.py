@@ -177,6 +177,14 @@ class VirtualMachine(CatalogResource):
         return render_message(self.health_code, self.health_params) if self.health_code else ""
 
     @property
+    def health_headline(self) -> str:
+        """``health_evidence`` without its details (a 불량 verdict's reasons): what a row of
+        members has room for; the 검증 column and the VM page say the rest."""
+        if not self.health_code:
+            return ""
+        return render_message(self.health_code, self.health_params, details=False)
+
+    @property
     def fabric_address(self):
         if self.fabric_guid:
             ip = f" / {self.fabric_ip}" if self.fabric_ip else ""

@@ -21,10 +21,3 @@ def sweep_health():
     """The agents of running members, silent or back (``vms.health.sweep``). Not retried
     and not acked late: the next tick says the same again."""
     return len(health.sweep())
-
-
-@shared_task(ignore_result=True)
-def sweep_stragglers():
-    """Running clusters' stragglers, named or gone (``vms.health.sweep_stragglers``): not
-    retried, the next tick judges again."""
-    return len(health.sweep_stragglers())

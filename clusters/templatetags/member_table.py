@@ -107,7 +107,7 @@ class Shown(NamedTuple):
     verdict: str  # the 검증 cell (HTML)
     queued: bool  # a running bulk start or stop has not reached it yet
     health: str = "OK"  # its health (``vms.health``): a badge beside its status unless 정상
-    health_evidence: str = ""  # what set it, in the reader's language
+    health_evidence: str = ""  # what set it, in the reader's language (its headline)
 
 
 class RowFrame:
@@ -154,7 +154,7 @@ class RowFrame:
                 actions += self.detach(m, name, m.detach)
         edit_head, edit_tail = self.edit
         badge = self.badges.get(m.status) or badge_of(VirtualMachine, m.status)
-        health = health_badge(m.health, m.health_evidence)
+        health = health_badge(m.health, m.health_evidence, with_evidence=True)
         return (
             f'<tr role="row" data-vm="{name}">{checkbox}'
             f'<td role="cell" class="member-name"><a href="{edit_head}{pk}{edit_tail}">'
@@ -234,7 +234,7 @@ def member_table_rows(members, cluster, controls):
             verdict_cell(verdict, vm, cluster, can_update) if verdict is not None else unjudged,
             pk in waiting,
             vm.health,
-            vm.health_evidence if vm.health != VmHealth.OK else "",
+            vm.health_headline if vm.health != VmHealth.OK else "",
         )
         row = _ROWS.get((frame, shown))
         rows.append(row if row is not None else _ROWS.keep((frame, shown), frame.row(shown)))

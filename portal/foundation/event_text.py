@@ -128,12 +128,15 @@ NOT_STOPPED_REASON = _("%(status)s — 먼저 중지하세요")
 STOPPING_REASON = _("%(status)s — 중지가 끝나면 연결할 수 있습니다")
 
 
-def render_message(code: str, params: dict[str, Any] | None, text: str = "") -> str:
-    """An event's message in the active language: its code rendered, then its plain text."""
+def render_message(
+    code: str, params: dict[str, Any] | None, text: str = "", *, details: bool = True
+) -> str:
+    """An event's message in the active language: its code rendered (with its ``DETAILS``,
+    unless ``details`` is false: the headline alone), then its plain text."""
     params = params or {}
     if code in NOTICES:
         rendered = NOTICES[code] % params if params else str(NOTICES[code])
-        detail = DETAILS[code](params) if code in DETAILS else ""
+        detail = DETAILS[code](params) if details and code in DETAILS else ""
         rendered = f"{rendered} {detail}" if detail else rendered
     elif code:
         rendered = RuleViolation.from_stored(code, params).message

@@ -341,7 +341,17 @@ def test_the_members_tab_shows_a_members_health_with_its_evidence(live, login):
     row = page[page.index(f'data-vm="{quiet.name}"') :].split("</tr>")[0]
     assert 'data-health="SUSPECT"' in row and "의심" in row
     assert "에이전트가 45초 넘게 응답하지 않았습니다." in row
+    assert 'class="health-evidence member-health-why"' in row  # read without a hover
     assert login("other").get(f"/clusters/{cluster.pk}/vms/").status_code == 404
+    # 격리 by a 검증: the row says so in a line; the verdict's reasons are the 검증 column's.
+    reasons = [{"code": "ib_pair_idle", "level": "BAD", "params": {"client": "a", "server": "b"}}]
+    health.apply_health(fine.pk, health.VALIDATED_BAD, {"reasons": reasons})
+    client = login("viewer")
+    page = client.get(f"/clusters/{cluster.pk}/vms/").content.decode()
+    row = page[page.index(f'data-vm="{fine.name}"') :].split("</tr>")[0]
+    assert "클러스터 검증에서 불량으로 판정되었습니다.</span>" in row and "ib_write_bw" not in row
+    vm_page = client.get(reverse("vms:vm_edit", args=[fine.pk])).content.decode()
+    assert "측정하는 동안 옮긴 데이터가 없습니다" in vm_page  # the VM page tells it whole
 
 
 def test_the_vm_page_shows_its_health_and_evidence(world, login):
@@ -432,6 +442,7 @@ def test_the_straggler_sweep_suspects_the_member_named_and_clears_it_once_it_kee
     """The 메트릭 tab's rule, run by the beat: a GPU 30 %p under the median for 20 minutes makes
     its member 의심 with the GPU and the gap; once every GPU keeps up for the criteria's
     minutes, the rule names nobody and the member is 정상 again. The others are not touched."""
+    from metrics import stragglers
     from tests.metrics.test_straggler import write
 
     cluster = world.cluster("heat", status=ClusterStatus.RUNNING)
@@ -443,7 +454,7 @@ def test_the_straggler_sweep_suspects_the_member_named_and_clears_it_once_it_kee
         now - timedelta(seconds=5),
         lambda i, g, rng: 60.0 if (i, g) == (1, 2) else 92.0,
     )
-    (change,) = health.sweep_stragglers()
+    (change,) = stragglers.sweep()
     slow = VirtualMachine.objects.get(pk=members[1].pk)
     assert (change.vm_id, slow.health, slow.health_code) == (slow.pk, "SUSPECT", health.STRAGGLER)
     assert slow.health_params == {"metric": "GPU 2 사용률", "gap": 32.0, "minutes": 5}
@@ -451,12 +462,12 @@ def test_the_straggler_sweep_suspects_the_member_named_and_clears_it_once_it_kee
         assert slow.health_evidence == (
             "GPU 2 사용률의 클러스터 중앙값과의 차이 32.0%p가 5분 동안 이어졌습니다."
         )
-    assert health.sweep_stragglers() == []  # named again: nothing new
+    assert stragglers.sweep() == []  # named again: nothing new
     assert {vm.health for vm in VirtualMachine.objects.exclude(pk=slow.pk)} == {"OK"}
     # It keeps up from now on: twenty minutes later the rule names nobody.
     later = now + timedelta(minutes=20)
     write(members, now, later, lambda i, g, rng: 92.0)
-    (change,) = health.sweep_stragglers(now=later)
+    (change,) = stragglers.sweep(now=later)
     slow.refresh_from_db()
     assert (change.vm_id, slow.health, slow.health_code) == (
         slow.pk,

@@ -157,19 +157,23 @@ def vm_rows(vms, can_update):
 HEALTH_LABELS = dict(VmHealth.choices)
 
 
-def health_badge(state: str, evidence: str) -> str:
+def health_badge(state: str, evidence: str, *, with_evidence: bool = False) -> str:
     """A VM's health as a badge (``vms.health``), its evidence as the badge's title and, for
-    a screen reader, its text; "" for 정상 (the members tab and the lists mark only what is
+    a screen reader, its text — or, ``with_evidence``, as a line under it that everyone reads
+    (no hover on a phone); "" for 정상 (the members tab and the lists mark only what is
     wrong). Every value is escaped here."""
     if state == VmHealth.OK:
         return ""
     label = escape(str(HEALTH_LABELS.get(state, state)))
     why = escape(evidence)
-    said = f'<span class="visually-hidden">: {why}</span>' if why else ""
-    return (
+    said = f'<span class="visually-hidden">: {why}</span>' if why and not with_evidence else ""
+    badge = (
         f'<span class="badge badge-health-{escape(state.lower())} row-health"'
         f' data-health="{escape(state)}" title="{why}">{label}{said}</span>'
     )
+    if with_evidence and why:
+        badge += f'<span class="health-evidence member-health-why">{why}</span>'
+    return badge
 
 
 @register.simple_tag
