@@ -36,6 +36,7 @@ from tests.api.conftest import check_against_schema
 from vms.models import VirtualMachine
 from portal.catalog.models import Zone
 from portal.models import SshKey
+from portal.webhooks.models import Webhook
 
 logging.disable(logging.INFO)  # the audit's and the tasks' lines: not what a failure shows
 call_command("migrate", verbosity=0)
@@ -79,6 +80,7 @@ runs = [
     vc("-o", "json", "vm", "start", "walk-node-02", *wait),
     vc("-o", "json", "cluster", "validate", "walk", *wait),
 ]
+hook_run = vc("-o", "json", "webhook", "create", "walk-hook", "http://127.0.0.1:9/hook")
 for _ in range(3):
     tasks.emit_simulated_samples()
 tasks.rollup()
@@ -93,6 +95,7 @@ ids = {
     "vm_id": list(VirtualMachine.objects.values_list("pk", flat=True)),
     "operation_id": list(Operation.objects.values_list("pk", flat=True)),
     "key_id": list(SshKey.objects.values_list("pk", flat=True)),
+    "webhook_id": list(Webhook.objects.values_list("pk", flat=True)),
 }
 walk = VirtualCluster.objects.get(name="walk")
 values = {
@@ -159,6 +162,7 @@ renamed = client.patch(f"/api/v1/virtual-machines/{spare.pk}", {"name": "walk-sp
 print("RESULT " + json.dumps({
     "vc": runs,
     "key": key_run,
+    "hook": hook_run,
     "routes": sorted(t for t, item in document["paths"].items() if "get" in item),
     "answers": answers,
     "changes": changes,
@@ -189,6 +193,8 @@ def test_vc_and_every_api_route_answer_on_sqlite(tmp_path):
 
     # A key registered with vc, then given to the VMs made below.
     assert succeeded(result["key"])["fingerprint"].startswith("SHA256:")
+    # A webhook made with vc: its routes below are read with its id.
+    assert succeeded(result["hook"])["name"] == "walk-hook"
     # vc cluster create … && vc cluster list -o json, then the cluster filled and started.
     create, listed, *ready = result["vc"]
     created = succeeded(create)
