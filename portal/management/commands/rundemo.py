@@ -126,12 +126,17 @@ def use_libvirt(addrport: str) -> dict[str, str]:
         "LIBVIRT_DOMAIN_TYPE": os.environ.get("LIBVIRT_DOMAIN_TYPE", "qemu"),
         "LIBVIRT_PORTAL_URL": os.environ.get("LIBVIRT_PORTAL_URL", f"http://10.0.2.2:{port}"),
         "ALLOWED_HOSTS": ",".join(dict.fromkeys([*settings.ALLOWED_HOSTS, "10.0.2.2"])),
+        # Emulated guests on shared CPUs: a healthy soft-fabric pair swings by 2-3x between
+        # two 검증 runs here, so the demo holds pairs to 40 % of the baseline (the real tier
+        # too), not 70 %.
+        "VALIDATION_BASELINE_PERCENT": os.environ.get("VALIDATION_BASELINE_PERCENT", "40"),
     }
     os.environ.update(env)
     settings.COMPUTE_BACKEND = env["COMPUTE_BACKEND"]
     settings.LIBVIRT_DOMAIN_TYPE = env["LIBVIRT_DOMAIN_TYPE"]
     settings.LIBVIRT_PORTAL_URL = env["LIBVIRT_PORTAL_URL"]
     settings.ALLOWED_HOSTS = env["ALLOWED_HOSTS"].split(",")
+    settings.VALIDATION_BASELINE_PERCENT = float(env["VALIDATION_BASELINE_PERCENT"])
     return env
 
 
