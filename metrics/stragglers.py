@@ -25,8 +25,8 @@ def sweep(now: datetime | None = None) -> list[health.Change]:
         named = view.straggler
         ids = {name: vm_id for vm_id, name in members}
         if named is not None and named.node in ids:
-            metric = "GPU 사용률" if named.device is None else f"GPU {named.device} 사용률"
-            change = health.straggler(ids[named.node], metric, -named.gap, criteria.minutes)
+            device = "GPU" if named.device is None else f"GPU {named.device}"
+            change = health.straggler(ids[named.node], device, -named.gap, criteria.minutes)
             changes += [change] if change else []
         if not view.judged:
             continue

@@ -189,11 +189,12 @@ def gpu_error(vm_id: int, code: str, params: dict) -> Change | None:
     return apply_health(vm_id, code, params) if code in GPU_ERRORS else None
 
 
-def straggler(vm_id: int, metric: str, gap: float, minutes: int) -> Change | None:
-    """The straggler rule's verdict: ``metric``'s gap to the cluster median (percentage
-    points) stayed over its threshold for ``minutes``."""
+def straggler(vm_id: int, device: str, gap: float, minutes: int) -> Change | None:
+    """The straggler rule's verdict: ``device``'s utilisation (``"GPU 2"``, or ``"GPU"`` for
+    the member's mean: no words, the message says them in the reader's language) stayed
+    ``gap`` percentage points under the cluster median for ``minutes``."""
     return apply_health(
-        vm_id, STRAGGLER, {"metric": metric, "gap": round(float(gap), 1), "minutes": int(minutes)}
+        vm_id, STRAGGLER, {"device": device, "gap": round(float(gap), 1), "minutes": int(minutes)}
     )
 
 

@@ -42,7 +42,8 @@ NOTICES = {
     "health_guest_crashed": _("실행 중이어야 할 게스트가 비정상 종료되었습니다."),
     "health_domain_destroyed": _("실행 중이어야 할 도메인이 포털 밖에서 강제 종료되었습니다."),
     "health_straggler": _(
-        "%(metric)s의 클러스터 중앙값과의 차이 %(gap).1f%%p가 %(minutes)d분 동안 이어졌습니다."
+        "%(device)s 사용률의 클러스터 중앙값과의 차이 %(gap).1f%%p가 %(minutes)d분 동안 "
+        "이어졌습니다."
     ),
     "health_straggler_gone": _(
         "최근 %(minutes)d분 동안 클러스터 중앙값과의 차이가 기준 안에 있습니다."

@@ -166,11 +166,15 @@ def test_a_gpu_error_makes_the_vm_suspect_naming_the_gpu_and_counter(world):
 
 def test_the_straggler_entry_point_makes_a_healthy_member_suspect(world):
     vm = world.vm("slow")
-    change = health.straggler(vm.pk, "GPU 사용률", 21.44, 10)
+    change = health.straggler(vm.pk, "GPU", 21.44, 10)
     assert change is not None and change.after == VmHealth.SUSPECT
     with translation.override("ko"):
         assert fresh(vm).health_evidence == (
             "GPU 사용률의 클러스터 중앙값과의 차이 21.4%p가 10분 동안 이어졌습니다."
+        )
+    with translation.override("en"):  # the evidence keeps no words of either language
+        assert fresh(vm).health_evidence == (
+            "GPU utilisation stayed 21.4 pp from the cluster median for 10 minutes."
         )
 
 
@@ -457,7 +461,7 @@ def test_the_straggler_sweep_suspects_the_member_named_and_clears_it_once_it_kee
     (change,) = stragglers.sweep()
     slow = VirtualMachine.objects.get(pk=members[1].pk)
     assert (change.vm_id, slow.health, slow.health_code) == (slow.pk, "SUSPECT", health.STRAGGLER)
-    assert slow.health_params == {"metric": "GPU 2 사용률", "gap": 32.0, "minutes": 5}
+    assert slow.health_params == {"device": "GPU 2", "gap": 32.0, "minutes": 5}
     with translation.override("ko"):
         assert slow.health_evidence == (
             "GPU 2 사용률의 클러스터 중앙값과의 차이 32.0%p가 5분 동안 이어졌습니다."
