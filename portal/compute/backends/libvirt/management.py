@@ -267,13 +267,7 @@ def reserve(conn, vm) -> str | None:
             raise ManagementAddressesExhausted()
         entry = ET.Element("host", mac=mac(vm.pk), name=names.domain_name(vm.pk), ip=str(free[0]))
         try:
-            net.update(
-                libvirt.VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
-                libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
-                -1,
-                _host_xml(entry),
-                _UPDATE,
-            )
+            add_reservation(net, _host_xml(entry))
         except libvirt.libvirtError as exc:
             log.info("reservation of %s refused (%s); trying again", free[0], exc)
             continue
@@ -281,13 +275,35 @@ def reserve(conn, vm) -> str | None:
     raise BackendError()
 
 
-def release(conn, vm_id: int) -> None:
-    """The VM's reservation on ``conn``'s host, removed if there (with its domain)."""
+def add_reservation(net, host_xml: str) -> None:
+    """Add ``<host mac name ip/>`` to the running network and its definition (libvirt
+    rewrites dnsmasq's hosts file and signals it: ~0.4 s under load here)."""
+    net.update(
+        libvirt.VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
+        libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST,
+        -1,
+        host_xml,
+        _UPDATE,
+    )
+
+
+def reservation(conn, vm_id: int) -> str | None:
+    """The VM's reservation on ``conn``'s host as libvirt's ``<host/>`` XML, if it has one."""
+    found = _reserved(conn, vm_id)
+    return _host_xml(found[1]) if found is not None else None
+
+
+def _reserved(conn, vm_id: int):
+    """(the management network, the VM's ``<host/>`` entry there), or None."""
     net = lookup(conn.networkLookupByName, network_name())
     found = _dhcp(net) if net is not None else None
-    if found is None:
-        return
-    address = mac(vm_id)
-    for entry in found[1].findall("host"):
-        if (entry.get("mac") or "").lower() == address:
-            _delete_host(net, entry)
+    for entry in found[1].findall("host") if found is not None else ():
+        if (entry.get("mac") or "").lower() == mac(vm_id):
+            return net, entry
+    return None
+
+
+def release(conn, vm_id: int) -> None:
+    """The VM's reservation on ``conn``'s host, removed if there (with its domain)."""
+    if (found := _reserved(conn, vm_id)) is not None:
+        _delete_host(*found)

@@ -3,7 +3,9 @@
 libvirtd, tasks run eagerly in this process, one after the other as one worker would), timed
 until all four are 실행중, against the same libvirt calls made directly: the cluster's fabric
 network defined and started, and per member its overlay volume, its seed volume with the
-same seed uploaded, the same domain XML defined and started (recorded from the portal's run
+same seed uploaded, the same domain XML defined, its DHCP reservation on the management
+network added (``virNetworkUpdate``, as the portal does once a domain is defined) and the
+domain started (recorded from the portal's run
 and replayed; odd rounds run the portal first, even rounds the replay of the previous round
 first, as the later starts compete with the guests already booting). Prints both figures per
 round, their medians and the ratio (target ≤ 1.2).
@@ -180,7 +182,7 @@ def _recorded(conn, cluster_id, vm_ids):
     each VM's volume XMLs (the seed's bytes too) and its domain's inactive XML."""
     import libvirt
 
-    from portal.compute.backends.libvirt import names
+    from portal.compute.backends.libvirt import management, names
 
     pool = conn.storagePoolLookupByName("vc-pool")
     net = conn.networkLookupByName(names.network_name(cluster_id))
@@ -199,6 +201,7 @@ def _recorded(conn, cluster_id, vm_ids):
                 "disk": disk.XMLDesc(0),
                 "seed_name": seed.name(),
                 "seed": data,
+                "reservation": management.reservation(conn, vm_id),
             }
         )
     return {
@@ -210,8 +213,11 @@ def _recorded(conn, cluster_id, vm_ids):
 
 def _replay(conn, calls):
     """The same libvirt calls, made directly, timed: network, then per member volumes,
-    seed upload, define and start."""
+    seed upload, define, DHCP reservation and start."""
+    from portal.compute.backends.libvirt import management
+
     started = time.perf_counter()
+    mgmt = conn.networkLookupByName(management.network_name())
     net = conn.networkDefineXML(calls["network"])
     net.create()
     pool = conn.storagePoolLookupByName("vc-pool")
@@ -226,17 +232,23 @@ def _replay(conn, calls):
         seed.upload(stream, 0, len(member["seed"]), 0)
         stream.send(member["seed"])
         stream.finish()
-        conn.defineXML(member["xml"]).create()
+        dom = conn.defineXML(member["xml"])
+        management.add_reservation(mgmt, member["reservation"])
+        dom.create()
     return time.perf_counter() - started
 
 
 def _remove(conn, calls):
-    """Destroy and undefine the domains, remove their volumes and the network."""
+    """Destroy and undefine the domains, remove their volumes, DHCP reservations and the
+    network."""
     import libvirt
+
+    from portal.compute.backends.libvirt import management, names
 
     pool = conn.storagePoolLookupByName("vc-pool")
     for member in calls["members"]:
         _gone(conn.lookupByName, member["name"])
+        management.release(conn, names.vm_id_of(member["name"]))
         for name in (f"{member['name']}.qcow2", member["seed_name"]):
             try:
                 pool.storageVolLookupByName(name).delete(0)
