@@ -1,10 +1,12 @@
-"""bench_api's URLconf: the portal's, plus the API floor (a trivial view behind the token)."""
+"""bench_api's URLconf: the portal's, plus the API floor (a trivial view behind the token)
+and bench_pages' session floor (bench_fleet_pages divides by both)."""
 
 from django.http import HttpResponse
 from django.urls import include, path
 
 from portal.foundation.errors import RuleViolation
 from portal.iam import tokens
+from tests.bench.urls import floor_view
 
 
 def api_floor_view(request):
@@ -17,4 +19,8 @@ def api_floor_view(request):
     return HttpResponse(b"ok", content_type="text/plain")
 
 
-urlpatterns = [path("__bench__/api-floor/", api_floor_view), path("", include("portal.urls"))]
+urlpatterns = [
+    path("__bench__/api-floor/", api_floor_view),
+    path("__bench__/floor/", floor_view),
+    path("", include("portal.urls")),
+]

@@ -218,3 +218,52 @@ def metrics_world(vm_count):
     vms = list(cluster.members.order_by("pk"))
     tokens = [services.rotate_token(vm.pk, actor=None)[1] for vm in vms]
     return cluster, vms, tokens
+
+
+def fleet_pages_world(user, project_clusters, total_clusters, wides, api_vms):
+    """bench_fleet_pages: a project of ``project_clusters`` clusters (two members each)
+    among ``total_clusters`` in the database (the rest, one member each, in a project of
+    their own), a running cluster per size of ``wides`` in a project ``detail``, and a
+    project ``api`` of ``api_vms`` standalone VMs. Returns ({slug: project}, {size: cluster},
+    capacity)."""
+    zone, h100, capacities = bench_catalog()
+    capacity = capacities[catalog_models.FabricType.INFINIBAND]
+    admin = Role.objects.get(name="admin")
+    projects = {}
+    for slug in ("fleet", "others", "detail", "api"):
+        projects[slug] = Project.objects.create(slug=slug, name=slug)
+        RoleBinding.objects.create(user=user, project=projects[slug], role=admin)
+    statuses = [ClusterStatus.RUNNING, ClusterStatus.UNALLOCATED, ClusterStatus.TERMINATED]
+    for slug, count, members in (
+        ("fleet", project_clusters, 2),
+        ("others", total_clusters - project_clusters - len(wides), 1),
+    ):
+        for first in range(0, count, 10_000):  # the ORM's objects a batch at a time
+            clusters_with_members(
+                projects[slug], zone, h100, min(10_000, count - first),
+                lambda _i, members=members: members,
+                name=f"{slug}-{first // 10_000:02d}",
+                status=lambda i: statuses[i % 3],
+                member=lambda i, j: {"private_ip": f"10.{j}.{i // 250}.{i % 250 + 2}"},
+                created_by=user,
+            )  # fmt: skip
+    wide = {
+        size: running_cluster(projects["detail"], zone, h100, user, capacity, f"wide{size}", size)
+        for size in wides
+    }
+    vm_models.VirtualMachine.objects.bulk_create(
+        (
+            vm_models.VirtualMachine(
+                project=projects["api"],
+                name=f"api-vm-{i:05d}",
+                zone=zone,
+                instance_type=h100,
+                billing_type=vm_models.BillingType.ON_DEMAND,
+                status=vm_models.VmStatus.STOPPED,
+                private_ip=f"10.8.{i // 250}.{i % 250 + 2}",
+            )
+            for i in range(api_vms)
+        ),
+        batch_size=5_000,
+    )
+    return projects, wide, capacity

@@ -124,7 +124,9 @@ class Command(BenchCommand):
         if not status.startswith("200"):
             raise CommandError(f"{page['label']} answered {status}")
         if page["kind"] in ("list", "members"):
-            shown = body.count(b'<td class="num">' if page["kind"] == "list" else b"data-vm=")
+            shown = body.count(
+                b'<td class="num" data-label=' if page["kind"] == "list" else b"data-vm="
+            )
             if shown != page["rows"]:
                 raise CommandError(f"{page['label']}: {shown} rows shown, {page['rows']} expected")
         if page["expect"] not in body:
