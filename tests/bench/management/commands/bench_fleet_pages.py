@@ -19,7 +19,9 @@ Timed through Django's WSGI handler in this process, rounds shuffled (``--seed``
 Then, unless ``--no-browser``: the portal under gunicorn, Debian's Chromium opening the
 1,024-member cluster's 메트릭 tab (``bench_first_chart``'s portal), timed from the click to
 the heatmap of 1,024 × 8 cells drawn, with the main thread's longest task and the sum of its
-long tasks' time over 50 ms (Long Tasks API) — how long the page could not answer a click.
+long tasks' time over 50 ms (Long Tasks API) once plotly.js has run — how long drawing the
+charts and the heatmap kept the page from answering a click (plotly.js's own compile on a
+first visit is ``bench_first_chart``'s figure).
 
 Targets: the list ≤ 2.5x the session floor and its last page ≤ 1.3x its first; the API's
 page ≤ 3x the token floor and its last page ≤ 1.3x its first; each wide-cluster page at
@@ -54,13 +56,22 @@ FLEET_SETTINGS = {
     "ROOT_URLCONF": "tests.bench.api_urls",  # both floors and the portal
     "API_RATE_PER_MINUTE": 10**9,
 }
-# Installed before the page's scripts: long tasks as they end, and when the heatmap has its
-# SVG (plotly adds it while drawing).
+# Installed before the page's scripts: long tasks as they end, when plotly.js has run (its
+# compile is bench_first_chart's subject: the tasks counted here start after it), and when
+# the heatmap has its SVG (plotly adds it while drawing).
 WATCH_HEATMAP = """
 window.__longTasks = [];
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) window.__longTasks.push([entry.startTime, entry.duration]);
 }).observe({type: "longtask", buffered: true});
+window.__plotlyReady = null;
+Object.defineProperty(window, "Plotly", {
+  configurable: true,
+  set(value) {
+    Object.defineProperty(window, "Plotly", {value, writable: true, configurable: true});
+    window.__plotlyReady = performance.now();
+  },
+});
 window.__heatmap = null;
 new MutationObserver((changes, observer) => {
   if (document.querySelector('[data-metrics-figure="metrics-fig-heatmap"] .main-svg')) {
@@ -299,8 +310,10 @@ class Command(bench_first_chart.Command):
         opened = page.evaluate(bench_first_chart.CLICK)
         page.wait_for_function("() => window.__heatmap !== null", timeout=180_000)
         page.wait_for_timeout(500)  # a long task still running is reported once it ends
-        drawn, tasks = page.evaluate("() => [window.__heatmap, window.__longTasks]")
-        after = [duration for start, duration in tasks if start + duration >= opened]
+        drawn, ready, tasks = page.evaluate(
+            "() => [window.__heatmap, window.__plotlyReady, window.__longTasks]"
+        )
+        after = [duration for start, duration in tasks if start >= max(opened, ready or 0)]
         return {
             "drawn": drawn - opened,
             "longest": max(after, default=0.0),
