@@ -11,7 +11,13 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun
+from celery.signals import (
+    beat_init,
+    before_task_publish,
+    setup_logging,
+    task_postrun,
+    task_prerun,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -42,6 +48,15 @@ def _django_logging(loglevel=None, logfile=None, **_kwargs):
     configure_logging(settings.LOGGING_CONFIG, config)
     if loglevel:
         logging.getLogger().setLevel(loglevel)
+
+
+@beat_init.connect
+def _one_beat_at_a_time(**_kwargs):
+    """Beat schedules only once it holds the schedule's lock (``portal.processes.beat_lock``):
+    a second beat waits here until the first is gone."""
+    from portal.processes import beat_lock
+
+    beat_lock.acquire()
 
 
 @before_task_publish.connect

@@ -304,6 +304,9 @@ RECONCILE_EVERY_SECONDS = float(os.environ.get("RECONCILE_EVERY_SECONDS", "30"))
 # Every task a worker runs stamps a heartbeat, and beat queues one this often so an idle
 # worker does too; /healthz answers 503 (and rundemo restarts the worker) past the max age.
 WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
+# One beat at a time (portal.processes.beat_lock): how often a waiting beat tries the lock
+# and the holder checks it still has it.
+BEAT_LOCK_CHECK_SECONDS = float(os.environ.get("BEAT_LOCK_CHECK_SECONDS", "2"))
 WORKER_HEARTBEAT_MAX_AGE_SECONDS = float(
     os.environ.get("WORKER_HEARTBEAT_MAX_AGE_SECONDS", str(6 * WORKER_HEARTBEAT_SECONDS))
 )
