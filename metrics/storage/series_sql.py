@@ -72,6 +72,9 @@ def bucket_expr(column: str, step: int | None) -> str:
     return f"CAST(strftime('%%s', {column}) AS INTEGER) / {int(step)}"
 
 
+ROLLUP_SECONDS = {"minute": 60, "hour": 3600}  # a rollup part's bucket width
+
+
 def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, until=None):
     """(sql, params): per bucket and device key (``series.keys``), the mean of each metric
     of ``names`` (default all) over ``parts``: columns ``b, <keys>, <names>``; a VM of
@@ -91,11 +94,20 @@ def means_sql(series, parts: list, vm_ids: list, step: int | None, names=None, u
                 f"sum({n}_avg * n) AS {n}_s, sum(CASE WHEN {n}_avg IS NOT NULL THEN n END) AS {n}_w"
                 for n in names
             )
+        grouped = f"GROUP BY b, {keys}"
+        if part.source != "raw" and step == ROLLUP_SECONDS[part.source]:
+            # One rollup row per bucket and key already (the table's key): its sums as they
+            # are, not a second aggregation of ~members x devices x minutes rows per bucket.
+            sums = ", ".join(
+                f"{n}_avg * n AS {n}_s, CASE WHEN {n}_avg IS NOT NULL THEN n END AS {n}_w"
+                for n in names
+            )
+            grouped = ""
         cut, cut_params = _until(time_column, until)
         selects.append(
             f"SELECT {bucket_expr(time_column, step)} AS b, {keys}, {sums} FROM {table} "  # noqa: S608 - names from the models and constants; values are parameters
             f"WHERE vm_id IN ({placeholders}) AND {time_column} >= %s AND {time_column} < %s "
-            f"{cut}GROUP BY b, {keys}"
+            f"{cut}{grouped}"
         )
         params += [*vm_ids, _param(part.start), _param(part.stop), *cut_params]
     means = ", ".join(
