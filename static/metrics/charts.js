@@ -1,5 +1,5 @@
 /* The 메트릭 tab: draws the figures the server built (JSON in <script type="application/json">)
- * with plotly.js, after the first load and after every htmx swap. plotly.js (1.5 MB) is
+ * with plotly.js, after the first load and after every htmx swap. plotly.js (1.0 MB) is
  * fetched only when the tab is open, and from the moment it opens: the tab's frame loads this
  * file before the charts are asked for (templates/clusters/detail.html), so the script's
  * download and compile overlap the charts' request. No inline script: CSP allows only our

@@ -1,6 +1,6 @@
-"""The 메트릭 tab in Chromium: plotly.js (the vendored cartesian bundle) served locally,
-figures drawn under the real CSP, redrawn after the range control's htmx swap, and no script
-error or CSP violation."""
+"""The 메트릭 tab in Chromium: plotly.js (the vendored bundle of the tab's trace types) served
+locally, figures drawn under the real CSP, redrawn after the range control's htmx swap, and
+no script error or CSP violation."""
 
 import os
 import random
@@ -74,9 +74,7 @@ def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, pag
     expect(page.locator("#metrics-body")).to_have_attribute("data-range", "24h")
     expect(plots).to_have_count(6)
     assert (
-        page.evaluate(
-            "document.querySelectorAll('script[src$=\"plotly-cartesian.min.js\"]').length"
-        )
+        page.evaluate("document.querySelectorAll('script[src$=\"plotly-metrics.min.js\"]').length")
         == 1
     )
     assert errors == []

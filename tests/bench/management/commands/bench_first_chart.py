@@ -232,7 +232,7 @@ class Command(BenchCommand):
             {
                 "frame": f"/clusters/{cluster_pk}/metrics/",
                 "charts": f"/clusters/{cluster_pk}/metrics/charts/",
-                "plotly": "/plotly-cartesian.min.js",
+                "plotly": "/plotly-metrics.min.js",
             },
         )
         since = {key: (end - opened if end else None) for key, end in arrived.items()}
