@@ -100,9 +100,10 @@ def cluster_devices(request, pk):
     return render(request, "metrics/charts.html#devices", context)
 
 
-# Colour-blind-safe scales (no red-green axis), by the names plotly.js knows (the vendored
-# cartesian bundle has them): utilisation on 0-100 % in cividis, dark at idle and yellow at
-# full, so a uniformly busy cluster stays bright rather than stretching noise over the scale.
+# Colour-blind-safe scales (no red-green axis), by the names plotly.js knows (its core has
+# them, so the vendored bundle does): utilisation on 0-100 % in cividis, dark at idle and
+# yellow at full, so a uniformly busy cluster stays bright rather than stretching noise over
+# the scale.
 UTIL_SCALE = "Cividis"
 
 

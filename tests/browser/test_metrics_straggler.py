@@ -65,7 +65,7 @@ def test_the_metrics_tab_names_gpu_node_03(running_demo_cluster, browser_login, 
     scripts = page.evaluate(
         "Array.from(document.scripts).map(s => s.src).filter(s => s.includes('plotly'))"
     )
-    assert scripts and all(s.endswith("plotly-cartesian.min.js") for s in scripts)
+    assert scripts and all(s.endswith("plotly-metrics.min.js") for s in scripts)
     if SCREENSHOT:
         expect(drawn).to_have_count(7)
         page.screenshot(path=f"{SCREENSHOT}-1280.png", full_page=True)

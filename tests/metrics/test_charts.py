@@ -259,7 +259,7 @@ def test_refresh_returns_only_the_body_and_polls_only_for_1h(login, cluster, sam
     assert "every 30s" not in day and 'hx-trigger="cluster-changed from:body"' in day
     full = client.get(url, {"range": "bogus"}).content.decode()
     assert 'value="1h" checked' in full and "metrics/charts.js" in full
-    assert "metrics/vendor/plotly-cartesian.min.js" in full
+    assert "metrics/vendor/plotly-metrics.min.js" in full
 
 
 def test_no_data_says_so_and_explains_the_agent(login, cluster):

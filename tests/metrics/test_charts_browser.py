@@ -1,6 +1,6 @@
-"""The 메트릭 tab in Chromium: plotly.js (the vendored cartesian bundle) served locally,
-figures drawn under the real CSP, redrawn after the range control's htmx swap, and no script
-error or CSP violation."""
+"""The 메트릭 tab in Chromium: plotly.js (the vendored bundle of the tab's trace types) served
+locally, figures drawn under the real CSP, redrawn after the range control's htmx swap, and
+no script error or CSP violation."""
 
 import os
 import random
@@ -26,8 +26,8 @@ def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
-def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, page):
-    cluster = world.cluster("browser-metrics", status=ClusterStatus.RUNNING)
+def running_cluster_with_samples(world, name):
+    cluster = world.cluster(name, status=ClusterStatus.RUNNING)
     members = world.members(cluster, 2, status=VmStatus.RUNNING)
     rng = random.Random(1)
     now = timezone.now()
@@ -49,6 +49,11 @@ def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, pag
     ]
     storage.write_samples(rows)
     storage.rollup()
+    return cluster
+
+
+def signed_in_viewer(world, live_server, page):
+    """The page signed in as the viewer; returns the list its script errors go to."""
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on(
@@ -64,6 +69,18 @@ def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, pag
     page.context.add_cookies(
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
     )
+    return errors
+
+
+def plotly_scripts(page):
+    return page.evaluate(
+        "document.querySelectorAll('script[src$=\"plotly-metrics.min.js\"]').length"
+    )
+
+
+def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, page):
+    cluster = running_cluster_with_samples(world, "browser-metrics")
+    errors = signed_in_viewer(world, live_server, page)
 
     page.goto(live_server.url + reverse("clusters:cluster_metrics", args=[cluster.pk]))
     plots = page.locator("#metrics-body .metrics-plot.js-plotly-plot")  # drawn by plotly.js
@@ -73,12 +90,29 @@ def test_metrics_tab_draws_the_charts_and_switches_range(world, live_server, pag
     page.get_by_label("24시간").check()
     expect(page.locator("#metrics-body")).to_have_attribute("data-range", "24h")
     expect(plots).to_have_count(6)
-    assert (
-        page.evaluate(
-            "document.querySelectorAll('script[src$=\"plotly-cartesian.min.js\"]').length"
-        )
-        == 1
-    )
+    assert plotly_scripts(page) == 1
     assert errors == []
     if SCREENSHOT:
         page.screenshot(path=SCREENSHOT, full_page=True)
+
+
+def test_another_tab_runs_plotly_once_idle_and_metrics_opens_with_it(world, live_server, page):
+    """On the 정보 tab plotly.js is fetched and run once the page is idle, so the 메트릭 tab
+    opened later draws with it (not a second copy); opened before, it draws all the same."""
+    cluster = running_cluster_with_samples(world, "browser-idle-plotly")
+    errors = signed_in_viewer(world, live_server, page)
+    detail = live_server.url + reverse("clusters:cluster_detail", args=[cluster.pk])
+    plots = page.locator("#metrics-body .metrics-plot.js-plotly-plot")
+
+    page.goto(detail)
+    page.wait_for_function("() => window.Plotly !== undefined", timeout=15_000)
+    assert plotly_scripts(page) == 1
+    page.get_by_role("tab", name="메트릭").click()
+    expect(plots).to_have_count(6, timeout=15_000)
+    assert plotly_scripts(page) == 1
+
+    page.goto(detail)  # clicked at once: the tab's frame starts plotly.js if idle has not
+    page.get_by_role("tab", name="메트릭").click()
+    expect(plots).to_have_count(6, timeout=15_000)
+    assert plotly_scripts(page) == 1
+    assert errors == []

@@ -29,11 +29,16 @@ def test_the_head_loads_the_stylesheet_and_the_scripts_in_order_with_the_nonce(w
         ]
 
 
-def test_the_detail_page_defers_its_operations_script_with_the_nonce(world, login):
+def test_the_detail_page_defers_its_scripts_with_the_nonce(world, login):
+    """Its operations script, and on every tab the charts' script, which runs plotly.js (the
+    메트릭 tab names it) once the page is idle."""
     response = login("admin").get(f"/clusters/{world.cluster().pk}/")
     nonce = re.search(r"'nonce-([^']+)'", response["Content-Security-Policy"]).group(1)
     page = response.content.decode()
-    assert f'<script src="/static/clusters/operations.js" nonce="{nonce}" defer></script>' in page
+    for path in ("clusters/operations.js", "metrics/charts.js"):
+        assert f'<script src="/static/{path}" nonce="{nonce}" defer></script>' in page
+    tab = re.search(r'<a role="tab" id="tab-metrics"[^>]*>', page).group(0)
+    assert 'data-plotly-src="/static/metrics/vendor/plotly-metrics.min.js"' in tab
 
 
 @pytest.mark.parametrize("debug", [True, False])
@@ -50,5 +55,12 @@ def test_every_file_the_head_names_is_a_static_file():
 
     from portal.templatetags.console import FAVICON, HEAD_SCRIPTS, STYLESHEET
 
-    for path in (FAVICON, STYLESHEET, *HEAD_SCRIPTS, "clusters/operations.js"):
+    for path in (
+        FAVICON,
+        STYLESHEET,
+        *HEAD_SCRIPTS,
+        "clusters/operations.js",
+        "metrics/charts.js",
+        "metrics/vendor/plotly-metrics.min.js",
+    ):
         assert finders.find(path), path

@@ -10,12 +10,18 @@ headless, driven by Playwright), 1280 x 900, signed in by a session cookie.
 
 A sample opens the cluster's 정보 tab, waits for the page to load, and clicks 메트릭; the
 figure is the time from the click to the first chart drawn (a plotly chart's SVG in the tab:
-a MutationObserver in the page, on the page's own clock), and besides it when the tab's
-frame, the charts' answer and plotly.js had arrived (Resource Timing). Two kinds of sample:
+a MutationObserver in the page, on the page's own clock; the click counted from when it was
+sent, should the page's main thread be busy then), and besides it when the tab's frame, the
+charts' answer and plotly.js had arrived (Resource Timing). Two kinds of sample:
 
-- cold: a new browser profile (nothing cached), as on a first visit;
-- warm: the same profile opening the tab a third time (plotly.js from the HTTP cache, its
-  compiled code from Chromium's code cache, which keeps it from a script's second run).
+- cold: a new browser profile (nothing cached), as on a first visit, clicking as soon as the
+  page has loaded;
+- later: a new browser profile whose page has sat idle (the cluster page runs plotly.js once
+  idle, static/metrics/charts.js) until plotly.js is ready, then the click: a first visit's
+  reader who looks at the 정보 tab first. Besides it, how long after the page's load plotly.js
+  was ready;
+- warm: the same profile as cold opening the tab a third time (plotly.js from the HTTP cache,
+  its compiled code from Chromium's code cache, which keeps it from a script's second run).
 
 Every sample is taken idle, then loaded: one process per CPU spinning at normal priority
 for the whole loaded round, so that the browser, gunicorn and PostgreSQL share the CPUs
@@ -28,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -69,11 +76,28 @@ new MutationObserver((changes, observer) => {
   }
 }).observe(document, {childList: true, subtree: true});
 """
-# Click 메트릭 and return the page-clock time of the click.
+# Whether the page runs plotly.js once idle (the 메트릭 tab's link names it).
+PRELOADS = """() => Boolean(document.getElementById("tab-metrics").dataset.plotlySrc)"""
+# What a sample's medians are printed of.
+PARTS = (
+    "click delay",
+    "frame",
+    "charts",
+    "swapped",
+    "plotly",
+    "plotly ready",
+    "chart",
+    "ready after load",
+)
+# The page-clock ms from the page's load event to its plotly.js ready.
+READY_AFTER_LOAD = """() =>
+  window.__plotlyReady - performance.getEntriesByType("navigation")[0].loadEventEnd"""
+# Click 메트릭 and return the page-clock time of the click, and the same as a Unix time in
+# ms (to tell how long the page's main thread kept the click waiting).
 CLICK = """() => {
   const opened = performance.now();
   document.getElementById("tab-metrics").click();
-  return opened;
+  return [opened, performance.timeOrigin + opened];
 }"""
 # When the tab's frame, the charts' answer and plotly.js had arrived (page clock).
 ARRIVED = """(parts) => {
@@ -193,46 +217,73 @@ class Command(BenchCommand):
                 process.wait()
 
     def measure(self, browser, base, cluster_pk, cookie, name, samples=None):
-        """{"cold": [timings], "warm": [timings]}: each a dict of page-clock ms from the
-        click (tab frame, charts, plotly.js arrived; chart drawn)."""
+        """{"cold": [timings], "later": [timings], "warm": [timings]}: each a dict of
+        page-clock ms from the click (tab frame, charts, plotly.js arrived; chart drawn)."""
         self.say(f"{name}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         name_, value = cookie.split("=", 1)
         page_url = f"{base}/clusters/{cluster_pk}/"
-        result = {"cold": [], "warm": []}
+        result = {"cold": [], "later": [], "warm": []}
         for _sample in range(samples or self.opts["samples"]):
-            context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="ko-KR")
-            try:
-                context.add_cookies([{"name": name_, "value": value, "url": base}])
-                context.add_init_script(WATCH)
-                page = context.new_page()
+            with self.profile(browser, base, name_, value) as page:
                 result["cold"].append(self.open_tab(page, page_url, cluster_pk))
                 # Chromium keeps a script's compiled code from its second run on: the third
                 # open is a returning user's.
                 self.open_tab(page, page_url, cluster_pk)
                 result["warm"].append(self.open_tab(page, page_url, cluster_pk))
-            finally:
-                context.close()
+            with self.profile(browser, base, name_, value) as page:
+                later = self.open_tab(page, page_url, cluster_pk, later=True)
+                if later is not None:
+                    result["later"].append(later)
+        if not result["later"]:  # a page that does not run plotly.js until the tab opens
+            del result["later"]
         for kind, timings in result.items():
             medians = []
-            for part in ("frame", "charts", "swapped", "plotly", "plotly ready", "chart"):
+            for part in PARTS:
                 values = [t[part] for t in timings if t[part] is not None]
                 medians.append(f"{part} {statistics.median(values):.0f}" if values else f"{part} -")
             self.say(f"  {name} {kind}: median ms from the click: {', '.join(medians)}")
         return result
 
-    def open_tab(self, page, page_url, cluster_pk):
+    @contextmanager
+    def profile(self, browser, base, cookie_name, cookie_value):
+        """A page in a new browser profile (nothing cached), signed in."""
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="ko-KR")
+        try:
+            context.add_cookies([{"name": cookie_name, "value": cookie_value, "url": base}])
+            context.add_init_script(WATCH)
+            yield context.new_page()
+        finally:
+            context.close()
+
+    def open_tab(self, page, page_url, cluster_pk, later=False):
+        """The timings of one open; ``later``: clicked once the page has run plotly.js, and
+        "ready after load" the ms from the page's load to then (None: the page does not)."""
         page.goto(page_url, wait_until="load")
-        opened = page.evaluate(CLICK)
+        ready_after_load = None
+        if later:
+            if not page.evaluate(PRELOADS):
+                return None
+            page.wait_for_function("() => window.__plotlyReady !== null", timeout=60_000)
+            ready_after_load = page.evaluate(READY_AFTER_LOAD)
+        asked = time.time() * 1000
+        opened, clicked = page.evaluate(CLICK)
+        # A page busy running a script (plotly.js run once idle) takes the click when done:
+        # that wait counts in the first chart's time, as the reader waits it too.
+        delay = max(0.0, clicked - asked)
         page.wait_for_function("() => window.__firstChart !== null", timeout=60_000)
         drawn, ready, swapped = page.evaluate(
             "() => [window.__firstChart, window.__plotlyReady, window.__chartsSwapped]"
+        )
+        plotly = page.evaluate(
+            '() => new URL(document.getElementById("metrics-charts").dataset.plotlySrc,'
+            " location).pathname"
         )
         arrived = page.evaluate(
             ARRIVED,
             {
                 "frame": f"/clusters/{cluster_pk}/metrics/",
                 "charts": f"/clusters/{cluster_pk}/metrics/charts/",
-                "plotly": "/plotly-cartesian.min.js",
+                "plotly": plotly,
             },
         )
         since = {key: (end - opened if end else None) for key, end in arrived.items()}
@@ -240,5 +291,7 @@ class Command(BenchCommand):
             **since,
             "swapped": swapped - opened,
             "plotly ready": ready - opened if ready else None,
-            "chart": drawn - opened,
+            "chart": drawn - opened + delay,
+            "click delay": delay,
+            "ready after load": ready_after_load,
         }
