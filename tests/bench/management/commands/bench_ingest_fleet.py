@@ -12,7 +12,7 @@ every 10 s, 800 POSTs/s. In a scratch database of its own (``tests.bench.scratch
    as many tokens as post every 10 s at the step's rate (a member's agent), stepped up
    through ``--rates`` until a step no longer holds; per step the offered and achieved
    POSTs/s, latency p50/p95/max counted from when each request was due, the CPU per POST
-   of gunicorn, PostgreSQL and the load, each process's RSS and the load average. A step
+   of gunicorn, PostgreSQL and the load, each process's memory (PSS) and the load average. A step
    **holds** when every POST answered 200, the achieved rate is within 5 % of the offered
    and p95 ≤ ``HELD_P95_MS``; the knee is the last step that held;
 4. raw binary COPY of the same rows (host, 8 GPU and 4 port rows a sample, 1,000 samples a
@@ -270,7 +270,7 @@ class Command(BenchCommand):
             self.step(address, tokens, min(50.0, self.rates()[0]), 2.0)  # warm pools, prepare
             self.say(
                 "  offered  achieved    p50     p95     max   CPU ms/POST gunicorn+db+load  "
-                "RSS MiB gunicorn (master, workers) / db backends / load   load avg"
+                "PSS MiB gunicorn (master, workers) / db backends / load RSS   load avg"
             )
             for rate in self.rates():
                 result = self.step(address, tokens, rate, self.opts["seconds"])
@@ -340,10 +340,13 @@ class Command(BenchCommand):
 
     @staticmethod
     def rss(pids):
+        """MiB of each process's memory: its PSS (proportional set size), which shares the
+        pages a forked gunicorn worker or PostgreSQL backend has in common among those that
+        map them, so that a sum is memory really used (RSS counts shared buffers in each)."""
         sizes = []
         for pid in pids:
             try:
-                sizes.append(psutil.Process(pid).memory_info().rss / 2**20)
+                sizes.append(psutil.Process(pid).memory_full_info().pss / 2**20)
             except psutil.NoSuchProcess:
                 continue
         return sizes
