@@ -5,7 +5,7 @@ CPU and its GIL are not the bench's: it reads ``{"host", "port", "tokens", "rate
 "seconds", "connections", "devices"}`` as JSON on stdin, sends request *i* at ``start + i /
 rate`` round robin over the tokens (each token one VM's agent: with 8,000 tokens at 800/s,
 every 10 s), and prints one JSON line: the latencies in ms, the failures, its own CPU
-seconds and maximum RSS.
+seconds and peak RSS.
 
 Open loop: a request's latency counts from the instant it was due, not from when a
 connection was free to send it, so once the server falls behind the queue shows in the
@@ -36,6 +36,16 @@ USER_AGENT = "bench-fleet-load"
 def body(ts: float, gpus: list, ports: list) -> bytes:
     row = [ts, 31.25, 42.5, 96.5, 78.25, 55012345.5, 6012345.5, 20123456789.5, 21123456789.5]
     return orjson.dumps({"fields": FIELDS, "rows": [[*row, gpus, ports]]})
+
+
+def peak_mib() -> float:
+    """This process's peak RSS (VmHWM: getrusage's maximum carries the parent's across
+    exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def run(config: dict) -> dict:
@@ -98,7 +108,7 @@ def run(config: dict) -> dict:
         "failed": len(failures),
         "elapsed": elapsed,
         "cpu": usage.ru_utime + usage.ru_stime,
-        "rss": usage.ru_maxrss / 1024,
+        "rss": peak_mib(),
     }
 
 
