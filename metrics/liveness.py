@@ -4,12 +4,19 @@ The instant of its last authenticated request (a batch, a check, a job poll) is 
 ``MetricsToken`` by the portal's clock, never the guest's: a paused guest's clock stops with
 it, so the instants of its own samples would make it look silent long after it resumed.
 
-An agent calls every few seconds; each process writes the instant at most every
-``WRITE_EVERY`` seconds per token, so the ingest path pays one UPDATE per token per
-``WRITE_EVERY`` rather than one per request. A running VM whose agent has called since the
-VM started and not within ``METRICS_AGENT_SILENT_SECONDS`` is silent (its agent stopped, its
-guest hung or paused): ``vms.health.sweep`` makes such a member 의심. One that has not called
-yet is starting: not judged.
+An agent calls every few seconds; its instant is rewritten at most every ``WRITE_EVERY``
+seconds. An on-time agent batch notes it in the statement that stores the batch
+(``metrics.storage.write_for_token``, with ``noted``'s parameters), where the condition holds
+for every web process at once and the write commits asynchronously with the samples: an
+UPDATE of its own, once each process remembered a token only for itself, was a round trip
+and a WAL flush on nearly every POST of a fleet served by several processes
+(``bench_ingest_fleet``). Every other call (a late batch, a check, a job poll) goes through
+``contact``: one UPDATE per token per ``WRITE_EVERY`` per process.
+
+A running VM whose agent has called since the VM started and not within
+``METRICS_AGENT_SILENT_SECONDS`` is silent (its agent stopped, its guest hung or paused):
+``vms.health.sweep`` makes such a member 의심. One that has not called yet is starting: not
+judged.
 """
 
 import time
@@ -38,6 +45,14 @@ def contact(token_hash: str) -> None:
     if len(_written) >= REMEMBERED:
         _written.clear()
     _written[token_hash] = now
+
+
+def noted(token_hash: str) -> tuple[datetime, str, datetime]:
+    """The parameters of the ingest statement's note of a call (``contact``'s rule, in SQL):
+    the instant by the portal's clock, the token hash, and the instant the last note must be
+    older than for this one to replace it."""
+    now = timezone.now()
+    return now, token_hash, now - timedelta(seconds=WRITE_EVERY)
 
 
 def forget() -> None:

@@ -112,16 +112,19 @@ def store(
     now: float,
     counted: bool,
     devices: dict | None = None,
-) -> None:
+) -> bool:
     """Store a validated batch for the token's VM; then, unless ``check_rate`` has
-    ``counted`` it, open the token's rate window with this request.
+    ``counted`` it, open the token's rate window with this request. Returns whether the
+    agent's call was noted with it (``metrics.liveness``); if not, the caller notes it.
 
-    An on-time agent-sized batch is one statement that checks the token as it inserts
-    (``storage.write_for_token``); anything else looks the token up first. Raises
-    ``Unauthorized``, ``WrongVm`` (``claimed_vm`` is not the token's) or ``Duplicate``.
+    An on-time agent-sized batch is one statement that checks the token as it inserts and
+    notes the call (``storage.write_for_token``); anything else looks the token up first.
+    Raises ``Unauthorized``, ``WrongVm`` (``claimed_vm`` is not the token's) or
+    ``Duplicate``.
     """
     try:
-        if not storage.write_for_token(token_hash, claimed_vm, columns, now, devices):
+        noted = storage.write_for_token(token_hash, claimed_vm, columns, now, devices)
+        if not noted:
             vm_id, cluster_id = lookup_member(token_hash)
             if claimed_vm is not None and claimed_vm != vm_id:
                 message = _("이 토큰으로는 가상머신 %(vm)s의 메트릭만 기록할 수 있습니다.")
@@ -132,6 +135,7 @@ def store(
         _count_verified(token_hash, counted)  # a re-sent batch: the token was good
         raise
     _count_verified(token_hash, counted)
+    return noted
 
 
 def _count_verified(token_hash, counted):

@@ -32,6 +32,7 @@ from functools import lru_cache, partial
 import psycopg
 from django.db import IntegrityError, connection, transaction
 
+from metrics import liveness
 from metrics.errors import Duplicate
 from metrics.models import GPU, METRIC_NAMES, PORT, MetricsToken, RollupBacklog, Sample
 from metrics.storage import binary
@@ -76,9 +77,11 @@ def _insert_sql(rows, by_token, devices=()):
 
     ``by_token``: the VM is the token's; parameters per table, host first: its rows (a
     device table's as one array per column) without vm_id, then token hash, deleted
-    status, claimed VM id twice (each table's insert checks the token). With device rows
-    the inserts are CTEs of one statement, which answers the host rows inserted. The
-    cluster stamp is never a parameter: the token's VM row, or a subquery on ``vm_id``.
+    status, claimed VM id twice (each table's insert checks the token); last, the agent's
+    call noted on its token (``metrics.liveness``): the instant, the token hash and the
+    instant a previous note must be older than to be replaced. With device rows, or by
+    token, the inserts are CTEs of one statement, which answers the host rows inserted.
+    The cluster stamp is never a parameter: the token's VM row, or a subquery on ``vm_id``.
     """
     types = PG_TYPES[1:-1] if by_token else PG_TYPES[:-1]
     # set_config(..., true) lasts until the end of this statement's own transaction, whose
@@ -107,7 +110,7 @@ def _insert_sql(rows, by_token, devices=()):
         f"SELECT {vm_column}v.*, {stamp} "
         f"FROM {async_commit}{vm_source}, {_values(types, rows)} AS v"
     )
-    if not devices:
+    if not devices and not by_token:
         return host + where
     parts = [f"h AS ({host}{where} RETURNING 1)"]
     for name in devices:
@@ -124,6 +127,15 @@ def _insert_sql(rows, by_token, devices=()):
             f"({', '.join(_device_columns(series))}) SELECT {vm_column}v.* "
             f"FROM {async_commit}{vm_source}, unnest({arrays}) AS v({', '.join(columns)})"
             f"{where})"
+        )
+    if by_token:
+        # The call noted in the same statement, so asynchronously committed too: an UPDATE
+        # of its own was a round trip and a WAL flush on most agent POSTs.
+        seen = _column(MetricsToken, "last_seen_at")
+        parts.append(
+            f"seen AS (UPDATE {MetricsToken._meta.db_table} SET {seen} = %s "  # noqa: S608 - names from the models and constants; values are parameters
+            f"WHERE {_column(MetricsToken, 'token_hash')} = %s "
+            f"AND ({seen} IS NULL OR {seen} < %s) AND EXISTS (SELECT 1 FROM h))"
         )
     return f"WITH {', '.join(parts)} SELECT count(*) FROM h"  # noqa: S608 - names from the models and constants; values are parameters
 
@@ -179,10 +191,11 @@ def write_for_token(
 ) -> bool:
     """Store a small, on-time batch for the VM of ``token_hash`` in one statement.
 
-    Returns True when stored; False when this path does not apply (not PostgreSQL, a large
-    or late batch) or the statement inserted nothing (unknown token, deleted VM, ``claimed_vm``
-    not the token's): the caller then takes the ordinary path, which says which. Raises
-    ``Duplicate`` if a sample is already stored (the token was good, then).
+    Returns True when stored, the agent's call noted with it (``metrics.liveness.noted``);
+    False when this path does not apply (not PostgreSQL, a large or late batch) or the
+    statement inserted nothing (unknown token, deleted VM, ``claimed_vm`` not the token's):
+    the caller then takes the ordinary path, which says which. Raises ``Duplicate`` if a
+    sample is already stored (the token was good, then).
     """
     micros = columns[0]
     count = len(micros)
@@ -202,7 +215,8 @@ def write_for_token(
     for name in shape:
         indexes, stamps, *values = devices[name]
         params += [*_arrays(stamps, indexes, values), *check]
-    return _insert(_insert_sql(count, True, shape), params, micros, bool(shape)) == count
+    params += [*liveness.noted(token_hash)]
+    return _insert(_insert_sql(count, True, shape), params, micros, True) == count
 
 
 def _arrays(stamps, indexes, values):

@@ -80,9 +80,10 @@ def ingest_samples(request):
         ingest.lookup(token_hash)  # a bad token is a 401 whatever the body
         raise
     counted = ingest.check_rate(token_hash)
-    ingest.store(token_hash, claimed_vm, columns, now, counted, devices)
+    noted = ingest.store(token_hash, claimed_vm, columns, now, counted, devices)
     agent_versions.note(token_hash, request)
-    liveness.contact(token_hash)
+    if not noted:
+        liveness.contact(token_hash)
     return JsonResponse({"stored": len(columns[0])})
 
 

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
 
+from tests.bench.scratch import database_url
+
 
 def free_port() -> int:
     """A loopback port nobody listens on right now."""
@@ -33,6 +35,27 @@ def gunicorn_command(port: int, workers: int, threads: int, keep_alive: int) -> 
         "--timeout", "60",
         "--log-level", "warning",
     ]  # fmt: skip
+
+
+def serve_ingest(children, workers: int, threads: int, say) -> tuple[str, int]:
+    """gunicorn serving the portal on a free loopback port for the ingest benches, on the
+    current (scratch) database, DEBUG off; returns its (host, port). The per-token rate bound
+    is lifted (the benches measure throughput; a request still pays its one cache operation),
+    and ``CACHE_URL`` is passed on as set: Redis as in production, or each process's memory."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+        "METRICS_RATE_PER_MINUTE": str(10**9),
+    }
+    server = children.spawn(
+        gunicorn_command(port, workers, threads, keep_alive=30), "gunicorn", env
+    )
+    children.wait_listening(server, "gunicorn", port)
+    say(f"gunicorn on 127.0.0.1:{port} ({workers} workers x {threads} threads)")
+    return "127.0.0.1", port
 
 
 def celery_worker_command(name: str, concurrency: int = 2) -> list[str]:

@@ -13,6 +13,40 @@ from tests.bench import devices
 INTERVAL = 10
 
 
+def write(vms, start, end, say, cluster_id=None) -> int:
+    """The host rows (a training-like profile: busy GPUs, a checkpoint dip every 10 minutes)
+    and the GPU and port rows (``devices``) of ``vms`` every 10 s of [start, end), in the
+    order agents send them; each host row stamped ``cluster_id``, or its VM's own cluster
+    if None. The day partitions must exist. Returns the rows written."""
+    grid, grid_params = devices.time_major(vms, start, end, INTERVAL)
+    stamp = (
+        "%s"
+        if cluster_id is not None
+        else "(SELECT cluster_id FROM vms_virtualmachine WHERE id = v)"
+    )
+    t0 = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO metrics_sample (vm_id, ts, cpu_util, mem_util, gpu_util,
+                                        gpu_mem_util, net_rx, net_tx, fabric_rx,
+                                        fabric_tx, cluster_id)
+            SELECT v, t,
+                   25 + 10 * random(), 40 + 5 * random(),
+                   CASE WHEN extract(epoch FROM t)::bigint %% 600 < 30 THEN 15 + 10 * random()
+                        ELSE 88 + 10 * random() END,
+                   75 + 5 * random(),
+                   6e7 * random(), 6e6 * random(), 2e10 * random(), 2e10 * random(), {stamp}
+            FROM """
+            + grid,
+            [*([cluster_id] if cluster_id is not None else []), *grid_params],
+        )
+        rows = cursor.rowcount
+    generated = time.perf_counter() - t0
+    say(f"  {rows:,} rows in {generated:.1f} s ({rows / generated:,.0f} rows/s)")
+    return rows + devices.generate(vms, start, end, INTERVAL, say)
+
+
 def generate(cluster, vms, now, span, say, *, rollup=True):
     """``span`` of 10-second samples of ``vms`` up to ``now``, host rows (a training-like
     profile) and 8 GPU and 4 port rows each (``devices``), rolled up and analysed (without
@@ -24,29 +58,7 @@ def generate(cluster, vms, now, span, say, *, rollup=True):
         {(start + timedelta(days=d)).astimezone(UTC).date() for d in range(span.days + 2)}
     )
     say(f"generating {len(vms)} VMs x {span} of {INTERVAL}-second samples …")
-    t0 = time.perf_counter()
-    grid, grid_params = devices.time_major(vms, start, end, INTERVAL)
-    with connection.cursor() as cursor:
-        # A training-like profile in SQL: busy GPUs, a checkpoint dip every 10 minutes.
-        cursor.execute(
-            """
-            INSERT INTO metrics_sample (vm_id, ts, cpu_util, mem_util, gpu_util,
-                                        gpu_mem_util, net_rx, net_tx, fabric_rx,
-                                        fabric_tx, cluster_id)
-            SELECT v, t,
-                   25 + 10 * random(), 40 + 5 * random(),
-                   CASE WHEN extract(epoch FROM t)::bigint %% 600 < 30 THEN 15 + 10 * random()
-                        ELSE 88 + 10 * random() END,
-                   75 + 5 * random(),
-                   6e7 * random(), 6e6 * random(), 2e10 * random(), 2e10 * random(), %s
-            FROM """
-            + grid,
-            [cluster.pk, *grid_params],
-        )
-        rows = cursor.rowcount
-    generated = time.perf_counter() - t0
-    say(f"  {rows:,} rows in {generated:.1f} s ({rows / generated:,.0f} rows/s)")
-    devices.generate(vms, start, end, INTERVAL, say)
+    write(vms, start, end, say, cluster.pk)
     if not rollup:
         return
     t0 = time.perf_counter()

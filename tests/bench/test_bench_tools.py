@@ -21,6 +21,7 @@ BENCH_COMMANDS = (
     "bench_operations",
     "bench_first_chart",
     "bench_fleet_pages",
+    "bench_ingest_fleet",
 )
 
 

@@ -1,12 +1,16 @@
 """The data each benchmark fills its scratch database with (``tests.bench.scratch``)."""
 
 import random
+import secrets
 
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.utils import timezone
 
 from clusters.models import ClusterStatus, VirtualCluster
 from metrics import services
+from metrics.ingest.batch import TOKEN_PREFIX, hash_token
+from metrics.models import MetricsToken
 from portal.catalog import models as catalog_models
 from portal.compute.models import SimulatorAllocation, SimulatorCapacity
 from portal.iam.permissions import BUILTIN_ROLES
@@ -267,3 +271,30 @@ def fleet_pages_world(user, project_clusters, total_clusters, wides, api_vms):
         batch_size=5_000,
     )
     return projects, wide, capacity
+
+
+def fleet_world(vm_count, per_cluster=16):
+    """bench_ingest_fleet: ``vm_count`` running members in RUNNING clusters of
+    ``per_cluster``, each with an agent token (written in bulk: issuing 8,000 through the
+    service would audit each). Returns (vms, tokens), in the same order."""
+    zone, h100, _capacity = bench_catalog()
+    project = Project.objects.create(slug="fleet", name="fleet")
+    count = -(-vm_count // per_cluster)
+    clusters_with_members(
+        project, zone, h100, count,
+        lambda i: min(per_cluster, vm_count - i * per_cluster), name="fleet",
+        status=lambda _i: ClusterStatus.RUNNING,
+        member=lambda i, j: {
+            "status": vm_models.VmStatus.RUNNING, "private_ip": f"10.{i // 250}.{i % 250}.{j + 2}"
+        },
+    )  # fmt: skip
+    vms = list(vm_models.VirtualMachine.objects.filter(project=project).order_by("pk"))
+    tokens = [TOKEN_PREFIX + secrets.token_urlsafe(32) for _vm in vms]
+    now = timezone.now()
+    MetricsToken.objects.bulk_create(
+        MetricsToken(vm=vm, token_hash=hash_token(token), prefix=token[:12], created_at=now)
+        for vm, token in zip(vms, tokens, strict=True)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return vms, tokens

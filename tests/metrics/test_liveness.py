@@ -45,8 +45,12 @@ def test_a_call_is_noted_by_the_portals_clock_once_per_window(post, token, runni
     post(token, {"samples": [sample()]})
     assert seen(running_vm) == first  # within WRITE_EVERY: no second write
     liveness.forget()
-    post(token, {"samples": [sample(timezone.now().timestamp() - 5)]})
+    post(token, {"samples": [sample(timezone.now().timestamp() - 2)]})
+    assert seen(running_vm) == first  # nor from another process (the batch's statement)
+    age(running_vm, liveness.WRITE_EVERY + 1)
+    post(token, {"samples": [sample(timezone.now().timestamp() - 1)]})
     assert seen(running_vm) > first
+    assert timezone.now() - seen(running_vm) < timedelta(seconds=liveness.WRITE_EVERY)
 
 
 def test_a_job_poll_and_a_check_count_as_calls(client, token, running_vm):

@@ -9,6 +9,7 @@ transaction every statement would take a savepoint and its release too.
 import tempfile
 import time
 from contextlib import contextmanager
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -16,8 +17,10 @@ from django.core.cache import cache
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
-from metrics.models import GpuSample, PortSample, Sample
+from metrics import liveness
+from metrics.models import GpuSample, MetricsToken, PortSample, Sample
 from tests.metrics.conftest import sample
 from tests.metrics.test_devices import gpus, ports
 
@@ -71,6 +74,30 @@ def test_an_agent_batch_with_8_gpus_and_4_ports_is_still_one_round_trip(post, to
     assert response.status_code == 200, response.content
     assert len(trips) == 1
     assert (GpuSample.objects.count(), PortSample.objects.count()) == (16, 8)
+
+
+def test_an_agent_batch_notes_the_agents_call_in_the_same_round_trip(post, token):
+    """A fleet's web processes each see a token less often than ``WRITE_EVERY``: the call is
+    noted by the batch's own statement whatever this process remembers, not by an UPDATE
+    of its own (a second round trip and a WAL flush), and only once per ``WRITE_EVERY``."""
+    now = time.time()
+    assert (
+        post(token, {"samples": [sample(now - 20, gpus=gpus(), ports=ports())]}).status_code == 200
+    )
+    stale = timezone.now() - timedelta(seconds=liveness.WRITE_EVERY + 1)
+    MetricsToken.objects.update(last_seen_at=stale)
+    liveness.forget()  # a process that has not seen this token yet
+    with round_trips() as trips:
+        response = post(token, {"samples": [sample(now - 10, gpus=gpus(), ports=ports())]})
+    assert response.status_code == 200, response.content
+    assert len(trips) == 1
+    (noted,) = MetricsToken.objects.values_list("last_seen_at", flat=True)
+    assert noted > stale
+    liveness.forget()
+    assert (
+        post(token, {"samples": [sample(now - 5, gpus=gpus(), ports=ports())]}).status_code == 200
+    )
+    assert MetricsToken.objects.get().last_seen_at == noted  # within WRITE_EVERY of the last
 
 
 def test_a_bad_token_costs_the_insert_and_one_lookup(post, token):

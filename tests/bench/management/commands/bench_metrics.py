@@ -43,13 +43,7 @@ from metrics.vm_agent.main import FIELDS
 from tests.bench import devices, metrics_tab, samples
 from tests.bench.command import BenchCommand
 from tests.bench.ingest_clients import hammer, in_threads
-from tests.bench.processes import (
-    Children,
-    cpu_seconds,
-    database_backend_pids,
-    free_port,
-    gunicorn_command,
-)
+from tests.bench.processes import Children, cpu_seconds, database_backend_pids, serve_ingest
 from tests.bench.scratch import database_url
 from tests.bench.worlds import metrics_world
 
@@ -145,23 +139,7 @@ class Command(BenchCommand):
     # HTTP
 
     def start_gunicorn(self):
-        port = free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "DEBUG": "0",
-            "LOG_LEVEL": "WARNING",
-            # The bench measures throughput, not the per-token bound.
-            "METRICS_RATE_PER_MINUTE": str(10**9),
-        }
-        command = gunicorn_command(port, self.opts["workers"], self.opts["threads"], keep_alive=30)
-        server = self.children.spawn(command, "gunicorn", env)
-        self.children.wait_listening(server, "gunicorn", port)
-        self.say(
-            f"gunicorn on 127.0.0.1:{port} ({self.opts['workers']} workers x "
-            f"{self.opts['threads']} threads)"
-        )
-        return "127.0.0.1", port
+        return serve_ingest(self.children, self.opts["workers"], self.opts["threads"], self.say)
 
     def cpu_seconds(self):
         """{(role, pid): CPU seconds so far} of everything a measurement runs on: this
