@@ -216,7 +216,8 @@ class Command(BenchCommand):
         db, metrics = ([day[key] / 2**20 for day in shown] for key in ("db", "metrics"))
         fleet = [size * scale / 1024 for size in metrics]
         self.say(
-            f"database after day 1 / 7 / {len(week)} ({self.opts['week_vms']} members): "
+            f"database after day 1 / {min(7, len(week))} / {len(week)} "
+            f"({self.opts['week_vms']} members): "
             f"{' / '.join(f'{x:,.0f}' for x in db)} MiB, of it metrics "
             f"{' / '.join(f'{x:,.0f}' for x in metrics)} MiB; at {FLEET:,} members "
             f"(x{scale:g}): {' / '.join(f'{x:,.0f}' for x in fleet)} GiB"
