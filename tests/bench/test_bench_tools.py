@@ -20,6 +20,7 @@ BENCH_COMMANDS = (
     "bench_metrics",
     "bench_operations",
     "bench_first_chart",
+    "bench_fleet",
 )
 
 
