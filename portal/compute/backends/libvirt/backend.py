@@ -259,7 +259,16 @@ class LibvirtBackend(ComputeBackend):
         return address
 
     def _claim(self, vm, cluster) -> Placement:
-        """The VM's held placement: kept, a slot its cluster reserved, or a new one."""
+        """The VM's held placement: kept, a slot its cluster reserved, or a new one.
+
+        A member whose place its cluster's allocation holds (every member of a start) takes
+        it under the cluster's lock alone, which every change of the cluster's placements
+        holds: the zone's host rows are locked only to choose devices, so starts of
+        unrelated clusters never queue behind each other's host locks."""
+        if cluster is not None:
+            own = Placement.objects.filter(vm=vm, cluster=cluster, held=True).first()
+            if own is not None:
+                return own
         fabric_type = cluster.fabric_type if cluster is not None else None
         hosts = placement.lock_hosts(vm.zone_id, fabric_type)
         own = Placement.objects.select_for_update().filter(vm=vm).first()
