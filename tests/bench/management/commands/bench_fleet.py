@@ -193,10 +193,11 @@ class Command(BenchCommand):
             member=lambda _i, j: {"node_rank": j},
         )  # fmt: skip
         ids = [c.pk for c in clusters]
-        rounds = {}
+        rounds: dict = {}
         for workers in workers_list(o["workers"]):
             self.reset(ids)
             rounds[workers] = self.bench_round(ids, workers)
+            self.report_round(workers, rounds)
         reconciled = self.bench_reconcile()
         self.report(placement, trips, rounds, reconciled)
 
@@ -318,7 +319,9 @@ class Command(BenchCommand):
         pids = self.children.pids()
         dsn = database_url()
         members = self.opts["members"]
-        before = cpu_seconds(pids + [os.getpid()] + self.backends())
+        roles = {"workers": pids, "this process": [os.getpid()]}
+        before = {role: cpu_seconds(p) for role, p in roles.items()}
+        before["PostgreSQL"] = cpu_seconds(self.backends())
         load_before = self.load()
         started_at: dict[int, datetime] = {}
         member_ops: set[int] = set()
@@ -349,7 +352,8 @@ class Command(BenchCommand):
                         f"after {self.opts['timeout']:.0f} s"
                     )
                 time.sleep(0.1)
-            after = cpu_seconds(pids + [os.getpid()] + self.backends())
+            after = {role: cpu_seconds(p) for role, p in roles.items()}
+            after["PostgreSQL"] = cpu_seconds(self.backends())
         self.children.stop()
         last = dict(
             VirtualMachine.objects.filter(cluster_id__in=ids)
@@ -363,7 +367,7 @@ class Command(BenchCommand):
             "wall": wall,
             "rate": len(ids) * members / wall,
             "locks": locks,
-            "cpu": spent(before, after),
+            "cpu": {role: spent(before[role], after[role]) for role in after},
             "load": (load_before, self.load()),
         }
 
@@ -404,6 +408,35 @@ class Command(BenchCommand):
 
     # -----------------------------------------------------------------------------------------
 
+    def report_round(self, workers, rounds):
+        r, members = rounds[workers], self.opts["clusters"] * self.opts["members"]
+        lat, cores = r["latency"], os.cpu_count() or 1
+        cpu = sum(r["cpu"].values())
+        self.say(
+            f"{workers} worker(s): 클러스터 시작 → every member 실행중 "
+            f"p50 {percentile(lat, 0.5):.2f} / p95 {percentile(lat, 0.95):.2f} "
+            f"/ max {max(lat):.2f} s; {r['rate']:.2f} member starts/s ({r['wall']:.1f} s)"
+        )
+        locks = r["locks"]
+        self.say(
+            f"   waiting on locks {locks.waited:.1f} s in all, at most {locks.peak} backends at "
+            f"once; load average {r['load'][0]} → {r['load'][1]}"
+        )
+        for statement, seconds in locks.by_statement.most_common(3):
+            self.say(f"     {seconds:6.1f} s  {statement}")
+        self.say(
+            f"   CPU {cpu:.0f} s = {cpu / (r['wall'] * cores):.0%} of {cores} CPUs over the "
+            f"round, {1000 * cpu / members:.0f} ms a member start ("
+            + ", ".join(f"{role} {s:.0f} s" for role, s in r["cpu"].items())
+            + ")"
+        )
+        first = next(iter(rounds))
+        if workers != first:
+            scale = r["rate"] / rounds[first]["rate"]
+            goal = {2: TARGETS["scale2"], 4: TARGETS["scale4"]}.get(workers) if first == 1 else None
+            marked = f" (goal >= {goal}: {met(scale >= goal)})" if goal else ""
+            self.say(f"   starts/s over {first} worker's: {scale:.2f}x{marked}")
+
     def report(self, placement, trips, rounds, reconciled):
         o = self.opts
         self.say("")
@@ -411,32 +444,8 @@ class Command(BenchCommand):
             f"== bench_fleet: {o['hosts']} hosts, {o['clusters']} clusters x {o['members']} "
             f"members; load average now {self.load()} on {os.cpu_count()} CPUs =="
         )
-        base = None
-        for workers, r in rounds.items():
-            lat = r["latency"]
-            cores = os.cpu_count() or 1
-            busy = r["cpu"] / (r["wall"] * cores)
-            self.say(
-                f"{workers} worker(s): 클러스터 시작 → every member 실행중 "
-                f"p50 {percentile(lat, 0.5):.2f} / p95 {percentile(lat, 0.95):.2f} "
-                f"/ max {max(lat):.2f} s; "
-                f"{r['rate']:.1f} member starts/s ({r['wall']:.1f} s)"
-            )
-            locks = r["locks"]
-            self.say(
-                f"   waiting on locks {locks.waited:.1f} s in all (at most {locks.peak} backends "
-                f"at once); CPU {r['cpu']:.1f} s = {busy:.0%} of {cores} CPUs over the round; "
-                f"load average {r['load'][0]} → {r['load'][1]}"
-            )
-            for statement, seconds in locks.by_statement.most_common(3):
-                self.say(f"     {seconds:6.1f} s  {statement}")
-            if base is None:
-                base = r["rate"]
-            else:
-                scale = r["rate"] / base
-                goal = {2: TARGETS["scale2"], 4: TARGETS["scale4"]}.get(workers)
-                marked = f" (goal >= {goal}: {met(scale >= goal)})" if goal else ""
-                self.say(f"   starts/s over 1 worker's: {scale:.2f}x{marked}")
+        for workers in rounds:
+            self.report_round(workers, rounds)
         self.say(
             f"placement of one {o['members']}-member cluster at {o['hosts']} hosts: "
             f"{placement:.3f} s (goal <= {TARGETS['placement_s']:g} s: "
