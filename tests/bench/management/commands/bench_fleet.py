@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 
 import psycopg
 from django.contrib.auth import get_user_model
@@ -83,6 +84,29 @@ def percentile(values: list[float], share: float) -> float:
 
 def met(ok: bool) -> str:
     return "met" if ok else "MISSED"
+
+
+def schedstat(pids: list[int]) -> tuple[float, float]:
+    """Seconds ``pids`` have spent on a CPU and runnable waiting for one (the kernel's
+    ``/proc/<pid>/schedstat``), summed; (0, 0) where the kernel does not say."""
+    on_cpu = waiting = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        on_cpu, waiting = on_cpu + int(fields[0]), waiting + int(fields[1])
+    return on_cpu / 1e9, waiting / 1e9
+
+
+def cpu_pressure() -> str:
+    """The kernel's CPU pressure: the share of the last minute in which some runnable task
+    waited for a CPU (``/proc/pressure/cpu``), or '?'."""
+    try:
+        some = Path("/proc/pressure/cpu").read_text().split("\n")[0]
+    except OSError:
+        return "?"
+    return next((f[6:] + " %" for f in some.split() if f.startswith("avg60=")), "?")
 
 
 class LockSampler:
@@ -320,6 +344,8 @@ class Command(BenchCommand):
         dsn = database_url()
         members = self.opts["members"]
         roles = {"workers": pids, "this process": [os.getpid()]}
+        pool = pids[1:]  # the worker's pool processes, which run the tasks
+        sched_before = schedstat(pool)
         before = {role: cpu_seconds(p) for role, p in roles.items()}
         before["PostgreSQL"] = cpu_seconds(self.backends())
         load_before = self.load()
@@ -354,6 +380,7 @@ class Command(BenchCommand):
                 time.sleep(0.1)
             after = {role: cpu_seconds(p) for role, p in roles.items()}
             after["PostgreSQL"] = cpu_seconds(self.backends())
+            sched = [b - a for a, b in zip(sched_before, schedstat(pool), strict=True)]
         self.children.stop()
         last = dict(
             VirtualMachine.objects.filter(cluster_id__in=ids)
@@ -369,6 +396,8 @@ class Command(BenchCommand):
             "locks": locks,
             "cpu": {role: spent(before[role], after[role]) for role in after},
             "load": (load_before, self.load()),
+            "pool": (len(pool), *sched),
+            "pressure": cpu_pressure(),
         }
 
     @staticmethod
@@ -429,6 +458,14 @@ class Command(BenchCommand):
             f"round, {1000 * cpu / members:.0f} ms a member start ("
             + ", ".join(f"{role} {s:.0f} s" for role, s in r["cpu"].items())
             + ")"
+        )
+        processes, on_cpu, runnable = r["pool"]
+        asleep = processes * r["wall"] - on_cpu - runnable
+        self.say(
+            f"   the worker's {processes} pool processes: on a CPU {on_cpu:.0f} s, runnable "
+            f"waiting for a CPU {runnable:.0f} s, asleep (database, locks, broker) "
+            f"{asleep:.0f} s of {processes * r['wall']:.0f} s; CPU pressure (a task waiting "
+            f"for a CPU, last minute) {r['pressure']}"
         )
         first = next(iter(rounds))
         if workers != first:
