@@ -5,7 +5,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -131,6 +134,18 @@ class Children:
             except psutil.NoSuchProcess:
                 continue
         return pids
+
+
+@contextmanager
+def children_in_tempdir(prefix: str) -> Iterator[Children]:
+    """``Children`` logging to a temporary folder of their own, stopped at the end (and the
+    folder removed)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        children = Children(Path(workdir))
+        try:
+            yield children
+        finally:
+            children.stop()
 
 
 def database_backend_pids() -> list[int]:

@@ -22,6 +22,7 @@ BENCH_COMMANDS = (
     "bench_first_chart",
     "bench_fleet_pages",
     "bench_ingest_fleet",
+    "bench_fleet",
 )
 
 

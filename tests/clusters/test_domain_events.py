@@ -115,3 +115,27 @@ def test_one_host_that_does_not_answer_costs_the_pass_its_limit_not_the_others(
     assert seen.vms[31].running  # the quick host answered
     assert "domains of host slow unreadable" in caplog.text  # the slow one: skipped this pass
     assert "domains of host quick unreadable" not in caplog.text
+
+
+@pytest.mark.django_db
+def test_the_fabric_networks_of_the_hosts_are_read_at_once_too(
+    world, hosts, settings, monkeypatch, caplog
+):
+    """The reconciler's look for fabric idle clusters still hold reads every host at once:
+    a host that hangs is skipped this pass, the others' networks are found."""
+    slow, _quick = hosts.add("slow"), hosts.add("quick")
+    release = threading.Event()
+
+    def networks(_manager, host):
+        if host.pk == slow.pk:
+            release.wait(120)  # a qemu+ssh host that hangs
+            return []
+        return [names.network_name(41)]
+
+    monkeypatch.setattr(backend.fabric.FabricManager, "networks", networks)
+    settings.LIBVIRT_OBSERVE_SECONDS = 0.5
+    found = LibvirtBackend().allocated_cluster_ids()
+    release.set()
+    assert found == [41]  # the quick host answered
+    assert "fabric networks of host slow unreadable" in caplog.text
+    assert "fabric networks of host quick unreadable" not in caplog.text

@@ -220,12 +220,12 @@ class LibvirtBackend(ComputeBackend):
         ids |= set(
             Placement.objects.filter(cluster__isnull=False).values_list("cluster_id", flat=True)
         )
-        for host in GpuHost.objects.order_by("pk"):
-            try:
-                found = (names.cluster_id_of(n) for n in self.fabric.networks(host))
-                ids |= {cluster_id for cluster_id in found if cluster_id is not None}
-            except (BackendError, libvirt.libvirtError):
+        hosts = list(GpuHost.objects.order_by("pk"))
+        for host, found in zip(hosts, _read_all(hosts, self.fabric.networks), strict=True):
+            if found is None:
                 log.warning("fabric networks of host %s unreadable", host.name)
+                continue
+            ids |= {c for c in map(names.cluster_id_of, found) if c is not None}
         return sorted(ids)
 
     # -- VMs ----------------------------------------------------------------------------
@@ -259,7 +259,16 @@ class LibvirtBackend(ComputeBackend):
         return address
 
     def _claim(self, vm, cluster) -> Placement:
-        """The VM's held placement: kept, a slot its cluster reserved, or a new one."""
+        """The VM's held placement: kept, a slot its cluster reserved, or a new one.
+
+        A member whose place its cluster's allocation holds (every member of a start) takes
+        it under the cluster's lock alone, which every change of the cluster's placements
+        holds: the zone's host rows are locked only to choose devices, so starts of
+        unrelated clusters never queue behind each other's host locks."""
+        if cluster is not None:
+            own = Placement.objects.filter(vm=vm, cluster=cluster, held=True).first()
+            if own is not None:
+                return own
         fabric_type = cluster.fabric_type if cluster is not None else None
         hosts = placement.lock_hosts(vm.zone_id, fabric_type)
         own = Placement.objects.select_for_update().filter(vm=vm).first()
@@ -390,7 +399,7 @@ class LibvirtBackend(ComputeBackend):
         its host answered: one on an unreachable host is not reported."""
         seen, domains_seen, unreachable = {}, [], set()
         hosts = list(GpuHost.objects.order_by("pk"))
-        for host, found in zip(hosts, _read_all(hosts), strict=True):
+        for host, found in zip(hosts, _read_all(hosts, _domains_of), strict=True):
             if found is None:
                 log.warning("domains of host %s unreadable", host.name)
                 unreachable.add(host.pk)
@@ -429,13 +438,14 @@ def _domains_of(host) -> list[tuple[int, str, int, int]]:
     return found
 
 
-def _read_all(hosts) -> list:
-    """``_domains_of`` each host, in parallel; None for a host that failed or did not answer
-    within ``LIBVIRT_OBSERVE_SECONDS`` (its thread is left to finish on its own)."""
+def _read_all(hosts, read) -> list:
+    """``read(host)`` of each host (libvirt calls only), in parallel; None for a host that
+    failed or did not answer within ``LIBVIRT_OBSERVE_SECONDS`` (its thread is left to finish
+    on its own). The reconciler's reads: one slow host costs a pass that long at most."""
     if not hosts:
         return []
     pool = ThreadPoolExecutor(max_workers=min(len(hosts), settings.LIBVIRT_OBSERVE_THREADS))
-    futures = [pool.submit(_domains_of, host) for host in hosts]
+    futures = [pool.submit(read, host) for host in hosts]
     wait(futures, timeout=settings.LIBVIRT_OBSERVE_SECONDS)
     pool.shutdown(wait=False, cancel_futures=True)
     answers = []

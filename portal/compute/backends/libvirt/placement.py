@@ -32,8 +32,14 @@ HOST_FIELDS = ("pk", "name", "block", "leaf")
 
 
 def lock_hosts(zone_id, fabric=None) -> list[GpuHost]:
-    """The zone's enabled hosts (of ``fabric`` if given), locked in id order."""
-    hosts = GpuHost.objects.select_for_update().filter(zone_id=zone_id, state=GpuHost.State.ENABLED)
+    """The zone's enabled hosts (of ``fabric`` if given), locked in id order.
+
+    ``FOR NO KEY UPDATE``: placements exclude each other as before, but a row that only
+    refers to a host (a placement's ``domain_host`` written at a member's start, checked by
+    its foreign key's ``FOR KEY SHARE``) is not held up while another cluster allocates."""
+    hosts = GpuHost.objects.select_for_update(no_key=True).filter(
+        zone_id=zone_id, state=GpuHost.State.ENABLED
+    )
     if fabric is not None:
         hosts = hosts.filter(fabric=fabric)
     return list(hosts.only(*HOST_FIELDS).order_by("pk"))

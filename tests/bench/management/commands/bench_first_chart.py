@@ -33,7 +33,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from datetime import timedelta
@@ -45,7 +44,7 @@ from django.utils import timezone
 from tests.bench import samples
 from tests.bench.command import BenchCommand
 from tests.bench.inprocess import session_cookie
-from tests.bench.processes import Children, free_port, gunicorn_command
+from tests.bench.processes import children_in_tempdir, free_port, gunicorn_command
 from tests.bench.scratch import database_url
 from tests.bench.worlds import metrics_world
 
@@ -132,13 +131,9 @@ class Command(BenchCommand):
 
     @contextmanager
     def around(self):
-        with tempfile.TemporaryDirectory(prefix="bench-first-chart-") as workdir:
-            self.workdir = Path(workdir)
-            self.children = Children(self.workdir)
-            try:
-                yield
-            finally:
-                self.children.stop()
+        with children_in_tempdir("bench-first-chart-") as children:
+            self.children, self.workdir = children, children.workdir
+            yield
 
     def run_bench(self):
         cluster, vms, _tokens = metrics_world(self.opts["vms"])

@@ -307,7 +307,7 @@ class Command(bench_first_chart.Command):
     @staticmethod
     def open_heatmap(page, base, cluster_pk):
         page.goto(f"{base}/clusters/{cluster_pk}/", wait_until="load")
-        opened = page.evaluate(bench_first_chart.CLICK)
+        opened, _sent = page.evaluate(bench_first_chart.CLICK)
         page.wait_for_function("() => window.__heatmap !== null", timeout=180_000)
         page.wait_for_timeout(500)  # a long task still running is reported once it ends
         drawn, ready, tasks = page.evaluate(
