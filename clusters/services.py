@@ -184,6 +184,12 @@ def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation
         return AlreadyMember()
     if refusal := membership_refusal(cluster):
         return refusal
+    return fit_refusal(vm, cluster)
+
+
+def fit_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation | None:
+    """What refuses ``vm`` as a node of ``cluster`` whatever its membership (an attach, a
+    예비): spot or DR, another zone or instance type (each named), not stopped."""
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
         return SpotOrDrVm()
     if vm.zone_id != cluster.zone_id:

@@ -140,6 +140,14 @@ def _member_states(_shape, cluster):
     return members.values_list("pk", "status", "name")
 
 
+class ReplacePolicy(models.TextChoices):
+    """What a member judged 불량 leads to (docs/rules.md#a-clusters-policy)."""
+
+    NOTIFY = "notify", _("알림만")
+    PROPOSE = "propose", _("교체 제안")
+    AUTO = "auto", _("자동 교체")
+
+
 class VirtualClusterQuerySet(CatalogResourceQuerySet["VirtualCluster"]):
     not_found = ClusterNotFound
 
@@ -164,6 +172,14 @@ class VirtualCluster(CatalogResource):
     ssh_keys = models.ManyToManyField(
         "portal.SshKey", blank=True, related_name="clusters", verbose_name=_("SSH 키")
     )
+
+    # What a member judged 불량 leads to, who set it and when: the system acts under it in
+    # their name (``clusters.policy``).
+    policy = models.CharField(
+        _("교체 정책"), max_length=10, choices=ReplacePolicy.choices, default=ReplacePolicy.NOTIFY
+    )
+    policy_set_by = user_reference(_("정책 설정자"))
+    policy_set_at = models.DateTimeField(_("정책 설정 시각"), null=True, blank=True)
 
     objects = VirtualClusterQuerySet.as_manager()
     lifecycle = LIFECYCLE
@@ -191,6 +207,11 @@ class VirtualCluster(CatalogResource):
             ),
             models.Index(fields=["status", "status_changed_at"]),
         ]
+
+    @property
+    def policy_set_by_name(self) -> str | None:
+        """Who set the 교체 정책 (None: nobody has, or the account is gone)."""
+        return self.policy_set_by.get_username() if self.policy_set_by is not None else None
 
 
 class OperationQuerySet(ProjectScopedQuerySet["Operation"]):
@@ -222,6 +243,9 @@ class Operation(LastErrorMixin, models.Model):
         RENAME_VM = "rename_vm", _("가상머신 이름 변경")
         REPLACE = "replace", _("교체")
         VALIDATE = "validate", _("클러스터 검증")
+        SPARE_ADD = "spare_add", _("예비 가상머신 추가")
+        SPARE_REMOVE = "spare_remove", _("예비 가상머신 제외")
+        POLICY = "policy", _("교체 정책 변경")
 
     project = project_reference(models.PROTECT, "operations")
     cluster = cluster_reference(models.SET_NULL, "operations", null=True, blank=True)
@@ -317,3 +341,28 @@ class OperationItem(LastErrorMixin, models.Model):
 
     def __str__(self):
         return f"{self.target_name}: {self.get_status_display()}"
+
+
+class ClusterSpare(models.Model):
+    """A stopped VM a cluster keeps in reserve (예비) for its 교체: held for it (nothing
+    else starts, deletes or attaches it: ``clusters.holds``), never a member until a 교체
+    makes it one (docs/rules.md#spares)."""
+
+    cluster = models.ForeignKey(
+        VirtualCluster, on_delete=models.CASCADE, related_name="spares", verbose_name=_("클러스터")
+    )
+    vm = models.OneToOneField(
+        VirtualMachine,
+        on_delete=models.CASCADE,
+        related_name="spare_of",
+        verbose_name=_("가상머신"),
+    )
+    added_by = user_reference(_("추가한 사용자"))
+    added_at = models.DateTimeField(_("추가 시각"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "added_at", "id"]
+        verbose_name = verbose_name_plural = _("예비 가상머신")
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.vm_id}"

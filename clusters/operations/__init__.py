@@ -29,7 +29,6 @@ from clusters.operations.replace import (
     replace_member,
     replace_refusal,
     replaces_of,
-    spare_refusal,
 )
 from clusters.operations.single import (
     attach_vm_op,
@@ -38,15 +37,19 @@ from clusters.operations.single import (
     delete_cluster_op,
     delete_vm_op,
     detach_vm_op,
+    policy_op,
     rename_cluster_op,
     rename_vm_op,
     require_create_cluster,
+    spare_add_op,
+    spare_remove_op,
     start_cluster_op,
     start_vm_op,
     stop_cluster_op,
     stop_vm_op,
 )
 from clusters.operations.validate import rank_order, start_validation, watch_validation
+from clusters.spares import spare_refusal
 
 __all__ = [
     "attach_candidates",
@@ -62,6 +65,7 @@ __all__ = [
     "member_refusal",
     "preflight_member_replace",
     "preflight_replace",
+    "policy_op",
     "rename_cluster_op",
     "rename_vm_op",
     "require_create_cluster",
@@ -70,7 +74,9 @@ __all__ = [
     "replace_member",
     "replace_refusal",
     "replaces_of",
+    "spare_add_op",
     "spare_refusal",
+    "spare_remove_op",
     "run_items",
     "start_cluster_op",
     "start_members",

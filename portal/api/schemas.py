@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from clusters.models import ClusterStatus, Operation
+from clusters.models import ClusterStatus, Operation, ReplacePolicy
 from clusters.models.validation import ValidationJob, Verdict
 from clusters.validation.display import job_summary
 from clusters.validation.verdict import reason_text
@@ -171,6 +171,14 @@ class ClusterDetailOut(ClusterOut):
     ssh_key_ids: Annotated[list[int], visible_to(SSH_KEYS_VISIBLE, hidden=())] = Field(
         default_factory=list
     )
+
+
+class PolicyOut(Out):
+    # A cluster's 교체 정책 (docs/rules.md#a-clusters-policy), who set it and when.
+    policy: str
+    policy_label: Annotated[str, labels_of(ReplacePolicy), Field(validation_alias="policy")]
+    set_by: str | None = Field(validation_alias="policy_set_by_name")
+    set_at: datetime | None = Field(validation_alias="policy_set_at")
 
 
 class VmRow(SimpleNamespace):
