@@ -259,6 +259,9 @@ class Operation(LastErrorMixin, models.Model):
     idempotency_key = models.CharField(_("멱등 키"), max_length=100, blank=True)
     idempotency_scope = models.CharField(_("멱등 키 범위"), max_length=200, blank=True)
     request_hash = models.CharField(_("요청 해시"), max_length=64, blank=True)
+    # What started an automatic one (``clusters.policy``): the evidence (a health code and
+    # its params, the 검증 run) and the policy it acted under, who set it and when.
+    evidence = models.JSONField(_("근거"), default=dict, blank=True)
 
     objects = OperationQuerySet.as_manager()
 

@@ -14,6 +14,8 @@ attaching it meanwhile is refused; and should the swap be refused all the same (
 permission withdrawn, the cluster changed), the member this replace stopped is started again.
 """
 
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -130,13 +132,16 @@ def replace_member(
     *,
     actor: Actor,
     idempotency: tuple[str, ...] | None = None,
+    evidence: dict[str, Any] | None = None,
 ) -> Operation:
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
     when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
     swap follows once it is 중지됨 (at once if it already is). Without ``spare_vm_id`` the
     cluster's best 예비 is taken (``NoSpare`` when it keeps none that may)."""
+    evidence = dict(evidence or {})
     with vm_update_frame("operation.replace", actor, cluster_id) as (att, cluster):
         if spare_vm_id is None or spare_vm_id == "":
+            evidence["pool"] = True  # taken from the spares: its links are checked after
             member = _peek(member_vm_id)
             raise_if(
                 VmNotFound() if member is None else preflight_member_replace(actor, cluster, member)
@@ -155,6 +160,9 @@ def replace_member(
         operation = cluster_operation(
             Operation.Kind.REPLACE, cluster, actor=actor, idempotency=idempotency
         )
+        if evidence:
+            operation.evidence = evidence
+            operation.save(update_fields=["evidence"])
         member_item, spare_item = add_item(operation, 0, member), add_item(operation, 1, spare)
         health.replace_started(member, spare, operation.pk, actor)
         if member.status in VM_STOPPABLE:
@@ -195,6 +203,8 @@ def _finish(operation: Operation, error: RuleViolation | None = None, *, joined:
     health.replace_ended(member_id, spare_id, joined, actor_of(operation))
     finish_operation(operation, error)
     events.replacement_ended(operation)
+    if joined and operation.evidence.get("pool"):
+        transaction.on_commit(lambda: publish("clusters.tasks.verify_joined", operation.pk))
 
 
 def _swap(

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from clusters import operations, policy, spares
 from clusters.models import ReplacePolicy
+from clusters.operations import heal
 from clusters.validation import display
 from clusters.views.members import disabled_reason, readable_cluster
 from portal.iam.permissions import Perm
@@ -21,6 +22,15 @@ def spares_context(user, cluster) -> dict:
     kept = spares.spares_of(cluster) if can_read_vms else []
     verdicts = display.vm_verdicts(vm.pk for vm in kept)
     add_refusal = spares.preflight_add_spare(user, cluster)
+    proposals = [
+        {
+            **found,
+            "reason": disabled_reason(
+                operations.preflight_replace(user, cluster, found["member"], found["spare"])
+            ),
+        }
+        for found in (heal.proposal(cluster) if can_read_vms else [])
+    ]
     candidates = spares.spare_candidates(user, cluster) if add_refusal is None else []
     return {
         "cluster": cluster,
@@ -37,6 +47,7 @@ def spares_context(user, cluster) -> dict:
         "add_reason": disabled_reason(add_refusal),
         "candidates": candidates,
         "can_read_vms": can_read_vms,
+        "proposals": proposals,
     }
 
 

@@ -315,6 +315,11 @@ class OperationOut(Out):
     finished_at: datetime | None
     items: Annotated[list[OperationItemOut], LISTED, visible_to(VMS_VISIBLE, hidden=())]
     error: ErrorOut | None = Field(validation_alias="last_error")
+    # What started an automatic one (a 교체 정책's action): the evidence, the policy, who set
+    # it and when. It names members: a VM reader's.
+    evidence: Annotated[dict[str, Any], visible_to(VMS_VISIBLE, hidden={})] = Field(
+        default_factory=dict
+    )
 
 
 class ClusterPage(Out):

@@ -73,6 +73,7 @@ ACTION_LABELS = {
     "cluster.spare_add": _("예비 가상머신 추가"),
     "cluster.spare_remove": _("예비 가상머신 제외"),
     "cluster.policy": _("교체 정책 변경"),
+    "cluster.policy_act": _("교체 정책에 따른 조치"),
     "cluster.reconcile": _("전환 복구"),
     "vm.create": _("가상머신 생성"),
     "vm.update": _("가상머신 이름 변경"),

@@ -33,3 +33,28 @@ def test_an_admin_adds_a_spare_and_sets_the_policy_from_the_section(login, world
     assert refused.status_code == 422 and "교체 정책은" in refused.text
     members = client.get(reverse("clusters:cluster_members", args=[cluster.pk])).text
     assert url in members
+
+
+def test_a_proposal_names_the_spare_and_one_click_does_it(login, world):
+    from clusters.models import Operation, ReplacePolicy
+    from vms.models import VmHealth
+
+    cluster = world.cluster(policy=ReplacePolicy.PROPOSE)
+    bad, _ok = world.members(cluster, 2)
+    type(bad).objects.filter(pk=bad.pk).update(health=VmHealth.ISOLATED)
+    spare = world.vm("kept-03")
+    ClusterSpare.objects.create(cluster=cluster, vm=spare)
+    url = reverse("clusters:cluster_spares", args=[cluster.pk])
+    viewer = login("viewer").get(url).text
+    assert f'data-proposal="{bad.name}"' in viewer and "kept-03" in viewer
+    assert "권한 없음: Resource.VirtualMachine.UPDATE" in viewer
+    client = login("admin")
+    page = client.get(url).text
+    assert f'data-proposal="{bad.name}"' in page and 'id="proposal-replace-1" disabled' not in page
+    client.post(
+        reverse("clusters:member_replace", args=[cluster.pk]),
+        {"member": bad.pk, "spare": spare.pk},
+        headers={"HX-Request": "true"},
+    )
+    assert Operation.objects.get(kind=Operation.Kind.REPLACE).done
+    assert spare in cluster.members.all() and "data-proposal" not in client.get(url).text
