@@ -11,6 +11,7 @@ This module sits above the services: nothing below it imports it. The tasks that
 work are in ``clusters.tasks``; it queues them by name.
 """
 
+from clusters.operations.cancel import cancel_operation, cancel_refusal
 from clusters.operations.fanout import (
     run_items,
     start_members,
@@ -53,6 +54,8 @@ from clusters.spares import spare_refusal
 
 __all__ = [
     "attach_candidates",
+    "cancel_operation",
+    "cancel_refusal",
     "attach_vm_op",
     "attach_many",
     "cluster_ssh_keys_op",

@@ -39,6 +39,7 @@ from portal.foundation.errors import (
     InvalidTransition,
     NoSpare,
     NotMember,
+    OperationCancelled,
     RuleViolation,
     VmNotFound,
 )
@@ -283,7 +284,10 @@ def _step(operation: Operation, actor: Actor) -> bool:
         member = member_item.vm
         if member is not None and member.status in VM_TRANSITIONAL:
             return False
-        if member is None:
+        if operation.evidence.get("cancelled"):  # 취소: never inside the swap, only here
+            _put_back(member, member_item, operation.cluster, actor)
+            _fail(operation, [member_item, spare_item], OperationCancelled())
+        elif member is None:
             _fail(operation, [member_item, spare_item], NotMember())
         elif member.status == VmStatus.STOPPED:
             _swap(operation, member_item, spare_item, actor)

@@ -95,6 +95,7 @@ ACTION_LABELS = {
     "operation.create_vms": _("가상머신 생성"),
     "operation.replace": _("교체"),
     "operation.validate": _("클러스터 검증"),
+    "operation.cancel": _("작업 취소"),
     "cluster.validated": _("클러스터 검증 완료"),
     "vm.gpu_error": _("GPU 오류"),
     "vm.link_down": _("패브릭 링크 끊김"),

@@ -154,6 +154,10 @@ MATRIX = {
     ("get", "/webhooks/{webhook_id}/deliveries"): [("hook", None, seen())],
     ("get", "/operations"): [("", None, listing())],
     ("get", "/operations/{operation_id}"): [("operation", None, seen())],
+    # The scene's operation is a finished attach: every reader who may cancel is told no.
+    ("post", "/operations/{operation_id}:cancel"): [
+        ("operation", {}, change(Perm.CLUSTER_UPDATE, True, code=409))
+    ],
 }
 
 

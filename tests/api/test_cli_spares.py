@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from clusters.models import ClusterSpare, VirtualCluster
+from clusters.models import ClusterSpare, Operation, VirtualCluster
 from tests.api.test_cli import ok, vc  # noqa: F401  (the fixture)
 from vc_cli import http
 
@@ -38,3 +38,6 @@ def test_spares_and_policy_through_the_cli(vc, world):  # noqa: F811
     ok(vc("cluster", "spare-add", "pool", "kept-02"))
     ok(vc("cluster", "spare-remove", "pool", "kept-02"))
     assert not ClusterSpare.objects.exists()
+    done = Operation.objects.filter(kind=Operation.Kind.SPARE_REMOVE).get()
+    code, _out, err = vc("op", "cancel", str(done.pk))
+    assert code == http.EXIT_REFUSED and "취소할 수 없습니다" in err

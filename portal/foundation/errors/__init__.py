@@ -360,6 +360,19 @@ class NoSpare(RuleViolation):
     )
 
 
+class NotCancellable(RuleViolation):
+    code = "not_cancellable"
+    default_message = _(
+        "이 작업은 지금 취소할 수 없습니다. 진행 중인 교체와 클러스터 검증만, 교체는 예비 "
+        "가상머신이 합류하기 전까지 취소할 수 있습니다"
+    )
+
+
+class OperationCancelled(RuleViolation):
+    code = "operation_cancelled"
+    default_message = _("사용자가 작업을 취소했습니다. 클러스터는 작업 전 상태로 돌아갑니다")
+
+
 class PolicyInvalid(InvalidInput):
     code = "policy_invalid"
     field = "policy"

@@ -357,6 +357,10 @@ def op_get(client: Client, args) -> None:
     show(args, client.call("GET", f"/operations/{args.id}"), "op")
 
 
+def op_cancel(client: Client, args) -> None:
+    show(args, client.call("POST", f"/operations/{args.id}:cancel", {}), "op")
+
+
 def op_wait(client: Client, args) -> None:
     op = client.call("GET", f"/operations/{args.id}")
     show(args, wait(client, op, args.timeout, args.poll), "op")

@@ -105,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
     action(op, "get", c.op_get, "id")
     action(op, "wait", c.op_wait, "id", waits=True)
+    action(op, "cancel", c.op_cancel, "id")
     return root
 
 
