@@ -37,6 +37,7 @@ urlpatterns = [
     ),
     path("<int:pk>/members/stop/", views_members.cluster_stop_members, name="cluster_stop_members"),
     path("operations/<int:pk>/", views_members.operation_detail, name="operation_detail"),
+    path("operations/<int:pk>/cancel/", views_members.operation_cancel, name="operation_cancel"),
     path("<int:pk>/validation/", views_validation.validation_section, name="validation_section"),
     path("<int:pk>/validation/start/", views_validation.validation_start, name="validation_start"),
     path("<int:pk>/validation/raw/", views_validation.validation_raw, name="validation_raw"),

@@ -11,7 +11,7 @@ This module sits above the services: nothing below it imports it. The tasks that
 work are in ``clusters.tasks``; it queues them by name.
 """
 
-from clusters.operations.cancel import cancel_operation, cancel_refusal
+from clusters.operations.cancel import cancel_operation, cancel_refusal, preflight_cancel
 from clusters.operations.fanout import (
     run_items,
     start_members,
@@ -66,6 +66,7 @@ __all__ = [
     "detach_many",
     "detach_vm_op",
     "member_refusal",
+    "preflight_cancel",
     "preflight_member_replace",
     "preflight_replace",
     "policy_op",

@@ -22,7 +22,7 @@ from clusters.operations.internal import ItemStatus, cluster_attempt, finish_ope
 from clusters.operations.replace import advance_replace
 from clusters.validation.jobs import OPEN
 from portal.foundation.errors import NotCancellable, OperationCancelled, RuleViolation
-from portal.foundation.kernel import Actor, check_perm, raise_if
+from portal.foundation.kernel import Actor, check_perm, permission_refusal, raise_if
 from portal.iam.permissions import Perm
 from portal.models import readable
 from vms import health
@@ -43,6 +43,12 @@ def cancel_refusal(operation: Operation) -> RuleViolation | None:
         if member is None or member.status != ItemStatus.PENDING:
             return NotCancellable()
     return None
+
+
+def preflight_cancel(actor: Actor, operation: Operation) -> RuleViolation | None:
+    """What the progress card says beside 취소 (None: offered)."""
+    permission = PERMISSION.get(operation.kind, Perm.CLUSTER_UPDATE)
+    return permission_refusal(actor, permission, operation.cluster) or cancel_refusal(operation)
 
 
 def cancel_operation(operation_id: object, *, actor: Actor) -> Operation:

@@ -53,6 +53,14 @@ NOTICES = {
     "health_validation_bad": _("클러스터 검증에서 불량으로 판정되었습니다."),
     "health_replacing": _("교체 중입니다 (예비 가상머신: %(spare)s)."),
     "health_joined": _("교체로 합류했습니다 (%(member)s 대신)."),
+    # What started an automatic operation under a cluster's 교체 정책 (clusters.outcome).
+    "replace_joined": _(
+        "예비 가상머신이 교체로 합류해 그 링크를 확인합니다 (작업 #%(operation)d)."
+    ),
+    "policy_acted": _(
+        "%(policy)s 정책(%(who)s, %(at)s 설정)에 따라 시스템이 시작했습니다. 근거: %(member)s — "
+        "%(why)s"
+    ),
 }
 
 # What a notice says after its sentence, from params a %-format cannot put in words (a

@@ -78,3 +78,29 @@ def test_what_may_not_be_cancelled_and_by_whom(world, cluster):
     with pytest.raises(errors.NotCancellable):
         operations.cancel_operation(done.pk, actor=world.admin)
     assert Operation.objects.get(pk=done.pk).error_code == ""
+
+
+def test_the_card_of_an_automatic_replace_names_the_policy_and_offers_cancel(
+    world, cluster, login, django_capture_on_commit_callbacks
+):
+    from django.urls import reverse
+
+    from clusters import policy
+    from vms import health
+
+    policy.set_policy(cluster.pk, actor=world.admin, policy="auto")
+    spares.add_spare(cluster.pk, world.vm("kept-01", private_ip="10.0.1.1").pk, actor=world.admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        health.straggler(VirtualMachine.objects.get(name="gpu-node-03").pk, "GPU 5", 20.0, 5)
+    replace = Operation.objects.get(kind=Operation.Kind.REPLACE)
+    card = login("admin").get(reverse("clusters:operation_detail", args=[replace.pk])).text
+    assert "자동 교체 정책(admin," in card and "근거: gpu-node-03" in card
+    open_run = operations.start_validation(cluster.pk, actor=world.admin)
+    url = reverse("clusters:operation_detail", args=[open_run.pk])
+    assert f'id="op-cancel-{open_run.pk}"' in login("admin").get(url).text
+    viewer = login("viewer").get(url).text
+    assert "권한 없음: Resource.VirtualCluster.UPDATE" in viewer
+    cancelled = login("admin").post(
+        reverse("clusters:operation_cancel", args=[open_run.pk]), headers={"HX-Request": "true"}
+    )
+    assert cancelled.status_code == 200 and "사용자가 작업을 취소했습니다" in cancelled.text

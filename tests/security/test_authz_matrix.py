@@ -513,6 +513,16 @@ MATRIX = {
         ),
     ],
     "clusters:operation_detail": both(Case("get", object_read(), target=an_operation)),
+    # 작업 취소 on a progress card: the scene's operation is a finished attach (CLUSTER UPDATE
+    # for any kind but a 교체), so who may cancel is told it cannot be (409).
+    "clusters:operation_cancel": both(
+        Case(
+            "post",
+            {**object_action(Perm.CLUSTER_UPDATE), "operator": Expect(409), "admin": Expect(409)},
+            target=an_operation,
+            audit="operation.cancel",
+        )
+    ),
     # 클러스터 검증 and 교체. The scene's running cluster has no running member, so a start
     # is refused by the rule (409) once the permission allows it.
     "clusters:validation_section": [Case("get", object_read(), target="cluster")],
