@@ -35,6 +35,7 @@ from clusters.models import (
     STARTABLE,
     STOPPABLE,
     ClusterOp,
+    ClusterSpare,
     ClusterStatus,
     VirtualCluster,
 )
@@ -346,11 +347,13 @@ def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
 
 
 def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
-    """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
+    """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs, and its 예비
+    are let go (docs/rules.md#spares)."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
         for vm in members:
             leave(vm)
+        ClusterSpare.objects.filter(cluster=cluster).delete()
         _settle_and_release(cluster, ClusterStatus.DELETED)
         att.notice("members_detached", count=len(members))
     return cluster

@@ -172,3 +172,12 @@ def test_a_named_spare_still_works_and_may_be_the_pools_own(world):
     operations.replace_member(cluster.pk, b.pk, pooled.pk, actor=world.admin)
     assert dict(cluster.members.values_list("name", "node_rank")) == {"loose": 0, "pooled": 1}
     assert kept(cluster) == []
+
+
+def test_deleting_the_cluster_lets_its_spares_go(world):
+    cluster = world.cluster()
+    vm = world.vm("spare-01")
+    spares.add_spare(cluster.pk, vm.pk, actor=world.admin)
+    services.delete_cluster(cluster.pk, actor=world.admin)
+    assert kept(cluster) == []
+    vm_services.start_vm(vm.pk, actor=world.admin)
