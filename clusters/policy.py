@@ -5,10 +5,8 @@ replace with the spare it would take; one click does it), 자동 교체 (the sys
 The policy is set by a user with CLUSTER UPDATE; who set it and when are kept with it, and
 whatever the system does under it names them (``acting_under``)."""
 
-from django.utils import timezone
-
 from clusters.locking import lock_cluster
-from clusters.models import ClusterStatus, ReplacePolicy, VirtualCluster
+from clusters.models import ClusterPolicy, ClusterStatus, ReplacePolicy, VirtualCluster
 from portal.foundation.audit import attempt
 from portal.foundation.errors import InvalidTransition, PolicyInvalid, RuleViolation
 from portal.foundation.kernel import Actor, permission_refusal, raise_if, recorded_user
@@ -40,10 +38,10 @@ def set_policy(cluster_id: object, *, actor: Actor, policy: object) -> VirtualCl
         raise_if(policy_refusal(cluster))
         att.message = str(ReplacePolicy(chosen).label)
         if cluster.policy != chosen:
-            cluster.policy = chosen
-            cluster.policy_set_by = recorded_user(actor)
-            cluster.policy_set_at = timezone.now()
-            cluster.save(update_fields=["policy", "policy_set_by", "policy_set_at"])
+            row, _made = ClusterPolicy.objects.update_or_create(
+                cluster=cluster, defaults={"policy": chosen, "set_by": recorded_user(actor)}
+            )
+            cluster.policy_row = row
     return cluster
 
 

@@ -5,6 +5,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Self
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -173,14 +174,6 @@ class VirtualCluster(CatalogResource):
         "portal.SshKey", blank=True, related_name="clusters", verbose_name=_("SSH 키")
     )
 
-    # What a member judged 불량 leads to, who set it and when: the system acts under it in
-    # their name (``clusters.policy``).
-    policy = models.CharField(
-        _("교체 정책"), max_length=10, choices=ReplacePolicy.choices, default=ReplacePolicy.NOTIFY
-    )
-    policy_set_by = user_reference(_("정책 설정자"))
-    policy_set_at = models.DateTimeField(_("정책 설정 시각"), null=True, blank=True)
-
     objects = VirtualClusterQuerySet.as_manager()
     lifecycle = LIFECYCLE
 
@@ -208,10 +201,34 @@ class VirtualCluster(CatalogResource):
             models.Index(fields=["status", "status_changed_at"]),
         ]
 
+    # Its 교체 정책 (``ClusterPolicy``, a row of its own: the cluster's table is not altered
+    # for it), read as if it were the cluster's: 알림만 until someone sets another.
+    def _policy_row(self) -> "ClusterPolicy | None":
+        try:
+            return self.policy_row
+        except ObjectDoesNotExist:
+            return None
+
+    @property
+    def policy(self) -> str:
+        row = self._policy_row()
+        return row.policy if row is not None else ReplacePolicy.NOTIFY
+
+    @property
+    def policy_set_by(self):
+        row = self._policy_row()
+        return row.set_by if row is not None else None
+
+    @property
+    def policy_set_at(self):
+        row = self._policy_row()
+        return row.set_at if row is not None else None
+
     @property
     def policy_set_by_name(self) -> str | None:
         """Who set the 교체 정책 (None: nobody has, or the account is gone)."""
-        return self.policy_set_by.get_username() if self.policy_set_by is not None else None
+        who = self.policy_set_by
+        return who.get_username() if who is not None else None
 
 
 class OperationQuerySet(ProjectScopedQuerySet["Operation"]):
@@ -369,3 +386,27 @@ class ClusterSpare(models.Model):
 
     def __str__(self):
         return f"{self.cluster_id}: {self.vm_id}"
+
+
+class ClusterPolicy(models.Model):
+    """A cluster's 교체 정책 (docs/rules.md#a-clusters-policy), who set it and when: the
+    system acts under it in their name (``clusters.policy``). No row: 알림만."""
+
+    cluster = models.OneToOneField(
+        VirtualCluster,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="policy_row",
+        verbose_name=_("클러스터"),
+    )
+    policy = models.CharField(
+        _("교체 정책"), max_length=10, choices=ReplacePolicy.choices, default=ReplacePolicy.NOTIFY
+    )
+    set_by = user_reference(_("정책 설정자"))
+    set_at = models.DateTimeField(_("정책 설정 시각"), auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = _("교체 정책")
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.policy}"

@@ -215,7 +215,11 @@ def snapshot():
     from clusters.models import VirtualCluster
 
     return (
-        sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id", "policy")),
+        sorted(
+            VirtualCluster.objects.values_list(
+                "pk", "name", "status", "project_id", "policy_row__policy"
+            )
+        ),
         sorted(ClusterSpare.objects.values_list("cluster_id", "vm_id")),
         sorted(VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id")),
         sorted(SshKey.objects.values_list("pk", "name", "project_id")),

@@ -28,7 +28,7 @@ def test_an_admin_adds_a_spare_and_sets_the_policy_from_the_section(login, world
     assert 'data-spare="kept-02"' in answer
     policy = reverse("clusters:cluster_policy", args=[cluster.pk])
     answer = client.post(policy, {"policy": "propose"}, headers=headers).text
-    assert 'value="propose" selected' in answer and "admin이(가)" in answer
+    assert 'value="propose" selected' in answer and "설정했습니다" in answer
     refused = client.post(policy, {"policy": "bogus"}, headers=headers)
     assert refused.status_code == 422 and "교체 정책은" in refused.text
     members = client.get(reverse("clusters:cluster_members", args=[cluster.pk])).text
@@ -36,10 +36,11 @@ def test_an_admin_adds_a_spare_and_sets_the_policy_from_the_section(login, world
 
 
 def test_a_proposal_names_the_spare_and_one_click_does_it(login, world):
-    from clusters.models import Operation, ReplacePolicy
+    from clusters.models import ClusterPolicy, Operation, ReplacePolicy
     from vms.models import VmHealth
 
-    cluster = world.cluster(policy=ReplacePolicy.PROPOSE)
+    cluster = world.cluster()
+    ClusterPolicy.objects.create(cluster=cluster, policy=ReplacePolicy.PROPOSE)
     bad, _ok = world.members(cluster, 2)
     type(bad).objects.filter(pk=bad.pk).update(health=VmHealth.ISOLATED)
     spare = world.vm("kept-03")

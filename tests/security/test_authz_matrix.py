@@ -689,7 +689,11 @@ def test_matrix_names_only_real_urls():
 
 def snapshot():
     return (
-        sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id", "policy")),
+        sorted(
+            VirtualCluster.objects.values_list(
+                "pk", "name", "status", "project_id", "policy_row__policy"
+            )
+        ),
         sorted(ClusterSpare.objects.values_list("cluster_id", "vm_id")),
         sorted(
             VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id", "project_id")
