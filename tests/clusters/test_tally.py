@@ -99,11 +99,7 @@ def test_merging_leaves_a_row_per_project_and_the_same_sums(fleet):
 
 def migrate(target: str) -> None:
     """Migrate the clusters app to ``target``, back or forward, inside the test's transaction:
-    PostgreSQL's DDL rolls back with it, so the test database is left as it was. The rows
-    made before are checked first (their deferred foreign keys), as a commit would: a table
-    with checks pending cannot be altered."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    PostgreSQL's DDL rolls back with it, so the test database is left as it was."""
     MigrationExecutor(connection).migrate([("clusters", target)])
 
 
