@@ -16,7 +16,14 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from clusters.models import TRANSITIONAL, ClusterStatus, Operation, OperationItem, VirtualCluster
+from clusters.models import (
+    TRANSITIONAL,
+    ClusterStatus,
+    Operation,
+    OperationItem,
+    ReplacePolicy,
+    VirtualCluster,
+)
 from clusters.models.validation import ValidationVerdict, Verdict
 from portal.foundation.event_text import render_message
 
@@ -297,3 +304,20 @@ def _final(end, cluster: VirtualCluster) -> Final:
     if end.action == "cluster.start":
         return Final(FAILED, _("실패"), _("시작하지 못했습니다: %(reason)s") % {"reason": end.text})
     return Final("stopped", _("중지됨"), _("실행중이 되기 전에 중지했습니다."))
+
+
+def acted_under(operation: Operation) -> str:
+    """An automatic operation's line (``clusters.operations.heal``): the 교체 정책 it acted
+    under, who set it and when, and the evidence that started it; "" for a user's own."""
+    evidence = operation.evidence or {}
+    if evidence.get("policy") not in ReplacePolicy.values:
+        return ""
+    why = render_message(str(evidence.get("code") or ""), evidence.get("params") or {})
+    params = {
+        "policy": ReplacePolicy(evidence["policy"]).label,
+        "who": evidence.get("set_by") or "-",
+        "at": str(evidence.get("set_at") or "-")[:16].replace("T", " "),
+        "member": evidence.get("member", ""),
+        "why": why,
+    }
+    return render_message("policy_acted", params)

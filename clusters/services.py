@@ -35,6 +35,7 @@ from clusters.models import (
     STARTABLE,
     STOPPABLE,
     ClusterOp,
+    ClusterSpare,
     ClusterStatus,
     VirtualCluster,
 )
@@ -184,6 +185,12 @@ def attach_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation
         return AlreadyMember()
     if refusal := membership_refusal(cluster):
         return refusal
+    return fit_refusal(vm, cluster)
+
+
+def fit_refusal(vm: VirtualMachine, cluster: VirtualCluster) -> RuleViolation | None:
+    """What refuses ``vm`` as a node of ``cluster`` whatever its membership (an attach, a
+    예비): spot or DR, another zone or instance type (each named), not stopped."""
     if vm.billing_type == BillingType.SPOT or vm.disaster_recovery:
         return SpotOrDrVm()
     if vm.zone_id != cluster.zone_id:
@@ -340,11 +347,13 @@ def stop_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
 
 
 def delete_cluster(cluster_id: object, *, actor: Actor) -> VirtualCluster:
-    """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs."""
+    """미할당/종료됨 → 삭제됨; members are detached and stay as ordinary VMs, and its 예비
+    are let go (docs/rules.md#spares)."""
     with attempt("cluster.delete", actor=actor, target_type="cluster") as att:
         cluster, members = _locked(cluster_id, actor, Perm.CLUSTER_DELETE, att, delete_refusal)
         for vm in members:
             leave(vm)
+        ClusterSpare.objects.filter(cluster=cluster).delete()
         _settle_and_release(cluster, ClusterStatus.DELETED)
         att.notice("members_detached", count=len(members))
     return cluster

@@ -13,7 +13,7 @@ from celery import shared_task
 from django.conf import settings
 
 from clusters import progress, tally
-from clusters.operations import fanout, replace, validate
+from clusters.operations import fanout, heal, replace, validate
 from clusters.operations.internal import WATCH_EVERY
 from clusters.validation import agent_sim
 from portal.compute.models.hosts import GpuHost
@@ -103,3 +103,21 @@ def answer_validation(operation_id: int) -> None:
     later = agent_sim.answer_jobs(operation_id, every_phase=eager)
     if later is not None:
         answer_validation.apply_async((operation_id,), countdown=later)
+
+
+@shared_task(**LATE)
+def check_suspect(vm_id: int) -> None:
+    """A member just made 의심: a targeted 검증 of it and its ring neighbours."""
+    heal.check_suspect(vm_id)
+
+
+@shared_task(**LATE)
+def act_on_bad(vm_id: int, run_id: int | None = None) -> None:
+    """A member judged 불량: what its cluster's 교체 정책 does."""
+    heal.act_on_bad(vm_id, run_id)
+
+
+@shared_task(**LATE)
+def verify_joined(operation_id: int) -> None:
+    """A 교체 that took a 예비: a targeted 검증 of the new member's links."""
+    heal.verify_joined(operation_id)

@@ -5,6 +5,7 @@ from clusters.views import help as views_help
 from clusters.views import keys as views_keys
 from clusters.views import members as views_members
 from clusters.views import rename as views_rename
+from clusters.views import spares as views_spares
 from clusters.views import validation as views_validation
 
 app_name = "clusters"
@@ -36,8 +37,13 @@ urlpatterns = [
     ),
     path("<int:pk>/members/stop/", views_members.cluster_stop_members, name="cluster_stop_members"),
     path("operations/<int:pk>/", views_members.operation_detail, name="operation_detail"),
+    path("operations/<int:pk>/cancel/", views_members.operation_cancel, name="operation_cancel"),
     path("<int:pk>/validation/", views_validation.validation_section, name="validation_section"),
     path("<int:pk>/validation/start/", views_validation.validation_start, name="validation_start"),
     path("<int:pk>/validation/raw/", views_validation.validation_raw, name="validation_raw"),
     path("<int:pk>/replace/", views_validation.member_replace, name="member_replace"),
+    path("<int:pk>/spares/", views_spares.spares_section, name="cluster_spares"),
+    path("<int:pk>/spares/add/", views_spares.spare_add, name="cluster_spare_add"),
+    path("<int:pk>/spares/remove/", views_spares.spare_remove, name="cluster_spare_remove"),
+    path("<int:pk>/policy/", views_spares.cluster_policy, name="cluster_policy"),
 ]

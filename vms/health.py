@@ -26,7 +26,7 @@ Where the evidence comes from:
 - the straggler: ``straggler(vm_id, metric, gap, minutes)`` is its entry point.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -105,6 +105,11 @@ class Change:
     params: dict
 
 
+# What acts on a change, in its transaction with the VM locked: registered by the app that
+# owns the action as it loads (the clusters app's 교체 정책: ``clusters.operations.heal``).
+LISTENERS: list[Callable[[VirtualMachine, Change], None]] = []
+
+
 def _write(vm: VirtualMachine, target: str, code: str, params: dict, actor: Actor) -> Change:
     before = vm.health
     vm.health, vm.health_code, vm.health_params = target, code, params
@@ -115,7 +120,10 @@ def _write(vm: VirtualMachine, target: str, code: str, params: dict, actor: Acto
     att.notice(code, **params)
     record(att, AuditEvent.Outcome.SUCCEEDED)
     events.member_health_changed(vm, before, code, params)
-    return Change(vm.pk, before, target, code, params)
+    change = Change(vm.pk, before, target, code, params)
+    for listener in LISTENERS:
+        listener(vm, change)
+    return change
 
 
 def apply_locked(

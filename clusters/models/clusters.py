@@ -5,6 +5,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Self
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -140,6 +141,14 @@ def _member_states(_shape, cluster):
     return members.values_list("pk", "status", "name")
 
 
+class ReplacePolicy(models.TextChoices):
+    """What a member judged 불량 leads to (docs/rules.md#a-clusters-policy)."""
+
+    NOTIFY = "notify", _("알림만")
+    PROPOSE = "propose", _("교체 제안")
+    AUTO = "auto", _("자동 교체")
+
+
 class VirtualClusterQuerySet(CatalogResourceQuerySet["VirtualCluster"]):
     not_found = ClusterNotFound
 
@@ -192,6 +201,35 @@ class VirtualCluster(CatalogResource):
             models.Index(fields=["status", "status_changed_at"]),
         ]
 
+    # Its 교체 정책 (``ClusterPolicy``, a row of its own: the cluster's table is not altered
+    # for it), read as if it were the cluster's: 알림만 until someone sets another.
+    def _policy_row(self) -> "ClusterPolicy | None":
+        try:
+            return self.policy_row
+        except ObjectDoesNotExist:
+            return None
+
+    @property
+    def policy(self) -> str:
+        row = self._policy_row()
+        return row.policy if row is not None else ReplacePolicy.NOTIFY
+
+    @property
+    def policy_set_by(self):
+        row = self._policy_row()
+        return row.set_by if row is not None else None
+
+    @property
+    def policy_set_at(self):
+        row = self._policy_row()
+        return row.set_at if row is not None else None
+
+    @property
+    def policy_set_by_name(self) -> str | None:
+        """Who set the 교체 정책 (None: nobody has, or the account is gone)."""
+        who = self.policy_set_by
+        return who.get_username() if who is not None else None
+
 
 class OperationQuerySet(ProjectScopedQuerySet["Operation"]):
     def open(self) -> Self:
@@ -222,6 +260,9 @@ class Operation(LastErrorMixin, models.Model):
         RENAME_VM = "rename_vm", _("가상머신 이름 변경")
         REPLACE = "replace", _("교체")
         VALIDATE = "validate", _("클러스터 검증")
+        SPARE_ADD = "spare_add", _("예비 가상머신 추가")
+        SPARE_REMOVE = "spare_remove", _("예비 가상머신 제외")
+        POLICY = "policy", _("교체 정책 변경")
 
     project = project_reference(models.PROTECT, "operations")
     cluster = cluster_reference(models.SET_NULL, "operations", null=True, blank=True)
@@ -235,6 +276,9 @@ class Operation(LastErrorMixin, models.Model):
     idempotency_key = models.CharField(_("멱등 키"), max_length=100, blank=True)
     idempotency_scope = models.CharField(_("멱등 키 범위"), max_length=200, blank=True)
     request_hash = models.CharField(_("요청 해시"), max_length=64, blank=True)
+    # What started an automatic one (``clusters.policy``): the evidence (a health code and
+    # its params, the 검증 run) and the policy it acted under, who set it and when.
+    evidence = models.JSONField(_("근거"), default=dict, blank=True)
 
     objects = OperationQuerySet.as_manager()
 
@@ -317,3 +361,52 @@ class OperationItem(LastErrorMixin, models.Model):
 
     def __str__(self):
         return f"{self.target_name}: {self.get_status_display()}"
+
+
+class ClusterSpare(models.Model):
+    """A stopped VM a cluster keeps in reserve (예비) for its 교체: held for it (nothing
+    else starts, deletes or attaches it: ``clusters.holds``), never a member until a 교체
+    makes it one (docs/rules.md#spares)."""
+
+    cluster = models.ForeignKey(
+        VirtualCluster, on_delete=models.CASCADE, related_name="spares", verbose_name=_("클러스터")
+    )
+    vm = models.OneToOneField(
+        VirtualMachine,
+        on_delete=models.CASCADE,
+        related_name="spare_of",
+        verbose_name=_("가상머신"),
+    )
+    added_by = user_reference(_("추가한 사용자"))
+    added_at = models.DateTimeField(_("추가 시각"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "added_at", "id"]
+        verbose_name = verbose_name_plural = _("예비 가상머신")
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.vm_id}"
+
+
+class ClusterPolicy(models.Model):
+    """A cluster's 교체 정책 (docs/rules.md#a-clusters-policy), who set it and when: the
+    system acts under it in their name (``clusters.policy``). No row: 알림만."""
+
+    cluster = models.OneToOneField(
+        VirtualCluster,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="policy_row",
+        verbose_name=_("클러스터"),
+    )
+    policy = models.CharField(
+        _("교체 정책"), max_length=10, choices=ReplacePolicy.choices, default=ReplacePolicy.NOTIFY
+    )
+    set_by = user_reference(_("정책 설정자"))
+    set_at = models.DateTimeField(_("정책 설정 시각"), auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = _("교체 정책")
+
+    def __str__(self):
+        return f"{self.cluster_id}: {self.policy}"

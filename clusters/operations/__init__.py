@@ -11,6 +11,7 @@ This module sits above the services: nothing below it imports it. The tasks that
 work are in ``clusters.tasks``; it queues them by name.
 """
 
+from clusters.operations.cancel import cancel_operation, cancel_refusal, preflight_cancel
 from clusters.operations.fanout import (
     run_items,
     start_members,
@@ -29,7 +30,6 @@ from clusters.operations.replace import (
     replace_member,
     replace_refusal,
     replaces_of,
-    spare_refusal,
 )
 from clusters.operations.single import (
     attach_vm_op,
@@ -38,18 +38,24 @@ from clusters.operations.single import (
     delete_cluster_op,
     delete_vm_op,
     detach_vm_op,
+    policy_op,
     rename_cluster_op,
     rename_vm_op,
     require_create_cluster,
+    spare_add_op,
+    spare_remove_op,
     start_cluster_op,
     start_vm_op,
     stop_cluster_op,
     stop_vm_op,
 )
 from clusters.operations.validate import rank_order, start_validation, watch_validation
+from clusters.spares import spare_refusal
 
 __all__ = [
     "attach_candidates",
+    "cancel_operation",
+    "cancel_refusal",
     "attach_vm_op",
     "attach_many",
     "cluster_ssh_keys_op",
@@ -60,8 +66,10 @@ __all__ = [
     "detach_many",
     "detach_vm_op",
     "member_refusal",
+    "preflight_cancel",
     "preflight_member_replace",
     "preflight_replace",
+    "policy_op",
     "rename_cluster_op",
     "rename_vm_op",
     "require_create_cluster",
@@ -70,7 +78,9 @@ __all__ = [
     "replace_member",
     "replace_refusal",
     "replaces_of",
+    "spare_add_op",
     "spare_refusal",
+    "spare_remove_op",
     "run_items",
     "start_cluster_op",
     "start_members",

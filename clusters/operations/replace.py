@@ -14,10 +14,12 @@ attaching it meanwhile is refused; and should the swap be refused all the same (
 permission withdrawn, the cluster changed), the member this replace stopped is started again.
 """
 
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import events, services
+from clusters import events, services, spares
 from clusters.holds import hold_refusal
 from clusters.locking import lock_cluster, lock_members, lock_vm, lock_vms
 from clusters.models import ClusterStatus, Operation, OperationItem, VirtualCluster
@@ -35,9 +37,10 @@ from portal.foundation.audit import Attempt, build_event, record_many
 from portal.foundation.broker import publish
 from portal.foundation.errors import (
     InvalidTransition,
+    NoSpare,
     NotMember,
+    OperationCancelled,
     RuleViolation,
-    SpareIsolated,
     VmNotFound,
 )
 from portal.foundation.kernel import Actor, id_for_lookup, raise_if
@@ -45,7 +48,7 @@ from portal.iam.permissions import Perm
 from portal.models import AuditEvent
 from vms import health
 from vms import services as vm_services
-from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmHealth, VmStatus
+from vms.models import VM_STOPPABLE, VM_TRANSITIONAL, VirtualMachine, VmStatus
 
 
 def replace_refusal(
@@ -57,13 +60,8 @@ def replace_refusal(
     return (
         member_refusal(cluster, member)
         or services.attach_refusal(spare, cluster)
-        or spare_refusal(spare)
+        or spares.spare_refusal(spare)
     )
-
-
-def spare_refusal(spare: VirtualMachine) -> RuleViolation | None:
-    """A VM isolated by its health (``vms.health``: a 검증 judged it 불량) is no spare."""
-    return SpareIsolated() if spare.health == VmHealth.ISOLATED else None
 
 
 def member_refusal(cluster: VirtualCluster, member: VirtualMachine) -> RuleViolation | None:
@@ -118,29 +116,54 @@ def preflight_replace(
     return replace_refusal(cluster, member, spare)
 
 
+def pool_spare_id(cluster: VirtualCluster, member_vm_id: object) -> int:
+    """The cluster's best 예비 for a 교체 of ``member_vm_id`` (``spares.best_spares``), or
+    ``NoSpare``."""
+    member = VirtualMachine.objects.filter(pk=id_for_lookup(member_vm_id)).first()
+    best = spares.best_spares(cluster, member)
+    if not best:
+        raise NoSpare()
+    return int(best[0].pk)
+
+
 def replace_member(
     cluster_id: object,
     member_vm_id: object,
-    spare_vm_id: object,
+    spare_vm_id: object = None,
     *,
     actor: Actor,
     idempotency: tuple[str, ...] | None = None,
+    evidence: dict[str, Any] | None = None,
 ) -> Operation:
     """교체: one Operation (items: the member, the spare). Refused whole, changing nothing,
     when ``preflight_replace`` says so; otherwise the member is stopped if it runs and the
-    swap follows once it is 중지됨 (at once if it already is)."""
+    swap follows once it is 중지됨 (at once if it already is). Without ``spare_vm_id`` the
+    cluster's best 예비 is taken (``NoSpare`` when it keeps none that may)."""
+    evidence = dict(evidence or {})
     with vm_update_frame("operation.replace", actor, cluster_id) as (att, cluster):
+        if spare_vm_id is None or spare_vm_id == "":
+            evidence["pool"] = True  # taken from the spares: its links are checked after
+            member = _peek(member_vm_id)
+            raise_if(
+                VmNotFound() if member is None else preflight_member_replace(actor, cluster, member)
+            )
+            spare_vm_id = pool_spare_id(cluster, member_vm_id)
         # Both locked, by id (a request naming both, attach_many, takes them in that order
         # too): a start, delete or attach of the spare waits for this replace, then sees
         # the hold (``clusters.holds``).
         locked = {vm.pk: vm for vm in lock_vms(member_vm_id, spare_vm_id)}
         member = locked.get(id_for_lookup(member_vm_id))
         spare = locked.get(id_for_lookup(spare_vm_id))
-        raise_if(preflight_replace(actor, cluster, member, spare) or hold_refusal(spare))
+        raise_if(
+            preflight_replace(actor, cluster, member, spare) or hold_refusal(spare, pool=cluster)
+        )
         assert member is not None and spare is not None  # noqa: S101 - refused above if missing
         operation = cluster_operation(
             Operation.Kind.REPLACE, cluster, actor=actor, idempotency=idempotency
         )
+        if evidence:
+            operation.evidence = evidence
+            operation.save(update_fields=["evidence"])
         member_item, spare_item = add_item(operation, 0, member), add_item(operation, 1, spare)
         health.replace_started(member, spare, operation.pk, actor)
         if member.status in VM_STOPPABLE:
@@ -153,6 +176,10 @@ def replace_member(
         if member_item.started_at is None:
             _step(operation, actor)
     return operation
+
+
+def _peek(vm_id: object) -> VirtualMachine | None:
+    return VirtualMachine.objects.filter(pk=id_for_lookup(vm_id)).first()
 
 
 def _watch_after_commit(operation: Operation) -> None:
@@ -177,6 +204,8 @@ def _finish(operation: Operation, error: RuleViolation | None = None, *, joined:
     health.replace_ended(member_id, spare_id, joined, actor_of(operation))
     finish_operation(operation, error)
     events.replacement_ended(operation)
+    if joined and operation.evidence.get("pool"):
+        transaction.on_commit(lambda: publish("clusters.tasks.verify_joined", operation.pk))
 
 
 def _swap(
@@ -205,6 +234,7 @@ def _swap(
         _fail(operation, [member_item, spare_item], refusal)
         return
     detach.about(member)
+    spares.leave_pool(spare)
     services.join(spare, cluster, rank=member.node_rank)
     services.leave(member)
     for att in (attach, detach):
@@ -254,7 +284,10 @@ def _step(operation: Operation, actor: Actor) -> bool:
         member = member_item.vm
         if member is not None and member.status in VM_TRANSITIONAL:
             return False
-        if member is None:
+        if operation.evidence.get("cancelled"):  # 취소: never inside the swap, only here
+            _put_back(member, member_item, operation.cluster, actor)
+            _fail(operation, [member_item, spare_item], OperationCancelled())
+        elif member is None:
             _fail(operation, [member_item, spare_item], NotMember())
         elif member.status == VmStatus.STOPPED:
             _swap(operation, member_item, spare_item, actor)

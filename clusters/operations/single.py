@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import services
+from clusters import policy, services, spares
 from clusters.models import Operation, OperationItem, VirtualCluster
 from clusters.operations.fanout import WATCH, stop_cluster_with_members
 from clusters.operations.internal import (
@@ -64,6 +64,9 @@ STEPS: dict[str, tuple[Callable[..., object], bool]] = {
     Operation.Kind.DELETE_CLUSTER: (services.delete_cluster, False),
     Operation.Kind.UPDATE: (services.rename_cluster, False),
     Operation.Kind.SSH_KEYS: (services.set_cluster_ssh_keys, False),
+    Operation.Kind.SPARE_ADD: (spares.add_spare, False),
+    Operation.Kind.SPARE_REMOVE: (spares.remove_spare, False),
+    Operation.Kind.POLICY: (policy.set_policy, False),
     # on a VM
     Operation.Kind.START_VM: (vm_services.start_vm, True),
     Operation.Kind.STOP_VM: (vm_services.stop_vm, True),
@@ -218,4 +221,31 @@ def attach_vm_op(
         idempotency=idempotency,
         cluster=cluster,
         cluster_id=cluster_id,
+    )
+
+
+def spare_add_op(
+    cluster_id: object, vm_id: object, *, actor: Actor, idempotency: Idempotency = None
+) -> Done:
+    """``spares.add_spare`` as an Operation, done at once."""
+    return _cluster_op(
+        Operation.Kind.SPARE_ADD, cluster_id, actor=actor, idempotency=idempotency, vm_id=vm_id
+    )
+
+
+def spare_remove_op(
+    cluster_id: object, vm_id: object, *, actor: Actor, idempotency: Idempotency = None
+) -> Done:
+    """``spares.remove_spare`` as an Operation, done at once."""
+    return _cluster_op(
+        Operation.Kind.SPARE_REMOVE, cluster_id, actor=actor, idempotency=idempotency, vm_id=vm_id
+    )
+
+
+def policy_op(
+    cluster_id: object, *, actor: Actor, policy: object, idempotency: Idempotency = None
+) -> Done:
+    """``policy.set_policy`` as an Operation, done at once."""
+    return _cluster_op(
+        Operation.Kind.POLICY, cluster_id, actor=actor, idempotency=idempotency, policy=policy
     )

@@ -7,6 +7,7 @@ the run when no agent posts anything more. With the simulator backend (no agents
 """
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import transaction
 
@@ -16,7 +17,7 @@ from clusters.models.validation import ValidationJob, ValidationRun
 from clusters.operations.internal import add_item, cluster_frame, cluster_operation
 from clusters.validation import baseline, jobs
 from clusters.validation.errors import LevelInvalid
-from clusters.validation.plan import TIMEOUTS, plan_jobs
+from clusters.validation.plan import TIMEOUTS, plan_jobs, ring_neighbours
 from clusters.validation.rules import validate_refusal
 from clusters.validation.thresholds import threshold_for
 from portal.compute.backends import get_backend
@@ -36,19 +37,32 @@ def rank_order(vms: Iterable[VirtualMachine]) -> list[VirtualMachine]:
 
 
 def start_validation(
-    cluster_id: object, *, actor: Actor, level: int = 1, idempotency: tuple[str, ...] | None = None
+    cluster_id: object,
+    *,
+    actor: Actor,
+    level: int = 1,
+    idempotency: tuple[str, ...] | None = None,
+    focus: int | None = None,
+    evidence: dict[str, Any] | None = None,
 ) -> Operation:
     """클러스터 검증: ``validate_refusal`` decides on the locked rows; the run's thresholds
-    are those of the cluster's instance type and fabric now (kept with the run)."""
+    are those of the cluster's instance type and fabric now (kept with the run). With
+    ``focus`` (a running member's id) a targeted run: that member and its ring neighbours
+    only, its own checks and its links (``plan_jobs``); ``evidence`` says what started it."""
     if str(level) not in {str(value) for value in LEVELS}:
         raise LevelInvalid()
     frame = cluster_frame("operation.validate", actor, cluster_id, Perm.CLUSTER_UPDATE)
     with frame as (att, cluster):
         running = rank_order(vm for vm in lock_members(cluster) if vm.status == VmStatus.RUNNING)
+        if focus is not None:
+            running = ring_neighbours(running, focus)
         raise_if(validate_refusal(cluster, len(running), jobs.open_run_of(cluster) is not None))
         operation = cluster_operation(
             Operation.Kind.VALIDATE, cluster, actor=actor, idempotency=idempotency
         )
+        if focus is not None or evidence:
+            operation.evidence = {**(evidence or {}), "focus": focus}
+            operation.save(update_fields=["evidence"])
         threshold = threshold_for(cluster.instance_type, cluster.fabric_type)
         hardware = get_backend().guest_hardware(running)
         run = ValidationRun.objects.create(
@@ -59,7 +73,7 @@ def start_validation(
         OperationItem.objects.bulk_create(
             add_item(operation, position, vm) for position, vm in enumerate(running)
         )
-        ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running, hardware))
+        ValidationJob.objects.bulk_create(plan_jobs(run, cluster, running, hardware, focus))
         health.validation_started(running, run.pk, actor)
         jobs.settle(run.pk)  # opens the first phase
         att.notice("operation_queued", total=len(running))

@@ -168,10 +168,42 @@ def _mpi_job(run, members, phase):
     return _job(run, members[0], ValidationJob.Kind.NCCL_ALL, phase, params, members[1:])
 
 
-def plan_jobs(run, cluster, members, hardware=None) -> list[ValidationJob]:
+def ring_neighbours(members: list, focus_id: int) -> list:
+    """``focus_id``'s member and its neighbours round the ring of ``members`` (node_rank
+    order), in that order: what a targeted 검증 runs on (two members: both)."""
+    ids = [vm.pk for vm in members]
+    if focus_id not in ids:
+        return []
+    i, count = ids.index(focus_id), len(members)
+    around = {(i - 1) % count, i, (i + 1) % count}
+    return [vm for index, vm in enumerate(members) if index in around]
+
+
+LINKS = (ValidationJob.Kind.IB_CLIENT, ValidationJob.Kind.IB_SERVER, ValidationJob.Kind.NCCL_PAIR)
+
+
+def _about(job: ValidationJob, focus_id: int) -> bool:
+    """A targeted run keeps the focus's own checks and the links of its small ring: the
+    neighbours' link to each other stays, as the reference that tells whose side a slow link
+    is on (a neighbour with one low link and no other would take the blame)."""
+    return job.vm_id == focus_id or job.kind in LINKS
+
+
+def plan_jobs(run, cluster, members, hardware=None, focus=None) -> list[ValidationJob]:
     """The run's jobs for ``members`` (running, in node_rank order), not saved;
     ``hardware`` (``{vm id: GuestHardware}``, the backend's word) says which have GPUs and
-    a soft fabric (none named: the instance type's GPUs on a real fabric)."""
+    a soft fabric (none named: the instance type's GPUs on a real fabric). With ``focus``
+    (a member's id; ``members`` its ring neighbours and itself) only that member's own
+    checks and the links round that small ring are planned: no all-node all-reduce."""
+    if focus is not None:
+        planned = _plan(run, cluster, members, hardware)
+        return [
+            job for job in planned if _about(job, focus) and job.kind != ValidationJob.Kind.NCCL_ALL
+        ]
+    return _plan(run, cluster, members, hardware)
+
+
+def _plan(run, cluster, members, hardware=None) -> list[ValidationJob]:
     thresholds = run.thresholds
     gpus = cluster.instance_type.gpu_count
     given = {vm.pk: gpus for vm in members}

@@ -43,6 +43,8 @@ REQUIREMENTS = [
     (_("가상 클러스터 생성"), [Perm.CLUSTER_CREATE]),
     (_("클러스터 시작·중지, 클러스터 검증"), [Perm.CLUSTER_UPDATE]),
     (_("클러스터 SSH 키 변경"), [Perm.CLUSTER_UPDATE, Perm.SSH_KEY_READ]),
+    (_("교체 정책 변경"), [Perm.CLUSTER_UPDATE]),
+    (_("예비 가상머신 추가·제외"), [Perm.CLUSTER_UPDATE, Perm.VM_UPDATE]),
     (_("클러스터 삭제"), [Perm.CLUSTER_DELETE]),
     (_("가상머신 보기"), [Perm.VM_READ]),
     (_("가상머신 생성"), [Perm.VM_CREATE]),

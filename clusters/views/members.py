@@ -202,6 +202,7 @@ def _operation_context(request, operation) -> dict:
     show_cluster = operation.cluster_id is not None and request.user.has_perm(
         Perm.CLUSTER_READ, operation.project
     )
+    cancellable = not operation.done and operation.kind in operations.cancel.PERMISSION
     return {
         "op": operation,
         "counts": counts,
@@ -209,6 +210,13 @@ def _operation_context(request, operation) -> dict:
         "doing": outcome.doing(operation, counts),
         "failures": failures,
         "show_cluster": show_cluster,
+        "cancellable": cancellable,
+        "cancel_reason": disabled_reason(operations.preflight_cancel(request.user, operation))
+        if cancellable
+        else "",
+        "acted_under": outcome.acted_under(operation)
+        if request.user.has_perm(Perm.VM_READ, operation.project)
+        else "",
     }
 
 
@@ -385,3 +393,12 @@ def stop_with_members(request, pk) -> HttpResponse:
     cluster = readable_cluster(request, pk)
     operation = operations.stop_cluster_with_members(cluster.pk, actor=request.user)
     return answer_operation(request, operation)
+
+
+@login_required
+@require_POST
+def operation_cancel(request, pk):
+    """취소 on a progress card: the operation's own rule (``cancel_operation``)."""
+    rows = operations.visible_operations(request.user).select_related("cluster", "project")
+    operations.cancel_operation(get_object_or_404(rows, pk=pk).pk, actor=request.user)
+    return render_operation(request, rows.get(pk=pk))

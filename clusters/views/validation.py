@@ -133,7 +133,9 @@ def member_replace(request, pk):
         else [
             vm
             for vm, r in operations.attach_candidates(request.user, cluster)
-            if r is None and hold_refusal(vm) is None and operations.spare_refusal(vm) is None
+            if r is None
+            and hold_refusal(vm, pool=cluster) is None
+            and operations.spare_refusal(vm) is None
         ]
     )
     last = display.vm_verdicts(vm.pk for vm in eligible)

@@ -98,4 +98,14 @@ class ValidateIn(StrictIn):
 
 
 class ReplaceIn(StrictIn):
-    spare_vm_id: int
+    # Left out (or null): the cluster's best 예비 (docs/rules.md#spares).
+    spare_vm_id: int | None = None
+
+
+class SpareIn(StrictIn):
+    vm_id: int
+
+
+class PolicyIn(StrictIn):
+    # notify (알림만), propose (교체 제안) or auto (자동 교체); the service refuses the rest.
+    policy: str = Field(max_length=20)

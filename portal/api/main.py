@@ -30,6 +30,7 @@ from portal.api import (
     clusters,
     guard,
     operations,
+    spares,
     ssh_keys,
     validation,
     vms,
@@ -197,7 +198,7 @@ def _unexpected(request, exc):
     return guard.unexpected(request, exc)
 
 
-for _module in (catalog, clusters, validation, vms, operations, ssh_keys, webhooks):
+for _module in (catalog, clusters, validation, spares, vms, operations, ssh_keys, webhooks):
     api.add_router("/", _module.router)
 
 

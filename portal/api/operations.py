@@ -18,7 +18,7 @@ from django.utils import timezone
 from ninja import Query, Router
 
 from clusters.models import Operation
-from clusters.operations import visible_operations
+from clusters.operations import cancel_operation, visible_operations
 from portal.api import pagination
 from portal.api.common import actor, visible
 from portal.api.inputs import QueryInt
@@ -119,3 +119,17 @@ def list_operations(request, filters: Query[OperationFilters]):
             else operations.none()
         )
     return read(OperationPage, pagination.page(operations, ORDERS, filters), **visible(request))
+
+
+@router.post(
+    "/operations/{int:operation_id}:cancel",
+    response={202: OperationOut},
+    summary="작업 취소",
+)
+def cancel(request, operation_id: int):
+    """Cancel a running 교체 (until its spare has joined; the member it stopped is started
+    again) or 클러스터 검증 (no verdict recorded): the cluster as it was. VM UPDATE for a
+    교체, CLUSTER UPDATE for a 검증; anything else is ``not_cancellable``."""
+    cancel_operation(operation_id, actor=actor(request))
+    row = visible_operations(actor(request)).prefetch_related("items").get_or_404(operation_id)
+    return 202, read(OperationOut, row, **visible(request))

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from clusters.models import ClusterStatus, Operation
+from clusters.models import ClusterStatus, Operation, ReplacePolicy
 from clusters.models.validation import ValidationJob, Verdict
 from clusters.validation.display import job_summary
 from clusters.validation.verdict import reason_text
@@ -173,6 +173,14 @@ class ClusterDetailOut(ClusterOut):
     )
 
 
+class PolicyOut(Out):
+    # A cluster's 교체 정책 (docs/rules.md#a-clusters-policy), who set it and when.
+    policy: str
+    policy_label: Annotated[str, labels_of(ReplacePolicy), Field(validation_alias="policy")]
+    set_by: str | None = Field(validation_alias="policy_set_by_name")
+    set_at: datetime | None = Field(validation_alias="policy_set_at")
+
+
 class VmRow(SimpleNamespace):
     """A VM's ``values()`` row (``vms.with_codes``), read as its model reads it:
     ``fabric_address`` and ``last_error`` are the model's own properties, over the row's
@@ -307,6 +315,11 @@ class OperationOut(Out):
     finished_at: datetime | None
     items: Annotated[list[OperationItemOut], LISTED, visible_to(VMS_VISIBLE, hidden=())]
     error: ErrorOut | None = Field(validation_alias="last_error")
+    # What started an automatic one (a 교체 정책's action): the evidence, the policy, who set
+    # it and when. It names members: a VM reader's.
+    evidence: Annotated[dict[str, Any], visible_to(VMS_VISIBLE, hidden={})] = Field(
+        default_factory=dict
+    )
 
 
 class ClusterPage(Out):

@@ -47,9 +47,9 @@ def validate_cluster(request, cluster_id: int, payload: ValidateIn | None = None
 )
 def replace_member(request, cluster_id: int, vm_id: int, payload: ReplaceIn):
     """Swap the member ``vm_id`` for the stopped spare ``spare_vm_id`` (the attach rules
-    hold for it): the member is stopped if it runs and detached, the spare attached at the
-    member's node_rank and started if the cluster runs. One Operation: item 0 the member,
-    item 1 the spare."""
+    hold for it), or without it the cluster's best 예비 (``no_spare`` when none may): the
+    member is stopped if it runs and detached, the spare attached at the member's node_rank
+    and started if the cluster runs. One Operation: item 0 the member, item 1 the spare."""
     cid = path_id(cluster_id, ClusterNotFound)
     return change(request, ops.replace_member, cid, vm_id, payload.spare_vm_id)
 

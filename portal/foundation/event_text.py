@@ -53,6 +53,14 @@ NOTICES = {
     "health_validation_bad": _("클러스터 검증에서 불량으로 판정되었습니다."),
     "health_replacing": _("교체 중입니다 (예비 가상머신: %(spare)s)."),
     "health_joined": _("교체로 합류했습니다 (%(member)s 대신)."),
+    # What started an automatic operation under a cluster's 교체 정책 (clusters.outcome).
+    "replace_joined": _(
+        "예비 가상머신이 교체로 합류해 그 링크를 확인합니다 (작업 #%(operation)d)."
+    ),
+    "policy_acted": _(
+        "%(policy)s 정책(%(who)s, %(at)s 설정)에 따라 시스템이 시작했습니다. 근거: %(member)s — "
+        "%(why)s"
+    ),
 }
 
 # What a notice says after its sentence, from params a %-format cannot put in words (a
@@ -70,6 +78,10 @@ ACTION_LABELS = {
     "cluster.delete": _("클러스터 삭제"),
     "cluster.update": _("클러스터 이름 변경"),
     "cluster.ssh_keys": _("클러스터 SSH 키 변경"),
+    "cluster.spare_add": _("예비 가상머신 추가"),
+    "cluster.spare_remove": _("예비 가상머신 제외"),
+    "cluster.policy": _("교체 정책 변경"),
+    "cluster.policy_act": _("교체 정책에 따른 조치"),
     "cluster.reconcile": _("전환 복구"),
     "vm.create": _("가상머신 생성"),
     "vm.update": _("가상머신 이름 변경"),
@@ -91,6 +103,7 @@ ACTION_LABELS = {
     "operation.create_vms": _("가상머신 생성"),
     "operation.replace": _("교체"),
     "operation.validate": _("클러스터 검증"),
+    "operation.cancel": _("작업 취소"),
     "cluster.validated": _("클러스터 검증 완료"),
     "vm.gpu_error": _("GPU 오류"),
     "vm.link_down": _("패브릭 링크 끊김"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from clusters.models import ClusterStatus, Operation
+from clusters.models import ClusterSpare, ClusterStatus, Operation
 from clusters.operations import attach_many
 from portal.iam import ssh_keys, tokens
 from portal.iam.permissions import Perm
@@ -35,6 +35,7 @@ class Scene:
     busy: object  # 실행중, two running members: may be validated
     key: object  # an SSH key of demo
     hook: object  # a webhook of demo
+    spare: object  # a stopped VM ``cluster`` keeps as a 예비
 
 
 @pytest.fixture
@@ -57,7 +58,9 @@ def scene(world):
     hook = webhook_services.create_webhook(
         actor=world.admin, project=world.demo, name="matrix", url="https://hooks.example.com/m"
     )
-    return Scene(cluster, running, member, loose, running_vm, operation, busy, key, hook)
+    spare = world.vm("kept")
+    ClusterSpare.objects.create(cluster=cluster, vm=spare)
+    return Scene(cluster, running, member, loose, running_vm, operation, busy, key, hook, spare)
 
 
 def seen():
@@ -119,6 +122,17 @@ MATRIX = {
     ("post", "/virtual-clusters/{cluster_id}/members/{vm_id}:replace"): [
         ("member", "replace_body", change(Perm.VM_UPDATE, True))
     ],
+    ("get", "/virtual-clusters/{cluster_id}/spares"): [("cluster", None, seen())],
+    ("post", "/virtual-clusters/{cluster_id}/spares"): [
+        ("cluster", "spare_body", change(Perm.CLUSTER_UPDATE, True))
+    ],
+    ("delete", "/virtual-clusters/{cluster_id}/spares/{vm_id}"): [
+        ("spare", None, change(Perm.CLUSTER_UPDATE, True))
+    ],
+    ("get", "/virtual-clusters/{cluster_id}/policy"): [("cluster", None, seen())],
+    ("put", "/virtual-clusters/{cluster_id}/policy"): [
+        ("cluster", {"policy": "auto"}, change(Perm.CLUSTER_UPDATE, True))
+    ],
     ("get", "/virtual-machines"): [("", None, listing())],
     ("post", "/virtual-machines"): [("", "vm_body", change(Perm.VM_CREATE, False, other=202))],
     ("get", "/virtual-machines/{vm_id}"): [("loose", None, seen())],
@@ -140,6 +154,10 @@ MATRIX = {
     ("get", "/webhooks/{webhook_id}/deliveries"): [("hook", None, seen())],
     ("get", "/operations"): [("", None, listing())],
     ("get", "/operations/{operation_id}"): [("operation", None, seen())],
+    # The scene's operation is a finished attach: every reader who may cancel is told no.
+    ("post", "/operations/{operation_id}:cancel"): [
+        ("operation", {}, change(Perm.CLUSTER_UPDATE, True, code=409))
+    ],
 }
 
 
@@ -173,6 +191,7 @@ def body_of(name, scene, world):
         "keys_body": {"ssh_key_ids": [scene.key.pk]},
         "attach_body": {"vm_ids": [scene.loose.pk]},
         "replace_body": {"spare_vm_id": scene.loose.pk},
+        "spare_body": {"vm_id": scene.loose.pk},
         "ssh_key_body": {"name": "by-api", "public_key": ED25519_OTHER},
         "webhook_body": {"name": "by-api", "url": "https://hooks.example.com/api"},
     }  # fmt: skip
@@ -185,6 +204,8 @@ def url_of(path, target, scene):
     obj = getattr(scene, target)
     if target == "member":
         return path.format(cluster_id=obj.cluster_id, vm_id=obj.pk)
+    if target == "spare":
+        return path.format(cluster_id=obj.spare_of.cluster_id, vm_id=obj.pk)
     return path.format(
         cluster_id=obj.pk, vm_id=obj.pk, operation_id=obj.pk, key_id=obj.pk, webhook_id=obj.pk
     )
@@ -194,7 +215,12 @@ def snapshot():
     from clusters.models import VirtualCluster
 
     return (
-        sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
+        sorted(
+            VirtualCluster.objects.values_list(
+                "pk", "name", "status", "project_id", "policy_row__policy"
+            )
+        ),
+        sorted(ClusterSpare.objects.values_list("cluster_id", "vm_id")),
         sorted(VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id")),
         sorted(SshKey.objects.values_list("pk", "name", "project_id")),
         sorted(Webhook.objects.values_list("pk", "name", "url", "project_id")),

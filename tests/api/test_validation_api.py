@@ -236,7 +236,8 @@ def test_replace_refusals_change_nothing(api, world, secrets, case):
         "other_zone": (409, None),
         "not_a_member": (409, "not_member"),
         "huge_ids": (404, None),
-        "no_body": (422, None),
+        # No spare named: the cluster's best 예비, and this one keeps none.
+        "no_body": (409, "no_spare"),
     }[case]
     assert response.status_code == expected[0], response.content
     if expected[1]:

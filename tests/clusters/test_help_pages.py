@@ -220,9 +220,9 @@ def test_help_pages_render_for_each_role_with_what_the_role_may_do(world, login,
     page = body(client.get(reverse("clusters:help")))
     assert "사전 요건" in page and "Resource.VirtualMachine.UPDATE" in page
     granted = page.count('data-granted="yes"')
-    # admin (and other, admin of its own project) may do all 10 actions; operator all but the
+    # admin (and other, admin of its own project) may do all 12 actions; operator all but the
     # creates and deletes; viewer only the two READ rows; no role, nothing.
-    expected = {"admin": 10, "other": 10, "operator": 6, "viewer": 2, "norole": 0}[role]
+    expected = {"admin": 12, "other": 12, "operator": 8, "viewer": 2, "norole": 0}[role]
     assert granted == expected
     assert body(client.get(reverse("clusters:infiniband_help"))).count("all_reduce_perf") >= 2
 

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from clusters.models import ClusterStatus, VirtualCluster
+from clusters.models import ClusterSpare, ClusterStatus, VirtualCluster
 from portal.iam.permissions import Perm
 from portal.models import AuditEvent, SshKey
 from portal.webhooks.models import Webhook, WebhookDelivery
@@ -264,6 +264,25 @@ def an_operation(scene):
     )
 
 
+def kept_as_spare(scene):
+    """``scene.vm`` kept as a 예비 of ``scene.cluster`` (before the snapshot)."""
+    ClusterSpare.objects.get_or_create(cluster=scene.cluster, vm=scene.vm)
+    return {"vm": scene.vm.pk}
+
+
+def spare_kept(scene, user):
+    assert ClusterSpare.objects.filter(cluster=scene.cluster, vm=scene.vm).exists()
+
+
+def spare_gone(scene, user):
+    assert not ClusterSpare.objects.filter(vm=scene.vm).exists()
+
+
+def policy_auto(scene, user):
+    scene.cluster.refresh_from_db()
+    assert scene.cluster.policy == "auto" and scene.cluster.policy_set_by == user
+
+
 def spare_attached(scene, user):
     scene.vm.refresh_from_db()
     assert scene.vm.cluster_id == scene.cluster.pk
@@ -494,6 +513,16 @@ MATRIX = {
         ),
     ],
     "clusters:operation_detail": both(Case("get", object_read(), target=an_operation)),
+    # 작업 취소 on a progress card: the scene's operation is a finished attach (CLUSTER UPDATE
+    # for any kind but a 교체), so who may cancel is told it cannot be (409).
+    "clusters:operation_cancel": both(
+        Case(
+            "post",
+            {**object_action(Perm.CLUSTER_UPDATE), "operator": Expect(409), "admin": Expect(409)},
+            target=an_operation,
+            audit="operation.cancel",
+        )
+    ),
     # 클러스터 검증 and 교체. The scene's running cluster has no running member, so a start
     # is refused by the rule (409) once the permission allows it.
     "clusters:validation_section": [Case("get", object_read(), target="cluster")],
@@ -524,6 +553,38 @@ MATRIX = {
             effect=spare_attached,
         ),
     ],
+    # 교체 정책 and 예비 on the members tab: CLUSTER UPDATE (and VM UPDATE for a spare).
+    "clusters:cluster_spares": [Case("get", object_read(), target="cluster")],
+    "clusters:cluster_spare_add": both(
+        Case(
+            "post",
+            object_action(Perm.CLUSTER_UPDATE),
+            target="cluster",
+            audit="cluster.spare_add",
+            data=lambda s: {"vm": s.vm.pk},
+            effect=spare_kept,
+        )
+    ),
+    "clusters:cluster_spare_remove": both(
+        Case(
+            "post",
+            object_action(Perm.CLUSTER_UPDATE),
+            target="cluster",
+            audit="cluster.spare_remove",
+            data=kept_as_spare,
+            effect=spare_gone,
+        )
+    ),
+    "clusters:cluster_policy": both(
+        Case(
+            "post",
+            object_action(Perm.CLUSTER_UPDATE),
+            target="cluster",
+            audit="cluster.policy",
+            data={"policy": "auto"},
+            effect=policy_auto,
+        )
+    ),
     "vms:vm_list": [Case("get", project_list("vm", "other_vm"))],
     "vms:vm_create": creates(Perm.VM_CREATE, vm_form, "vm.create", VirtualMachine, "vm-by-matrix"),
     "vms:vm_create#many": [
@@ -628,7 +689,12 @@ def test_matrix_names_only_real_urls():
 
 def snapshot():
     return (
-        sorted(VirtualCluster.objects.values_list("pk", "name", "status", "project_id")),
+        sorted(
+            VirtualCluster.objects.values_list(
+                "pk", "name", "status", "project_id", "policy_row__policy"
+            )
+        ),
+        sorted(ClusterSpare.objects.values_list("cluster_id", "vm_id")),
         sorted(
             VirtualMachine.objects.values_list("pk", "name", "status", "cluster_id", "project_id")
         ),

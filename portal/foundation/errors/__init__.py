@@ -343,6 +343,42 @@ class SpareIsolated(RuleViolation):
     default_message = _("격리된 가상머신은 교체의 예비 가상머신으로 쓸 수 없습니다")
 
 
+class VmIsSpare(RuleViolation):
+    code = "vm_is_spare"
+    default_message = _("클러스터의 예비 가상머신입니다. 먼저 클러스터의 예비 목록에서 제외하세요")
+
+
+class NotSpare(RuleViolation):
+    code = "not_spare"
+    default_message = _("이 클러스터의 예비 가상머신이 아닙니다")
+
+
+class NoSpare(RuleViolation):
+    code = "no_spare"
+    default_message = _(
+        "쓸 수 있는 예비 가상머신이 없습니다. 예비 가상머신을 추가하거나 교체할 가상머신을 고르세요"
+    )
+
+
+class NotCancellable(RuleViolation):
+    code = "not_cancellable"
+    default_message = _(
+        "이 작업은 지금 취소할 수 없습니다. 진행 중인 교체와 클러스터 검증만, 교체는 예비 "
+        "가상머신이 합류하기 전까지 취소할 수 있습니다"
+    )
+
+
+class OperationCancelled(RuleViolation):
+    code = "operation_cancelled"
+    default_message = _("사용자가 작업을 취소했습니다. 클러스터는 작업 전 상태로 돌아갑니다")
+
+
+class PolicyInvalid(InvalidInput):
+    code = "policy_invalid"
+    field = "policy"
+    default_message = _("교체 정책은 알림만, 교체 제안, 자동 교체 중에서 고르세요.")
+
+
 class TargetsRequired(InvalidInput):
     code = "vm_ids_required"
     field = "vm_ids"

@@ -180,9 +180,31 @@ def cluster_detach(client: Client, args) -> None:
 
 
 def cluster_replace(client: Client, args) -> None:
-    member, spare = resolve(client, "vm", args.member), resolve(client, "vm", args.spare)
+    member = resolve(client, "vm", args.member)
+    spare = resolve(client, "vm", args.spare) if args.spare else None
     path = f"{cluster_path(client, args)}/members/{member}:replace"
     accepted(client, args, client.call("POST", path, {"spare_vm_id": spare}))
+
+
+def cluster_spares(client: Client, args) -> None:
+    show(args, list(client.pages(f"{cluster_path(client, args)}/spares", {})), "vm")
+
+
+def cluster_spare_add(client: Client, args) -> None:
+    body = {"vm_id": resolve(client, "vm", args.vm)}
+    accepted(client, args, client.call("POST", f"{cluster_path(client, args)}/spares", body))
+
+
+def cluster_spare_remove(client: Client, args) -> None:
+    path = f"{cluster_path(client, args)}/spares/{resolve(client, 'vm', args.vm)}"
+    accepted(client, args, client.call("DELETE", path))
+
+
+def cluster_policy(client: Client, args) -> None:
+    path = f"{cluster_path(client, args)}/policy"
+    if args.set:
+        return accepted(client, args, client.call("PUT", path, {"policy": args.set}))
+    show(args, client.call("GET", path), "policy")
 
 
 def run_row(run: dict) -> dict:
@@ -333,6 +355,10 @@ def _delivery_row(delivery: dict) -> dict:
 
 def op_get(client: Client, args) -> None:
     show(args, client.call("GET", f"/operations/{args.id}"), "op")
+
+
+def op_cancel(client: Client, args) -> None:
+    show(args, client.call("POST", f"/operations/{args.id}:cancel", {}), "op")
 
 
 def op_wait(client: Client, args) -> None:

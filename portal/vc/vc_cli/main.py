@@ -80,7 +80,15 @@ def parser() -> argparse.ArgumentParser:
     )
     action(cluster, "attach", c.cluster_attach, "cluster", "vms", waits=True)
     action(cluster, "detach", c.cluster_detach, "cluster", "vm", waits=True)
-    action(cluster, "replace", c.cluster_replace, "cluster", "member", "spare", waits=True)
+    action(cluster, "replace", c.cluster_replace, "cluster", "member", waits=True).add_argument(
+        "spare", nargs="?", help="the VM taking its place (left out: the cluster's best spare)"
+    )
+    action(cluster, "spares", c.cluster_spares, "cluster")
+    action(cluster, "spare-add", c.cluster_spare_add, "cluster", "vm", waits=True)
+    action(cluster, "spare-remove", c.cluster_spare_remove, "cluster", "vm", waits=True)
+    action(cluster, "policy", c.cluster_policy, "cluster", waits=True).add_argument(
+        "--set", choices=("notify", "propose", "auto"), help="알림만, 교체 제안 or 자동 교체"
+    )
     action(cluster, "validate", c.cluster_validate, "cluster", waits=True).add_argument(
         "--level", type=int, choices=(1, 2), default=1, help="dcgmi diag -r 1 (quick) or 2"
     )
@@ -97,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     op = groups.add_parser("op", parents=[common]).add_subparsers(dest="action", required=True)
     action(op, "get", c.op_get, "id")
     action(op, "wait", c.op_wait, "id", waits=True)
+    action(op, "cancel", c.op_cancel, "id")
     return root
 
 
