@@ -2,9 +2,11 @@
 Operation with the evidence that started it, done by the system (no actor) under the policy
 its owner set, named in the evidence and the audit event (``cluster.policy_act``):
 
-- a member's health moves to 의심 (``vms.health``, which calls ``on_health_change``): a
-  targeted 검증 of that member and its ring neighbours, if the cluster runs and no 검증
-  or 교체 is open on it (a second suspect meanwhile waits for its next evidence);
+- a member's health moves to 의심 (``vms.health``, which calls ``on_health_change``): under
+  교체 제안 and 자동 교체, a targeted 검증 of that member and its ring neighbours, if the
+  cluster runs and no 검증 or 교체 is open on it (a second suspect meanwhile waits for its
+  next evidence); under 알림만 the system runs nothing on the customer's members — the
+  health change and its webhook are the notice;
 - a 검증 judges a member 불량 (격리): under 자동 교체 a 교체 with the cluster's best 예비;
   under 교체 제안 the members tab proposes it (``proposal``); under 알림만 nothing but the
   health change and its webhook;
@@ -88,12 +90,14 @@ def _member(vm_id: int) -> tuple[VirtualMachine | None, VirtualCluster | None]:
 
 
 def check_suspect(vm_id: int) -> Operation | None:
-    """A targeted 검증 of a member still 의심 and running, in a running cluster with no 검증
-    or 교체 open; None when there is nothing to do or the 검증 is refused (a run already
-    open: its verdict speaks for the member too)."""
+    """A targeted 검증 of a member still 의심 and running, in a running cluster under 교체 제안
+    or 자동 교체 with no 검증 or 교체 open; None when there is nothing to do or the 검증 is
+    refused (a run already open: its verdict speaks for the member too)."""
     vm, cluster = _member(vm_id)
     if vm is None or cluster is None or vm.health != VmHealth.SUSPECT:
         return None
+    if cluster.policy == ReplacePolicy.NOTIFY:
+        return None  # 알림만: a diagnostic run takes the members' GPUs and links from the job
     if vm.status != VmStatus.RUNNING or cluster.status != ClusterStatus.RUNNING or _busy(cluster):
         return None
     evidence = _evidence(vm, cluster, action="validate")

@@ -56,14 +56,26 @@ def test_a_targeted_run_plans_only_the_member_its_neighbours_and_its_links(world
     assert operation.evidence["focus"] == focus.pk
 
 
-def test_a_suspect_is_checked_and_judged_bad_under_notify_nothing_is_replaced(
+def test_under_notify_a_suspect_is_only_told_nothing_runs_nothing_is_replaced(
     world, cluster, django_capture_on_commit_callbacks
 ):
     spare(world, cluster, "kept-01", "10.0.1.1")
     suspect("gpu-node-03", django_capture_on_commit_callbacks)
+    assert not validations(cluster).exists()
+    assert vm("gpu-node-03").health == VmHealth.SUSPECT
+    assert not Operation.objects.filter(kind=Operation.Kind.REPLACE).exists()
+    assert heal.proposal(cluster) == []
+
+
+def test_a_suspect_is_checked_and_judged_bad_under_propose_nothing_is_replaced(
+    world, cluster, django_capture_on_commit_callbacks
+):
+    policy.set_policy(cluster.pk, actor=world.admin, policy="propose")
+    spare(world, cluster, "kept-01", "10.0.1.1")
+    suspect("gpu-node-03", django_capture_on_commit_callbacks)
     (run,) = validations(cluster)
     assert run.actor is None and run.evidence["code"] == health.STRAGGLER
-    assert run.evidence["policy"] == "notify"
+    assert run.evidence["policy"] == "propose"
     assert sorted(run.items.values_list("target_name", flat=True)) == [
         "gpu-node-02",
         "gpu-node-03",
@@ -74,10 +86,10 @@ def test_a_suspect_is_checked_and_judged_bad_under_notify_nothing_is_replaced(
     assert vm("gpu-node-02").health == VmHealth.OK  # a neighbour judged 정상
     assert not Operation.objects.filter(kind=Operation.Kind.REPLACE).exists()
     assert vm("gpu-node-03").cluster_id == cluster.pk
-    assert heal.proposal(cluster) == []
 
 
 def test_no_second_run_while_one_is_open_and_none_on_a_stopped_cluster(world, cluster):
+    policy.set_policy(cluster.pk, actor=world.admin, policy="propose")
     operations.start_validation(cluster.pk, actor=world.admin)
     node = vm("gpu-node-02")
     type(node).objects.filter(pk=node.pk).update(health=VmHealth.SUSPECT)

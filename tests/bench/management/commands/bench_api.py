@@ -58,6 +58,17 @@ def call(handler, path: str, query: str, token: str) -> tuple[str, bytes]:
         result.close()
 
 
+def last_token(handler, path: str, secret: str) -> str:
+    """The page_token of the last page of the list at ``path`` (followed page by page)."""
+    query, token = "page_size=500", ""
+    while True:
+        _status, body = call(handler, path, query, secret)
+        following = json.loads(body)["next_page_token"]
+        if following is None:
+            return token
+        token, query = following, f"page_size=500&page_token={following}"
+
+
 class Command(BenchCommand):
     help = "Benchmark the API's cluster list and detail against a token-authenticated floor."
 
@@ -122,7 +133,8 @@ class Command(BenchCommand):
             "list10k": (list_path, "page_size=50", secrets["large"]),
             "last10k": (
                 list_path,
-                "page_size=50&page_token=" + self.last_token(handler, secrets["large"]),
+                "page_size=50&page_token="
+                + last_token(handler, "/api/v1/virtual-clusters", secrets["large"]),
                 secrets["large"],
             ),
             "detail": (f"{list_path}/{clusters['large'][-1].pk}", "", secrets["large"]),
@@ -178,16 +190,6 @@ class Command(BenchCommand):
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(order).print_stats(count)
             self.say(out.getvalue())
-
-    def last_token(self, handler, secret) -> str:
-        """The page_token of the last page of the large project (followed page by page)."""
-        query, token = "page_size=500", ""
-        while True:
-            _status, body = call(handler, "/api/v1/virtual-clusters", query, secret)
-            following = json.loads(body)["next_page_token"]
-            if following is None:
-                return token
-            token, query = following, f"page_size=500&page_token={following}"
 
     def count_queries(self, handler, key, page) -> tuple[int, int]:
         """(queries, bytes) of one answer, after checking it holds the rows it should."""

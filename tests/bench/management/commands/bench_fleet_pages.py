@@ -47,7 +47,7 @@ from portal.iam import tokens
 from tests.bench import samples
 from tests.bench.inprocess import BENCH_SETTINGS, request, session_cookie
 from tests.bench.management.commands import bench_first_chart
-from tests.bench.management.commands.bench_api import call
+from tests.bench.management.commands.bench_api import call, last_token
 from tests.bench.worlds import fleet_pages_world
 
 TARGETS = {"list": 2.5, "api": 3.0, "last_page": 1.3, "growth": 2.0, "longest_task_ms": 1000.0}
@@ -174,20 +174,9 @@ class Command(bench_first_chart.Command):
         found["api floor"] = {"api": ("/__bench__/api-floor/", "", secret)}
         found["api vms"] = {"api": (vms, "page_size=100", secret), "rows": 100}
         found["api vms last"] = {
-            "api": (vms, f"page_size=100&page_token={self.last_token(handler, secret)}", secret)
+            "api": (vms, f"page_size=100&page_token={last_token(handler, vms, secret)}", secret)
         }
         return found
-
-    @staticmethod
-    def last_token(handler, secret):
-        """The page_token of the last page of the API's VM list (followed page by page)."""
-        query, token = "page_size=500", ""
-        while True:
-            _status, body = call(handler, "/api/v1/virtual-machines", query, secret)
-            following = json.loads(body)["next_page_token"]
-            if following is None:
-                return token
-            token, query = following, f"page_size=500&page_token={following}"
 
     @staticmethod
     def send(handler, r):
