@@ -171,3 +171,19 @@ def spent(before: dict[int, float], after: dict[int, float]) -> float:
     """CPU seconds spent between two ``cpu_seconds`` snapshots (a pid new in ``after``
     counts from zero)."""
     return sum(value - before.get(pid, 0.0) for pid, value in after.items())
+
+
+def run_bench(name: str, *args: str, timeout: float = 300) -> str:
+    """``manage.py <name> <args>`` in a process of its own, as a developer runs it (DEBUG off,
+    the bench settings): its standard output, after checking it ended well."""
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", name, *args],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "tests.bench.settings"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stderr[-2000:] + result.stdout[-2000:]
+    return result.stdout

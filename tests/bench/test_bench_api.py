@@ -1,31 +1,23 @@
 """bench_api runs end to end on a small world (in a process of its own, as a developer runs
 it): every request answers 200 with the rows it should, and the query counts are equal."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+
+from tests.bench.processes import run_bench
 
 
 @pytest.mark.postgres_only("bench_api measures PostgreSQL, in a scratch database")
 @pytest.mark.slow
 def test_bench_api_runs_and_reports_its_targets():
-    result = subprocess.run(
-        [sys.executable, "manage.py", "bench_api", "--clusters", "120", "--rounds", "3",
-         "--warmup", "1"],
-        cwd=settings.BASE_DIR,
-        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "tests.bench.settings"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    out = run_bench(
+        "bench_api", "--clusters", "120", "--rounds", "3",
+         "--warmup", "1"
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "met    queries equal at 10 and 10,000" in result.stdout
+    assert "met    queries equal at 10 and 10,000" in out
     for key in ("floor", "list10", "list10k", "last10k", "detail", "vms256", "members256"):
-        assert f"\n{key} " in result.stdout
+        assert f"\n{key} " in out
 
 
 def test_bench_api_takes_no_database_name():

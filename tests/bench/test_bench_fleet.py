@@ -9,23 +9,19 @@ import sys
 import pytest
 from django.conf import settings
 
+from tests.bench.processes import run_bench
+
 
 @pytest.mark.postgres_only("bench_fleet measures PostgreSQL, in a scratch database")
 @pytest.mark.slow
 def test_bench_fleet_runs_and_reports_its_goals():
     if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis://"):
         pytest.skip("bench_fleet starts real Celery workers: CELERY_BROKER_URL=redis://…")
-    result = subprocess.run(
-        [sys.executable, "manage.py", "bench_fleet", "--hosts", "6", "--clusters", "3",
-         "--members", "2", "--workers", "1,2"],
-        cwd=settings.BASE_DIR,
-        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "tests.bench.settings"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    out = run_bench(
+        "bench_fleet", "--hosts", "6", "--clusters", "3",
+         "--members", "2", "--workers", "1,2"
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:] + result.stdout[-2000:]
-    out = result.stdout
+    out = out
     for workers in (1, 2):
         assert f"{workers} worker(s): 클러스터 시작 → every member 실행중 p50 " in out
     assert "starts/s over 1 worker's:" in out and "(goal >= 1.7: " in out

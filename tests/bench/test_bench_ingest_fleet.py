@@ -2,33 +2,25 @@
 runs it): every step's POSTs answer 200, the raw COPY, the rollup run and the simulated days
 print their figures, and the partitions stay as many from one day to the next."""
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from tests.bench.management.commands import bench_ingest_fleet
+from tests.bench.processes import run_bench
 
 
 @pytest.mark.postgres_only("bench_ingest_fleet measures PostgreSQL, in a scratch database")
 @pytest.mark.slow
 def test_bench_ingest_fleet_runs_and_reports_its_targets():
-    result = subprocess.run(
-        [sys.executable, "manage.py", "bench_ingest_fleet", "--vms", "24", "--rates", "10,20",
+    out = run_bench(
+        "bench_ingest_fleet", "--vms", "24", "--rates", "10,20",
          "--seconds", "1", "--workers", "1", "--connections", "4", "--copy-seconds", "0.5",
-         "--rollup-runs", "1", "--week-vms", "1", "--week-days", "2"],
-        cwd=settings.BASE_DIR,
-        env={**os.environ, "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "tests.bench.settings"},
-        capture_output=True,
-        text=True,
-        timeout=600,
+         "--rollup-runs", "1", "--week-vms", "1", "--week-days", "2", timeout=600
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = result.stdout
+    out = out
     assert "failed" not in out
     assert re.search(r"^1 worker\(s\): holds [\d,]+ POSTs/s", out, re.MULTILINE), out[-2000:]
     assert "rows/s at the best knee / raw COPY" in out
